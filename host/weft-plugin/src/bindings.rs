@@ -1,0 +1,31 @@
+//! Host bindings generated from `wit/plugin`, in one place.
+//!
+//! The two worlds share their imports: the middleware world reuses the
+//! task world's generated interfaces through `with:` so one `Host` impl
+//! serves both.
+
+/// Bindings of the `k8s-task-plugin` world.
+#[allow(missing_docs)]
+pub mod task {
+    wasmtime::component::bindgen!({
+        path: "../../wit/plugin",
+        world: "k8s-task-plugin",
+        imports: { default: trappable },
+    });
+}
+
+/// Bindings of the `middleware-plugin` world.
+#[allow(missing_docs)]
+pub mod middleware {
+    wasmtime::component::bindgen!({
+        path: "../../wit/plugin",
+        world: "middleware-plugin",
+        imports: { default: trappable },
+        with: {
+            "weft:plugin/types": super::task::weft::plugin::types,
+            "weft:plugin/log": super::task::weft::plugin::log,
+            "weft:plugin/clock": super::task::weft::plugin::clock,
+            "weft:plugin/state": super::task::weft::plugin::state,
+        },
+    });
+}

@@ -1,0 +1,43 @@
+//! Weft's plugin host: runs sandboxed WebAssembly task and middleware
+//! plugins.
+//!
+//! This crate knows nothing of Kubernetes clients or gRPC servers (it only
+//! speaks JSON objects and plain Rust types), so the controller, the admin
+//! API and the `weft plugin` CLI all share one sandbox.
+//!
+//! The pieces, in the order a plugin meets them:
+//! - [`manifest`]: what a plugin declares (world, task types, kinds, limits).
+//! - [`engine`]: one wasmtime engine with the pooling allocator, an epoch
+//!   ticker for deadlines, and compilation cached by sha256 digest.
+//! - [`plugin`]: loading a component (every check once) and calling it (a
+//!   fresh store per call; traps, deadlines and memory exhaustion become
+//!   typed [`plugin::CallError`]s).
+//! - [`registry`]: task type -> plugin and middleware slots, swapped atomically.
+//!
+//! ```no_run
+//! use weft_plugin::{engine::{EngineConfig, PluginEngine}, registry::Registry};
+//! let engine = PluginEngine::new(EngineConfig::default())?;
+//! let registry = Registry::default();
+//! for err in registry.load_dir(&engine, "target/plugins".as_ref()) {
+//!     eprintln!("{err}");
+//! }
+//! let pod = registry.task_plugin("pod")?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+#[doc(hidden)]
+pub mod bindings;
+pub mod engine;
+mod host;
+pub mod manifest;
+pub mod plugin;
+pub mod registry;
+
+pub use engine::{Digest, EngineConfig, PluginEngine};
+pub use host::{StateLimits, StateStore};
+pub use manifest::Manifest;
+pub use plugin::{
+    CallError, FailureKind, MiddlewareCall, MiddlewarePlugin, Phase, PhaseInfo, Plugin,
+    TaskContext, TaskPlugin, Verdict,
+};
+pub use registry::{Registry, RegistryConfig};

@@ -1,0 +1,475 @@
+//! The plugin manifest: what a plugin says about itself, and what the host
+//! holds it to.
+//!
+//! Every component ships with a manifest (YAML or JSON) next to it. The host
+//! trusts none of the component's own claims: the manifest decides which
+//! world it must implement, which kinds it may create, and how much time and
+//! memory each call gets.
+
+use std::{collections::BTreeMap, fmt, path::Path, str::FromStr, time::Duration};
+
+use serde::{Deserialize, Serialize};
+
+/// Problems with a manifest. Each names the field and what is wrong with it.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The manifest file could not be read.
+    #[error("cannot read plugin manifest {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The manifest is not valid YAML/JSON or does not have the expected shape.
+    #[error("plugin manifest {origin} is malformed: {source}")]
+    Parse {
+        /// Where the manifest came from (a path or a ConfigMap).
+        origin: String,
+        /// The parser's complaint, with line and column.
+        #[source]
+        source: serde_yaml::Error,
+    },
+    /// The manifest parsed but a field has an invalid value.
+    #[error("plugin manifest {origin} is invalid: {field}: {problem}")]
+    Invalid {
+        /// Where the manifest came from.
+        origin: String,
+        /// The offending field, e.g. `limits.memory`.
+        field: &'static str,
+        /// What is wrong with it.
+        problem: String,
+    },
+}
+
+/// Module result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Which WIT world a plugin implements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum World {
+    /// `weft:plugin/k8s-task-plugin`: builds Kubernetes resources for tasks.
+    K8sTaskPlugin,
+    /// `weft:plugin/middleware-plugin`: a gRPC request policy hook.
+    MiddlewarePlugin,
+}
+
+impl World {
+    /// The world's name in `wit/plugin/world.wit`.
+    pub fn wit_name(self) -> &'static str {
+        match self {
+            World::K8sTaskPlugin => "k8s-task-plugin",
+            World::MiddlewarePlugin => "middleware-plugin",
+        }
+    }
+
+    /// The export the component must provide for this world.
+    pub fn export_name(self) -> &'static str {
+        match self {
+            World::K8sTaskPlugin => "weft:plugin/k8s-task@0.1.0",
+            World::MiddlewarePlugin => "weft:plugin/middleware@0.1.0",
+        }
+    }
+}
+
+impl fmt::Display for World {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.wit_name())
+    }
+}
+
+/// A Kubernetes kind a task plugin may create.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceKind {
+    /// `group/version`, or `v1` for the core group.
+    pub api_version: String,
+    /// The kind, e.g. `Pod`.
+    pub kind: String,
+}
+
+impl fmt::Display for ResourceKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.api_version, self.kind)
+    }
+}
+
+/// What a middleware does when it traps or overruns its deadline (Istio's failStrategy).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum FailStrategy {
+    /// Answer the call with UNAVAILABLE: safe for auth.
+    #[default]
+    Closed,
+    /// Let the call through as if the middleware were absent: for audit and metrics.
+    Open,
+}
+
+/// Middleware-only settings.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MiddlewareSettings {
+    /// Whether the plugin receives the request message as JSON.
+    #[serde(default)]
+    pub request_body: bool,
+    /// What happens when the plugin faults.
+    #[serde(default)]
+    pub fail_strategy: FailStrategy,
+}
+
+/// Per-call limits, as written in the manifest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawLimits {
+    #[serde(default)]
+    deadline: Option<String>,
+    #[serde(default)]
+    memory: Option<String>,
+    #[serde(default)]
+    output: Option<String>,
+}
+
+/// Per-call limits the host enforces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Wall-clock time one call may take (instantiation included).
+    pub deadline: Duration,
+    /// Linear memory one instance may grow to, in bytes.
+    pub memory: u64,
+    /// The largest string a call may return, in bytes.
+    pub output: u64,
+}
+
+impl Limits {
+    /// Defaults for a plugin that states no limits: generous for a JSON-in/JSON-out
+    /// plugin, small enough that a runaway guest cannot hurt the host.
+    pub const DEFAULT: Limits = Limits {
+        deadline: Duration::from_secs(1),
+        memory: 64 << 20,
+        output: 4 << 20,
+    };
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawManifest {
+    name: String,
+    version: String,
+    world: World,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default)]
+    task_types: Vec<String>,
+    #[serde(default)]
+    resources: Vec<ResourceKind>,
+    #[serde(default)]
+    limits: Option<RawLimits>,
+    #[serde(default)]
+    config: Option<serde_json::Value>,
+    #[serde(default)]
+    middleware: Option<MiddlewareSettings>,
+}
+
+/// A parsed and validated plugin manifest.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Manifest {
+    /// The plugin's name: a DNS-1123 label, unique in a registry.
+    pub name: String,
+    /// The plugin's version (semver).
+    pub version: String,
+    /// The world the component must implement.
+    pub world: World,
+    /// A one-line description.
+    pub description: Option<String>,
+    /// Task types a task plugin serves.
+    pub task_types: Vec<String>,
+    /// Kinds a task plugin may create.
+    pub resources: Vec<ResourceKind>,
+    /// Per-call limits.
+    pub limits: Limits,
+    /// Default plugin configuration (a JSON object).
+    pub config: serde_json::Map<String, serde_json::Value>,
+    /// Middleware settings (middleware plugins only).
+    pub middleware: MiddlewareSettings,
+}
+
+impl Manifest {
+    /// Read and validate a manifest file.
+    pub fn from_path(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::parse(&text, &path.display().to_string())
+    }
+
+    /// Parse and validate manifest text (YAML, or JSON which is YAML too).
+    /// `origin` names where it came from, for error messages.
+    pub fn parse(text: &str, origin: &str) -> Result<Self> {
+        let raw: RawManifest = serde_yaml::from_str(text).map_err(|source| Error::Parse {
+            origin: origin.to_string(),
+            source,
+        })?;
+        let invalid = |field: &'static str, problem: String| Error::Invalid {
+            origin: origin.to_string(),
+            field,
+            problem,
+        };
+        if let Err(problem) = check_dns_label(&raw.name) {
+            return Err(invalid("name", problem));
+        }
+        if !is_semver(&raw.version) {
+            return Err(invalid(
+                "version",
+                format!("{:?} is not a semantic version like 1.2.3", raw.version),
+            ));
+        }
+        match raw.world {
+            World::K8sTaskPlugin => {
+                if raw.task_types.is_empty() {
+                    return Err(invalid(
+                        "taskTypes",
+                        "a k8s-task-plugin must serve at least one task type".into(),
+                    ));
+                }
+                if raw.resources.is_empty() {
+                    return Err(invalid(
+                        "resources",
+                        "a k8s-task-plugin must declare the kinds it creates".into(),
+                    ));
+                }
+                if raw.middleware.is_some() {
+                    return Err(invalid(
+                        "middleware",
+                        "only a middleware-plugin takes middleware settings".into(),
+                    ));
+                }
+            }
+            World::MiddlewarePlugin => {
+                if !raw.task_types.is_empty() || !raw.resources.is_empty() {
+                    return Err(invalid(
+                        "taskTypes",
+                        "a middleware-plugin serves no task types and creates no resources".into(),
+                    ));
+                }
+            }
+        }
+        for t in &raw.task_types {
+            if let Err(problem) = check_dns_label(t) {
+                return Err(invalid("taskTypes", format!("{t:?}: {problem}")));
+            }
+        }
+        for r in &raw.resources {
+            if r.api_version.is_empty() || r.kind.is_empty() {
+                return Err(invalid(
+                    "resources",
+                    format!("{r} needs both apiVersion and kind"),
+                ));
+            }
+        }
+        let mut limits = Limits::DEFAULT;
+        if let Some(l) = raw.limits {
+            if let Some(d) = l.deadline {
+                limits.deadline = humantime::parse_duration(&d)
+                    .map_err(|e| invalid("limits.deadline", format!("{d:?}: {e}")))?;
+                if limits.deadline.is_zero() || limits.deadline > Duration::from_secs(600) {
+                    return Err(invalid(
+                        "limits.deadline",
+                        format!("{d:?} must be above zero and at most 10m"),
+                    ));
+                }
+            }
+            if let Some(m) = l.memory {
+                limits.memory = parse_quantity(&m).map_err(|p| invalid("limits.memory", p))?;
+                if limits.memory < 1 << 16 {
+                    return Err(invalid(
+                        "limits.memory",
+                        format!("{m:?} is below one Wasm page (64Ki)"),
+                    ));
+                }
+            }
+            if let Some(o) = l.output {
+                limits.output = parse_quantity(&o).map_err(|p| invalid("limits.output", p))?;
+            }
+        }
+        let config = match raw.config {
+            None | Some(serde_json::Value::Null) => serde_json::Map::new(),
+            Some(serde_json::Value::Object(m)) => m,
+            Some(other) => {
+                return Err(invalid(
+                    "config",
+                    format!("must be an object, found {}", json_type(&other)),
+                ));
+            }
+        };
+        Ok(Manifest {
+            name: raw.name,
+            version: raw.version,
+            world: raw.world,
+            description: raw.description,
+            task_types: raw.task_types,
+            resources: raw.resources,
+            limits,
+            config,
+            middleware: raw.middleware.unwrap_or_default(),
+        })
+    }
+
+    /// Whether the manifest allows creating this kind.
+    pub fn allows(&self, api_version: &str, kind: &str) -> bool {
+        self.resources
+            .iter()
+            .any(|r| r.api_version == api_version && r.kind == kind)
+    }
+}
+
+/// Checks a Kubernetes DNS-1123 label (RFC 1123): lower-case alphanumerics
+/// and '-', starting and ending alphanumeric, at most 63 characters.
+pub fn check_dns_label(s: &str) -> Result<(), String> {
+    if s.is_empty() {
+        return Err("must not be empty".into());
+    }
+    if s.len() > 63 {
+        return Err(format!("{s:?} is longer than 63 characters"));
+    }
+    let ok_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
+    if !s.chars().all(ok_char) || s.starts_with('-') || s.ends_with('-') {
+        return Err(format!(
+            "{s:?} must consist of lower-case letters, digits and '-', and start and end with a letter or digit"
+        ));
+    }
+    Ok(())
+}
+
+fn is_semver(s: &str) -> bool {
+    let core = s.split(['-', '+']).next().unwrap_or("");
+    let parts: Vec<&str> = core.split('.').collect();
+    parts.len() == 3
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+}
+
+fn json_type(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
+/// Parses a Kubernetes-style byte quantity: `64Mi`, `1Gi`, `512Ki`, `100M`, `4096`.
+pub fn parse_quantity(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (digits, suffix) = s.split_at(split);
+    let n = u64::from_str(digits).map_err(|_| format!("{s:?} is not a quantity like 64Mi"))?;
+    let mult: u64 = match suffix {
+        "" => 1,
+        "Ki" => 1 << 10,
+        "Mi" => 1 << 20,
+        "Gi" => 1 << 30,
+        "k" | "K" => 1_000,
+        "M" => 1_000_000,
+        "G" => 1_000_000_000,
+        _ => {
+            return Err(format!(
+                "{s:?} has an unknown unit {suffix:?} (use Ki, Mi or Gi)"
+            ));
+        }
+    };
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("{s:?} is too large"))
+}
+
+/// Labels carried through to every resource; kept sorted for deterministic output.
+pub type Labels = BTreeMap<String, String>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const POD: &str = r#"
+name: pod
+version: 0.1.0
+world: k8s-task-plugin
+taskTypes: [pod]
+resources: [{apiVersion: v1, kind: Pod}]
+limits: {deadline: 250ms, memory: 32Mi}
+config: {imagePullGracePeriodSeconds: 300}
+"#;
+
+    #[test]
+    fn parses_a_task_manifest() {
+        let m = Manifest::parse(POD, "pod.yaml").unwrap();
+        assert_eq!(m.name, "pod");
+        assert_eq!(m.world, World::K8sTaskPlugin);
+        assert_eq!(m.limits.deadline, Duration::from_millis(250));
+        assert_eq!(m.limits.memory, 32 << 20);
+        assert_eq!(m.limits.output, Limits::DEFAULT.output);
+        assert!(m.allows("v1", "Pod"));
+        assert!(!m.allows("batch/v1", "Job"));
+        assert_eq!(m.config["imagePullGracePeriodSeconds"], 300);
+    }
+
+    fn err(text: &str) -> String {
+        Manifest::parse(text, "m.yaml").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn errors_name_the_origin_and_the_field() {
+        let e = err(&POD.replace("name: pod", "name: Pod_1"));
+        assert!(
+            e.contains("m.yaml") && e.contains("name") && e.contains("Pod_1"),
+            "{e}"
+        );
+        let e = err(&POD.replace("version: 0.1.0", "version: one"));
+        assert!(e.contains("version"), "{e}");
+        let e = err(&POD.replace("250ms", "soon"));
+        assert!(e.contains("limits.deadline") && e.contains("soon"), "{e}");
+        let e = err(&POD.replace("32Mi", "32 bananas"));
+        assert!(e.contains("limits.memory"), "{e}");
+        let e = err(&POD.replace("taskTypes: [pod]", "taskTypes: []"));
+        assert!(e.contains("taskTypes"), "{e}");
+        let e = err(&POD.replace("world: k8s-task-plugin", "world: spaceship"));
+        assert!(e.contains("malformed") && e.contains("world"), "{e}");
+        let e = err(&format!("{POD}\nsurprise: 1"));
+        assert!(e.contains("surprise"), "{e}");
+        let e = err(&POD.replace("config: {imagePullGracePeriodSeconds: 300}", "config: [1]"));
+        assert!(e.contains("config") && e.contains("array"), "{e}");
+        let e = err("{{{");
+        assert!(e.contains("malformed"), "{e}");
+    }
+
+    #[test]
+    fn middleware_manifests_take_no_task_types() {
+        let m = Manifest::parse(
+            "name: audit\nversion: 1.0.0\nworld: middleware-plugin\nmiddleware: {failStrategy: open}\n",
+            "audit.yaml",
+        )
+        .unwrap();
+        assert_eq!(m.middleware.fail_strategy, FailStrategy::Open);
+        let e = err("name: audit\nversion: 1.0.0\nworld: middleware-plugin\ntaskTypes: [x]\n");
+        assert!(e.contains("middleware-plugin serves no task types"), "{e}");
+    }
+
+    #[test]
+    fn quantities() {
+        assert_eq!(parse_quantity("64Mi"), Ok(64 << 20));
+        assert_eq!(parse_quantity("100M"), Ok(100_000_000));
+        assert_eq!(parse_quantity("4096"), Ok(4096));
+        assert!(parse_quantity("1Ti").is_err());
+        assert!(parse_quantity("Mi").is_err());
+    }
+}
