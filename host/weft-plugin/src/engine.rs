@@ -266,6 +266,17 @@ impl PluginEngine {
         Ok((component, CompileSource::Compiled))
     }
 
+    /// The names a component exports and imports, for `weft plugin inspect`.
+    /// Compiles (or reuses the cached compilation of) the component.
+    pub fn describe(&self, bytes: &[u8]) -> wasmtime::Result<(Vec<String>, Vec<String>)> {
+        let (component, _) = self.compile(Digest::of(bytes), bytes)?;
+        let ty = component.component_type();
+        let engine = &self.inner.engine;
+        let exports = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
+        let imports = ty.imports(engine).map(|(n, _)| n.to_string()).collect();
+        Ok((exports, imports))
+    }
+
     /// Forget in-memory compilations no longer referenced by a loaded plugin.
     pub fn forget(&self, digest: Digest) {
         self.lock_compiled().remove(&digest);

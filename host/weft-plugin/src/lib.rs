@@ -38,6 +38,6 @@ pub use host::{StateLimits, StateStore};
 pub use manifest::Manifest;
 pub use plugin::{
     CallError, FailureKind, MiddlewareCall, MiddlewarePlugin, Phase, PhaseInfo, Plugin,
-    TaskContext, TaskPlugin, Verdict,
+    TaskContext, TaskPlugin, Verdict, WarmTaskInstance, resource_name,
 };
 pub use registry::{Registry, RegistryConfig};

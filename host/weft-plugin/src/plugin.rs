@@ -16,7 +16,7 @@ use crate::{
             exports::weft::plugin::middleware::{self as wit_mw},
         },
         task::{
-            K8sTaskPluginPre,
+            K8sTaskPlugin as K8sTaskBindings, K8sTaskPluginPre,
             exports::weft::plugin::k8s_task::{
                 AbortBehaviour as WitAbort, TaskProperties as WitProps,
             },
@@ -261,6 +261,90 @@ pub struct TaskContext {
     pub labels: BTreeMap<String, String>,
 }
 
+/// Label naming the Workflow on every resource of its tasks.
+pub const LABEL_WORKFLOW: &str = "weft.dev/workflow";
+/// Label naming the node.
+pub const LABEL_NODE: &str = "weft.dev/node";
+/// Label naming the attempt.
+pub const LABEL_ATTEMPT: &str = "weft.dev/attempt";
+
+impl TaskContext {
+    /// The context of one attempt of a task node, with the deterministic
+    /// resource name and the labels the host always sets.
+    #[allow(clippy::too_many_arguments)]
+    pub fn for_attempt(
+        workflow: &str,
+        workflow_uid: &str,
+        namespace: &str,
+        node_id: &str,
+        attempt: u32,
+        task_type: &str,
+        config: Value,
+        inputs: Value,
+    ) -> Self {
+        let labels = BTreeMap::from([
+            (LABEL_WORKFLOW.to_string(), label_value(workflow)),
+            (LABEL_NODE.to_string(), label_value(node_id)),
+            (LABEL_ATTEMPT.to_string(), attempt.to_string()),
+        ]);
+        TaskContext {
+            workflow: workflow.into(),
+            workflow_uid: workflow_uid.into(),
+            namespace: namespace.into(),
+            node_id: node_id.into(),
+            attempt,
+            task_type: task_type.into(),
+            config,
+            inputs,
+            resource_name: resource_name(workflow, node_id, attempt),
+            labels,
+        }
+    }
+}
+
+/// The name of the resource of one attempt: `<workflow>-<node>-<attempt>`,
+/// made a DNS-1123 label. Deterministic, so a controller that crashed after
+/// creating it finds the same resource instead of creating another. When
+/// too long (or altered to be valid) it is cut and ends in a hash of the
+/// full name, so two long names never collide.
+pub fn resource_name(workflow: &str, node_id: &str, attempt: u32) -> String {
+    let full = format!("{workflow}-{node_id}-{attempt}");
+    let mut clean: String = full
+        .chars()
+        .map(|c| {
+            let c = c.to_ascii_lowercase();
+            if c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    if clean == full && clean.len() <= 63 && crate::manifest::check_dns_label(&clean).is_ok() {
+        return clean;
+    }
+    let hash = &Digest::of(full.as_bytes()).hex()[..10];
+    clean.truncate(63 - 11);
+    let clean = clean.trim_matches('-');
+    format!("{clean}-{hash}")
+}
+
+/// Makes a string a valid label value (at most 63 characters of
+/// alphanumerics, '-', '_', '.'), hashing the rest when it must cut.
+fn label_value(s: &str) -> String {
+    let ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    if s.len() <= 63 && s.chars().all(ok) {
+        return s.to_string();
+    }
+    let mut clean: String = s.chars().map(|c| if ok(c) { c } else { '-' }).collect();
+    clean.truncate(52);
+    let hash = &Digest::of(s.as_bytes()).hex()[..10];
+    format!(
+        "{}-{hash}",
+        clean.trim_matches(|c: char| !c.is_ascii_alphanumeric())
+    )
+}
+
 /// A task phase (the WIT `phase`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -501,6 +585,7 @@ impl fmt::Debug for Plugin {
 }
 
 /// What both kinds of plugin carry.
+#[derive(Clone)]
 struct Common {
     name: Arc<str>,
     manifest: Arc<Manifest>,
@@ -522,13 +607,19 @@ impl Common {
         let data = HostState::new(self.name.clone(), call, limits.memory, self.state.clone());
         let mut store = Store::new(&self.engine.inner.engine, data);
         store.limiter(|s| &mut s.limiter);
+        self.arm_deadline(&mut store);
+        store.epoch_deadline_trap();
+        store
+    }
+
+    /// Sets the store's epoch deadline to the manifest's deadline from now.
+    fn arm_deadline(&self, store: &mut Store<HostState>) {
         let tick = self.engine.inner.tick.as_nanos().max(1);
-        let ticks = u64::try_from(limits.deadline.as_nanos().div_ceil(tick)).unwrap_or(u64::MAX);
+        let ticks =
+            u64::try_from(self.limits().deadline.as_nanos().div_ceil(tick)).unwrap_or(u64::MAX);
         // One extra tick: the deadline is never cut short by a tick that was
         // already half over when the call started.
         store.set_epoch_deadline(ticks.saturating_add(1));
-        store.epoch_deadline_trap();
-        store
     }
 
     /// Turns a wasmtime error from instantiating or calling into a typed failure.
@@ -592,7 +683,9 @@ impl Common {
     }
 }
 
-/// A loaded task plugin version.
+/// A loaded task plugin version. Cloning is cheap (shared compiled code);
+/// a clone can take its own config overrides.
+#[derive(Clone)]
 pub struct TaskPlugin {
     common: Common,
     pre: K8sTaskPluginPre<HostState>,
@@ -716,6 +809,22 @@ impl TaskPlugin {
         let obj: Value =
             serde_json::from_str(&out).map_err(|e| self.invalid(CALL, format!("not JSON: {e}")))?;
         Ok((self.enforce(ctx, obj)?, stats))
+    }
+
+    /// An instance kept across calls, for measuring what a call costs without
+    /// instantiation. The host never serves tasks this way: its instances are
+    /// fresh per call so nothing of one task can reach another.
+    pub fn warm_instance(&self) -> Result<WarmTaskInstance<'_>, CallError> {
+        const CALL: &str = "build-resource";
+        let mut store = self.common.store(CALL);
+        match self.pre.instantiate(&mut store) {
+            Ok(bindings) => Ok(WarmTaskInstance {
+                plugin: self,
+                store,
+                bindings,
+            }),
+            Err(e) => Err(self.common.classify(&mut store, CALL, e)),
+        }
     }
 
     /// Ask the plugin where the task stands, given the resource as last observed.
@@ -883,6 +992,32 @@ impl TaskPlugin {
     }
 }
 
+/// One task plugin instance reused across calls; see [`TaskPlugin::warm_instance`].
+pub struct WarmTaskInstance<'a> {
+    plugin: &'a TaskPlugin,
+    store: Store<HostState>,
+    bindings: K8sTaskBindings,
+}
+
+impl WarmTaskInstance<'_> {
+    /// Call build-resource and return the plugin's raw answer, unchecked:
+    /// the cost of crossing into the guest and back, and nothing else.
+    pub fn build_resource_raw(&mut self, ctx: &TaskContext) -> Result<String, CallError> {
+        const CALL: &str = "build-resource";
+        let wctx = self.plugin.wit_context(ctx);
+        self.plugin.common.arm_deadline(&mut self.store);
+        match self
+            .bindings
+            .weft_plugin_k8s_task()
+            .call_build_resource(&mut self.store, &wctx)
+        {
+            Ok(Ok(s)) => Ok(s),
+            Ok(Err(e)) => Err(self.plugin.plugin_error(CALL, e)),
+            Err(e) => Err(self.plugin.common.classify(&mut self.store, CALL, e)),
+        }
+    }
+}
+
 /// A gRPC call as a middleware sees it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MiddlewareCall {
@@ -941,6 +1076,7 @@ pub fn grpc_code(code: RejectCode) -> i32 {
 }
 
 /// A loaded middleware plugin version.
+#[derive(Clone)]
 pub struct MiddlewarePlugin {
     common: Common,
     pre: MiddlewarePluginPre<HostState>,
@@ -1023,5 +1159,35 @@ impl MiddlewarePlugin {
                 }
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resource_names_are_deterministic_valid_labels() {
+        assert_eq!(resource_name("hello", "greet", 0), "hello-greet-0");
+        let long = "w".repeat(80);
+        let a = resource_name(&long, "node", 1);
+        let b = resource_name(&long, "node", 2);
+        assert!(a.len() <= 63 && b.len() <= 63, "{a} {b}");
+        assert_ne!(a, b, "attempts differ even when cut");
+        assert_eq!(a, resource_name(&long, "node", 1));
+        let odd = resource_name("My_Flow", "Step.1", 0);
+        assert!(crate::manifest::check_dns_label(&odd).is_ok(), "{odd}");
+        assert_ne!(
+            odd,
+            resource_name("my-flow", "step-1", 0),
+            "no collision after cleaning"
+        );
+    }
+
+    #[test]
+    fn label_values_are_valid() {
+        assert_eq!(label_value("train"), "train");
+        let v = label_value(&"x/".repeat(50));
+        assert!(v.len() <= 63 && !v.contains('/'), "{v}");
     }
 }

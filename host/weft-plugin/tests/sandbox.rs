@@ -1,0 +1,203 @@
+//! The sandbox suite: purpose-built guests that misbehave in every way a
+//! plugin can, each run through the real host. Every fault must end as a
+//! typed failure within twice the plugin's deadline, and the same engine
+//! must serve the next call correctly.
+
+mod common;
+
+use std::time::Instant;
+
+use common::{engine, guest_ctx, task_plugin};
+use serde_json::{Value, json};
+use weft_plugin::{CallError, FailureKind, PluginEngine};
+
+/// Runs build-resource of a misbehaving guest, checks the failure with
+/// `expect`, the time against the deadline, and then that a good plugin on
+/// the same engine still works (twice, so a poisoned pool slot would show).
+fn misbehave(engine: &PluginEngine, guest: &str, expect: impl Fn(&CallError) -> bool) -> CallError {
+    let plugin = task_plugin(engine, "test-guests", guest);
+    let deadline = plugin.manifest().limits.deadline;
+    let start = Instant::now();
+    let err = plugin
+        .build_resource(&guest_ctx())
+        .expect_err("a misbehaving guest must fail");
+    let took = start.elapsed();
+    assert!(expect(&err), "{guest}: unexpected failure: {err:?}");
+    assert!(
+        took <= deadline * 2,
+        "{guest}: failed after {took:?}, more than twice its deadline of {deadline:?}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains(guest),
+        "{guest}: error does not name the plugin: {text}"
+    );
+    assert!(
+        text.contains("build-resource"),
+        "{guest}: error does not name the call: {text}"
+    );
+    still_serves(engine);
+    // The faulty plugin itself is still callable (and still fails the same way).
+    let again = plugin
+        .build_resource(&guest_ctx())
+        .expect_err("fails again");
+    assert_eq!(again.metric_label(), err.metric_label());
+    still_serves(engine);
+    err
+}
+
+fn still_serves(engine: &PluginEngine) {
+    let echo = task_plugin(engine, "test-guests", "echo");
+    let ctx = common::ctx("test", json!({"x": 1}), json!({"greeting": "hi"}));
+    let (pod, _) = echo
+        .build_resource(&ctx)
+        .expect("echo serves after a fault");
+    assert_eq!(pod["kind"], "Pod");
+    assert_eq!(pod["metadata"]["namespace"], "team-a");
+}
+
+#[test]
+fn endless_loop_is_stopped_at_its_deadline() {
+    let engine = engine();
+    let err = misbehave(&engine, "loop-forever", |e| {
+        matches!(e, CallError::Deadline { .. })
+    });
+    assert_eq!(err.kind(), FailureKind::System);
+    assert!(err.retryable());
+    assert!(err.to_string().contains("deadline"), "{err}");
+}
+
+#[test]
+fn allocating_without_end_is_out_of_memory() {
+    let engine = engine();
+    let err = misbehave(&engine, "oom", |e| {
+        matches!(e, CallError::OutOfMemory { .. })
+    });
+    assert_eq!(err.kind(), FailureKind::System);
+    assert!(err.to_string().contains("out of memory"), "{err}");
+}
+
+#[test]
+fn unbounded_recursion_is_a_stack_overflow() {
+    let engine = engine();
+    let err = misbehave(&engine, "recurse", |e| {
+        matches!(e, CallError::StackOverflow { .. })
+    });
+    assert_eq!(err.kind(), FailureKind::System);
+}
+
+#[test]
+fn a_panic_is_a_trap_that_carries_the_panic_message() {
+    let engine = engine();
+    let err = misbehave(&engine, "panic", |e| matches!(e, CallError::Trap { .. }));
+    assert!(
+        err.to_string().contains("guest panicked on purpose"),
+        "the trap should carry the guest's panic message: {err}"
+    );
+    assert_eq!(err.kind(), FailureKind::System);
+}
+
+#[test]
+fn a_hundred_megabytes_of_output_is_refused() {
+    let engine = engine();
+    let err = misbehave(
+        &engine,
+        "big-output",
+        |e| matches!(e, CallError::OutputTooLarge { size, .. } if *size >= 100_000_000),
+    );
+    assert!(
+        !err.retryable(),
+        "a plugin that breaks its limits will do so again"
+    );
+}
+
+#[test]
+fn an_undeclared_kind_is_forbidden() {
+    let engine = engine();
+    let err = misbehave(&engine, "undeclared-kind", |e| {
+        matches!(e, CallError::Forbidden { .. })
+    });
+    let text = err.to_string();
+    assert!(
+        text.contains("Deployment") && text.contains("v1/Pod"),
+        "{text}"
+    );
+}
+
+#[test]
+fn another_namespace_is_forbidden() {
+    let engine = engine();
+    let err = misbehave(&engine, "other-namespace", |e| {
+        matches!(e, CallError::Forbidden { .. })
+    });
+    let text = err.to_string();
+    assert!(
+        text.contains("kube-system") && text.contains("team-a"),
+        "{text}"
+    );
+}
+
+/// The escape guest tries the filesystem, the network, name resolution,
+/// the environment and the arguments, and reports each outcome in an
+/// annotation. Every attempt must be denied, and nothing of the host may
+/// appear in what it returns.
+#[test]
+fn filesystem_network_dns_and_environment_are_denied() {
+    let engine = engine();
+    let plugin = task_plugin(&engine, "test-guests", "escape");
+    let (pod, _) = plugin
+        .build_resource(&guest_ctx())
+        .expect("escape reports its attempts");
+    let annotations = pod["metadata"]["annotations"]
+        .as_object()
+        .expect("the escape guest reports in annotations");
+    assert!(
+        annotations.len() >= 6,
+        "every attempt is reported: {annotations:?}"
+    );
+    for (attempt, outcome) in annotations {
+        let outcome = outcome.as_str().unwrap_or_default();
+        assert!(
+            outcome.starts_with("denied") || outcome.starts_with("empty"),
+            "{attempt} was not denied: {outcome}"
+        );
+    }
+    let text = pod.to_string();
+    for leak in ["root:x:0:0", "/root", "RUST_", "CARGO"] {
+        assert!(!text.contains(leak), "host detail {leak:?} leaked: {text}");
+    }
+    if let Ok(path) = std::env::var("PATH") {
+        assert!(!text.contains(&path), "the host's PATH leaked");
+    }
+    still_serves(&engine);
+}
+
+/// A well-behaved plugin's state survives across calls (instances do not).
+#[test]
+fn state_outlives_the_instance() {
+    let engine = engine();
+    let echo = task_plugin(&engine, "test-guests", "echo");
+    let ctx = common::ctx("test", json!({}), json!({"a": "b"}));
+    let calls: Vec<Value> = (0..3)
+        .map(|_| echo.build_resource(&ctx).expect("echo").0)
+        .collect();
+    let counts: Vec<&Value> = calls
+        .iter()
+        .map(|p| &p["metadata"]["annotations"]["echo.weft.dev/calls"])
+        .collect();
+    assert_eq!(counts, [&json!("1"), &json!("2"), &json!("3")]);
+}
+
+/// Faults of many calls in a row never exhaust the instance pool.
+#[test]
+fn repeated_faults_do_not_exhaust_the_pool() {
+    let engine = engine();
+    let plugin = task_plugin(&engine, "test-guests", "panic");
+    for _ in 0..300 {
+        assert!(matches!(
+            plugin.build_resource(&guest_ctx()),
+            Err(CallError::Trap { .. })
+        ));
+    }
+    still_serves(&engine);
+}

@@ -1,0 +1,245 @@
+//! `weft plugin`: the plugin author's harness, like Kubewarden's `kwctl run`.
+//!
+//! `inspect` shows what the host sees of a component; `test` runs one call of
+//! it in the same sandbox the controller uses, so what passes here behaves the
+//! same in a cluster.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use weft_plugin::{
+    Manifest, Plugin, PluginEngine, TaskContext, engine::EngineConfig, registry::manifest_path_for,
+};
+
+/// `weft plugin ...`
+#[derive(Debug, Subcommand)]
+pub enum PluginCommand {
+    /// Show a component's world, imports and exports, manifest, digest and size.
+    Inspect(InspectArgs),
+    /// Run build-resource (or get-task-phase with --observed) on a task, in the real sandbox.
+    Test(TestArgs),
+}
+
+/// Arguments of `weft plugin inspect`.
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    /// The component (`.wasm`).
+    pub file: PathBuf,
+    /// The manifest; defaults to `<file>.yaml` (or `.yml`, `.json`) beside the component.
+    #[arg(long)]
+    pub manifest: Option<PathBuf>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `weft plugin test`.
+#[derive(Debug, Args)]
+pub struct TestArgs {
+    /// The component (`.wasm`).
+    pub file: PathBuf,
+    /// The task, a JSON or YAML file: {workflow, namespace, nodeId, attempt, taskType, config, inputs}.
+    #[arg(long)]
+    pub task: PathBuf,
+    /// The resource as last observed (JSON or YAML): runs get-task-phase instead of build-resource.
+    #[arg(long)]
+    pub observed: Option<PathBuf>,
+    /// The manifest; defaults to `<file>.yaml` beside the component.
+    #[arg(long)]
+    pub manifest: Option<PathBuf>,
+    /// Plugin config overrides, a JSON object merged over the manifest's defaults.
+    #[arg(long, value_name = "JSON")]
+    pub plugin_config: Option<String>,
+}
+
+/// A task as the harness reads it: the fields of the WIT `task-context`
+/// a user chooses; the host derives the rest (resource name, labels).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct TaskFile {
+    #[serde(default = "default_workflow")]
+    workflow: String,
+    #[serde(default = "default_uid")]
+    workflow_uid: String,
+    #[serde(default = "default_namespace")]
+    namespace: String,
+    #[serde(default = "default_node")]
+    node_id: String,
+    #[serde(default)]
+    attempt: u32,
+    task_type: Option<String>,
+    #[serde(default = "empty_object")]
+    config: Value,
+    #[serde(default = "empty_object")]
+    inputs: Value,
+}
+
+fn default_workflow() -> String {
+    "example".into()
+}
+fn default_uid() -> String {
+    "00000000-0000-0000-0000-000000000000".into()
+}
+fn default_namespace() -> String {
+    "default".into()
+}
+fn default_node() -> String {
+    "task".into()
+}
+fn empty_object() -> Value {
+    json!({})
+}
+
+/// Run `weft plugin ...`.
+pub fn run(cmd: PluginCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        PluginCommand::Inspect(args) => inspect(args),
+        PluginCommand::Test(args) => test(args),
+    }
+}
+
+fn manifest_for(file: &Path, explicit: Option<&Path>) -> anyhow::Result<Manifest> {
+    let path = match explicit {
+        Some(p) => p.to_path_buf(),
+        None => manifest_path_for(file).with_context(|| {
+            format!(
+                "{}: no manifest beside it (looked for .yaml, .yml, .json); pass --manifest",
+                file.display()
+            )
+        })?,
+    };
+    Ok(Manifest::from_path(&path)?)
+}
+
+fn load(file: &Path, manifest: Manifest) -> anyhow::Result<(Plugin, Vec<u8>, f64, PluginEngine)> {
+    let bytes = std::fs::read(file).with_context(|| format!("{}: cannot read", file.display()))?;
+    let engine = PluginEngine::new(EngineConfig::default())?;
+    let start = Instant::now();
+    let (plugin, _) = Plugin::load(&engine, &bytes, manifest, &file.display().to_string())?;
+    Ok((plugin, bytes, start.elapsed().as_secs_f64() * 1e3, engine))
+}
+
+fn inspect(args: InspectArgs) -> anyhow::Result<ExitCode> {
+    let manifest = manifest_for(&args.file, args.manifest.as_deref())?;
+    let (plugin, bytes, load_ms, engine) = load(&args.file, manifest)?;
+    let component = engine.describe(&bytes)?;
+    let m = plugin.manifest();
+    let properties = match &plugin {
+        Plugin::Task(t) => Some(t.properties()),
+        Plugin::Middleware(_) => None,
+    };
+    let out = json!({
+        "file": args.file.display().to_string(),
+        "name": m.name,
+        "version": m.version,
+        "world": m.world.wit_name(),
+        "description": m.description,
+        "digest": format!("sha256:{}", plugin.digest().hex()),
+        "size": plugin.size(),
+        "loadMillis": (load_ms * 10.0).round() / 10.0,
+        "exports": component.0,
+        "imports": component.1,
+        "taskTypes": m.task_types,
+        "resources": m.resources.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "limits": {
+            "deadline": humantime_ms(m.limits.deadline),
+            "memory": m.limits.memory,
+            "output": m.limits.output,
+        },
+        "config": m.config,
+        "properties": properties,
+        "middleware": (m.world == weft_plugin::manifest::World::MiddlewarePlugin).then_some(&m.middleware),
+    });
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        println!("{}", serde_yaml::to_string(&out)?.trim_end());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn humantime_ms(d: std::time::Duration) -> String {
+    format!("{}ms", d.as_millis())
+}
+
+fn read_structured(path: &Path, what: &str) -> anyhow::Result<Value> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("{what} {}: cannot read", path.display()))?;
+    serde_yaml::from_str(&text)
+        .with_context(|| format!("{what} {}: not JSON or YAML", path.display()))
+}
+
+fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
+    let manifest = manifest_for(&args.file, args.manifest.as_deref())?;
+    let task_value = read_structured(&args.task, "task")?;
+    let task: TaskFile = serde_json::from_value(task_value)
+        .with_context(|| format!("task {}: invalid", args.task.display()))?;
+    if !task.config.is_object() || !task.inputs.is_object() {
+        bail!(
+            "task {}: config and inputs must be objects",
+            args.task.display()
+        );
+    }
+    let observed = args
+        .observed
+        .as_deref()
+        .map(|p| read_structured(p, "observed resource"))
+        .transpose()?;
+    let overrides = match &args.plugin_config {
+        None => None,
+        Some(s) => match serde_json::from_str(s) {
+            Ok(Value::Object(m)) => Some(m),
+            Ok(_) => bail!("--plugin-config must be a JSON object"),
+            Err(e) => bail!("--plugin-config is not JSON: {e}"),
+        },
+    };
+    let (plugin, _, _, _) = load(&args.file, manifest)?;
+    let Plugin::Task(plugin) = plugin else {
+        bail!(
+            "{}: a middleware plugin; `weft plugin test` runs task plugins",
+            args.file.display()
+        );
+    };
+    let mut plugin = std::sync::Arc::unwrap_or_clone(plugin);
+    if let Some(o) = &overrides {
+        plugin.set_config_overrides(o);
+    }
+    let task_type = task
+        .task_type
+        .clone()
+        .or_else(|| plugin.manifest().task_types.first().cloned())
+        .unwrap_or_default();
+    let ctx = TaskContext::for_attempt(
+        &task.workflow,
+        &task.workflow_uid,
+        &task.namespace,
+        &task.node_id,
+        task.attempt,
+        &task_type,
+        task.config,
+        task.inputs,
+    );
+    let result = match &observed {
+        None => plugin
+            .build_resource(&ctx)
+            .map(|(v, _)| serde_yaml::to_string(&v)),
+        Some(obs) => plugin
+            .get_task_phase(&ctx, obs)
+            .map(|(info, _)| serde_yaml::to_string(&info)),
+    };
+    match result {
+        Ok(text) => {
+            println!("{}", text?.trim_end());
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            Ok(ExitCode::from(2))
+        }
+    }
+}

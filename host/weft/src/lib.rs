@@ -1,0 +1,9 @@
+//! Weft, a workflow executor for Kubernetes whose task types and request
+//! policies are sandboxed WebAssembly plugins.
+//!
+//! The plugin sandbox lives in the `weft-plugin` crate; this crate holds the
+//! command line and, module by module, the controller around it.
+#![forbid(unsafe_code)]
+
+pub mod cli;
+pub mod telemetry;
