@@ -1,0 +1,291 @@
+//! Expressions: `when` conditions and `${...}` in inputs, both CEL
+//! (the cel crate, formerly cel-interpreter) — the language Kubernetes itself
+//! uses for validation rules, so users meet one syntax.
+//!
+//! An expression sees `inputs` (the workflow's inputs), `nodes` (each
+//! upstream node as `{phase, outputs}`) and, in an array node's task,
+//! `item` and `index`. A string that is exactly one `${...}` takes the
+//! expression's value with its type (a number stays a number); `${...}`
+//! inside a longer string is interpolated as text.
+
+use cel::{Context, Program};
+use serde_json::{Map, Value};
+
+/// What expressions can see.
+#[derive(Debug, Default, Clone)]
+pub struct Scope {
+    /// The workflow's inputs.
+    pub inputs: Map<String, Value>,
+    /// Upstream nodes by id: `{"phase": ..., "outputs": {...}}`.
+    pub nodes: Map<String, Value>,
+    /// The array item, in an array node's task.
+    pub item: Option<Value>,
+    /// The array index.
+    pub index: Option<usize>,
+}
+
+/// Compiles a CEL expression, or says why it is not one.
+pub fn compile(src: &str) -> Result<Program, String> {
+    Program::compile(src).map_err(|e| format!("invalid CEL {src:?}: {e}"))
+}
+
+/// Evaluates a compiled expression in a scope, as JSON.
+pub fn eval(program: &Program, src: &str, scope: &Scope) -> Result<Value, String> {
+    let mut ctx = Context::default();
+    let add = |ctx: &mut Context, name: &str, v: &Value| {
+        ctx.add_variable(name, v.clone())
+            .map_err(|e| format!("cannot bind {name}: {e}"))
+    };
+    add(&mut ctx, "inputs", &Value::Object(scope.inputs.clone()))?;
+    add(&mut ctx, "nodes", &Value::Object(scope.nodes.clone()))?;
+    if let Some(item) = &scope.item {
+        add(&mut ctx, "item", item)?;
+    }
+    if let Some(index) = scope.index {
+        add(&mut ctx, "index", &Value::from(index))?;
+    }
+    let v = program
+        .execute(&ctx)
+        .map_err(|e| format!("{src:?} failed: {e}"))?;
+    v.json()
+        .map_err(|e| format!("{src:?} gave a value with no JSON form: {e:?}"))
+}
+
+/// Evaluates a `when` condition: it must give a boolean.
+pub fn eval_bool(program: &Program, src: &str, scope: &Scope) -> Result<bool, String> {
+    match eval(program, src, scope)? {
+        Value::Bool(b) => Ok(b),
+        other => Err(format!("{src:?} must give true or false, gave {other}")),
+    }
+}
+
+/// A piece of a template string.
+#[derive(Debug, PartialEq)]
+enum Piece<'a> {
+    Text(&'a str),
+    Expr(&'a str),
+}
+
+/// Splits a string into text and `${...}` expressions. Braces inside an
+/// expression (CEL map literals) and quoted strings are respected.
+fn pieces(s: &str) -> Result<Vec<Piece<'_>>, String> {
+    let mut out = Vec::new();
+    let mut rest = s;
+    while let Some(start) = rest.find("${") {
+        if start > 0 {
+            out.push(Piece::Text(&rest[..start]));
+        }
+        let body = &rest[start + 2..];
+        let mut depth = 0usize;
+        let mut quote: Option<char> = None;
+        let mut end = None;
+        let mut chars = body.char_indices();
+        while let Some((i, c)) = chars.next() {
+            match (quote, c) {
+                (Some(_), '\\') => {
+                    chars.next();
+                }
+                (Some(q), c) if c == q => quote = None,
+                (Some(_), _) => {}
+                (None, '"' | '\'') => quote = Some(c),
+                (None, '{') => depth += 1,
+                (None, '}') if depth == 0 => {
+                    end = Some(i);
+                    break;
+                }
+                (None, '}') => depth -= 1,
+                _ => {}
+            }
+        }
+        let Some(end) = end else {
+            return Err(format!("{s:?}: `${{` without its closing `}}`"));
+        };
+        let expr = body[..end].trim();
+        if expr.is_empty() {
+            return Err(format!("{s:?}: empty `${{}}`"));
+        }
+        out.push(Piece::Expr(expr));
+        rest = &body[end + 1..];
+    }
+    if !rest.is_empty() {
+        out.push(Piece::Text(rest));
+    }
+    Ok(out)
+}
+
+/// Every `${...}` expression in a JSON value (recursively), checked to be
+/// valid CEL. Returns the expressions' sources, or every problem found.
+pub fn template_exprs(v: &Value) -> Result<Vec<String>, Vec<String>> {
+    let mut exprs = Vec::new();
+    let mut problems = Vec::new();
+    walk_strings(v, &mut |s| match pieces(s) {
+        Ok(ps) => {
+            for p in ps {
+                if let Piece::Expr(e) = p {
+                    if let Err(problem) = compile(e) {
+                        problems.push(problem);
+                    }
+                    exprs.push(e.to_string());
+                }
+            }
+        }
+        Err(p) => problems.push(p),
+    });
+    if problems.is_empty() {
+        Ok(exprs)
+    } else {
+        Err(problems)
+    }
+}
+
+fn walk_strings(v: &Value, f: &mut impl FnMut(&str)) {
+    match v {
+        Value::String(s) => f(s),
+        Value::Array(a) => a.iter().for_each(|v| walk_strings(v, f)),
+        Value::Object(m) => m.values().for_each(|v| walk_strings(v, f)),
+        _ => {}
+    }
+}
+
+/// Resolves every `${...}` in a JSON value.
+pub fn resolve(v: &Value, scope: &Scope) -> Result<Value, String> {
+    Ok(match v {
+        Value::String(s) => resolve_str(s, scope)?,
+        Value::Array(a) => Value::Array(
+            a.iter()
+                .map(|v| resolve(v, scope))
+                .collect::<Result<_, _>>()?,
+        ),
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, v)| Ok((k.clone(), resolve(v, scope)?)))
+                .collect::<Result<_, String>>()?,
+        ),
+        other => other.clone(),
+    })
+}
+
+fn resolve_str(s: &str, scope: &Scope) -> Result<Value, String> {
+    if !s.contains("${") {
+        return Ok(Value::String(s.to_string()));
+    }
+    let ps = pieces(s)?;
+    if let [Piece::Expr(e)] = ps.as_slice() {
+        return eval(&compile(e)?, e, scope);
+    }
+    let mut out = String::new();
+    for p in ps {
+        match p {
+            Piece::Text(t) => out.push_str(t),
+            Piece::Expr(e) => match eval(&compile(e)?, e, scope)? {
+                Value::String(s) => out.push_str(&s),
+                other => out.push_str(&other.to_string()),
+            },
+        }
+    }
+    Ok(Value::String(out))
+}
+
+/// The node ids an expression refers to as `nodes.<id>` or `nodes["<id>"]`.
+pub fn node_refs(src: &str) -> Vec<String> {
+    let mut refs = Vec::new();
+    let bytes = src.as_bytes();
+    let mut i = 0;
+    while let Some(pos) = src[i..].find("nodes") {
+        let at = i + pos;
+        i = at + 5;
+        let before_ok = at == 0 || !is_ident(bytes[at - 1]);
+        if !before_ok {
+            continue;
+        }
+        let rest = &src[i..];
+        if let Some(r) = rest.strip_prefix('.') {
+            let id: String = r
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if !id.is_empty() {
+                refs.push(id);
+            }
+        } else if let Some(r) = rest.strip_prefix("[\"").or_else(|| rest.strip_prefix("['")) {
+            let id: String = r.chars().take_while(|c| *c != '"' && *c != '\'').collect();
+            refs.push(id);
+        }
+    }
+    refs
+}
+
+fn is_ident(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b == b'.'
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn scope() -> Scope {
+        Scope {
+            inputs: json!({"items": [1, 2, 3], "name": "x"})
+                .as_object()
+                .unwrap()
+                .clone(),
+            nodes: json!({"fetch": {"phase": "Succeeded", "outputs": {"rows": 42}}})
+                .as_object()
+                .unwrap()
+                .clone(),
+            item: Some(json!({"k": "v"})),
+            index: Some(2),
+        }
+    }
+
+    #[test]
+    fn a_whole_expression_keeps_its_type() {
+        let v = resolve(&json!("${nodes.fetch.outputs.rows}"), &scope()).unwrap();
+        assert_eq!(v, json!(42));
+        let v = resolve(&json!("${inputs.items}"), &scope()).unwrap();
+        assert_eq!(v, json!([1, 2, 3]));
+    }
+
+    #[test]
+    fn embedded_expressions_are_interpolated() {
+        let v = resolve(
+            &json!({"a": ["rows=${nodes.fetch.outputs.rows}, item ${index}: ${item.k}"]}),
+            &scope(),
+        )
+        .unwrap();
+        assert_eq!(v, json!({"a": ["rows=42, item 2: v"]}));
+    }
+
+    #[test]
+    fn map_literals_and_quotes_do_not_end_an_expression() {
+        let v = resolve(&json!("${ {'a}': 1}['a}'] + 1 }"), &scope()).unwrap();
+        assert_eq!(v, json!(2));
+    }
+
+    #[test]
+    fn conditions_must_be_boolean() {
+        let p = compile("nodes.fetch.outputs.rows > 0").unwrap();
+        assert!(eval_bool(&p, "c", &scope()).unwrap());
+        let p = compile("inputs.name").unwrap();
+        assert!(
+            eval_bool(&p, "inputs.name", &scope())
+                .unwrap_err()
+                .contains("true or false")
+        );
+    }
+
+    #[test]
+    fn bad_templates_are_reported() {
+        let errs = template_exprs(&json!({"a": "${1 +}", "b": "${unclosed"})).unwrap_err();
+        assert_eq!(errs.len(), 2, "{errs:?}");
+    }
+
+    #[test]
+    fn node_references_are_found() {
+        assert_eq!(
+            node_refs("nodes.a.outputs.x > 1 && nodes[\"b-c\"].phase == 'Succeeded' && mynodes.z"),
+            vec!["a".to_string(), "b-c".to_string()]
+        );
+    }
+}

@@ -1,0 +1,175 @@
+//! The Workflow spec as users write it (`weft.dev/v1alpha1`).
+//!
+//! Field names follow Argo Workflows and Flyte where they overlap
+//! (`dependsOn`, `retries`, `parallelism`, `failurePolicy`), so a user of
+//! either reads a Weft workflow without a manual.
+
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// A free-form JSON object in the CRD schema: Kubernetes keeps its unknown
+/// fields instead of pruning them.
+pub(crate) fn any_object(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": true
+    })
+}
+
+/// Any JSON value in the CRD schema (a list, a string expression, ...).
+pub(crate) fn any_value(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "x-kubernetes-preserve-unknown-fields": true
+    })
+}
+
+/// A workflow: a DAG of nodes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkflowSpec {
+    /// The nodes; order does not matter, `dependsOn` makes the edges.
+    pub nodes: Vec<NodeSpec>,
+    /// Workflow inputs, visible to expressions as `inputs`.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    #[schemars(schema_with = "any_object")]
+    pub inputs: Map<String, Value>,
+    /// At most this many nodes run at once (unlimited when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallelism: Option<u32>,
+    /// What a node failure does to the rest of the workflow.
+    #[serde(default)]
+    pub failure_policy: FailurePolicy,
+    /// The whole workflow fails when it runs longer than this (e.g. `1h`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_deadline: Option<String>,
+    /// Set to true to abort the workflow: running nodes are stopped.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub abort: bool,
+}
+
+/// Flyte's failure policies.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum FailurePolicy {
+    /// The first failed node aborts every running node and fails the workflow.
+    #[default]
+    FailFast,
+    /// Nodes that do not depend on the failure run to completion first.
+    FailAfterExecutableNodesComplete,
+}
+
+/// One node of the DAG. Exactly one of `task`, `array` and `gate`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeSpec {
+    /// Unique within the workflow; a DNS-1123 label because it names resources.
+    pub id: String,
+    /// Nodes that must finish first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub depends_on: Vec<String>,
+    /// Run a task through the plugin that serves its type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<TaskSpec>,
+    /// The node's inputs; string values may hold `${...}` expressions.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    #[schemars(schema_with = "any_object")]
+    pub inputs: Map<String, Value>,
+    /// A CEL condition; when false the node is skipped, and so is every node
+    /// that depends only on skipped nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<String>,
+    /// Retries after a failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retries: Option<RetrySpec>,
+    /// Each attempt fails when it runs longer than this (e.g. `10m`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
+    /// Map a task over a list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array: Option<ArraySpec>,
+    /// Wait for time to pass or for a person.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<GateSpec>,
+}
+
+/// A task: its type picks the plugin, its config is the plugin's business.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TaskSpec {
+    /// The task type, e.g. `pod` or `spark`.
+    #[serde(rename = "type")]
+    pub task_type: String,
+    /// The plugin's task config.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    #[schemars(schema_with = "any_object")]
+    pub config: Map<String, Value>,
+}
+
+/// Retries, on two budgets as in Flyte: failures of the task itself count
+/// against `limit`; failures of the platform (plugin traps, evictions, node
+/// loss) against `systemLimit`, so a flaky cluster does not use up the
+/// retries a flaky task needs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RetrySpec {
+    /// Retries after user failures.
+    #[serde(default)]
+    pub limit: u32,
+    /// Retries after system failures (default 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_limit: Option<u32>,
+    /// Delay before the first retry, doubled for each further one (e.g. `10s`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backoff: Option<String>,
+    /// Upper bound of the doubled delay (default 5m).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_backoff: Option<String>,
+}
+
+/// System retries when a node says nothing.
+pub const DEFAULT_SYSTEM_RETRIES: u32 = 3;
+
+/// Map a task over a list (Flyte's map task, Argo's `withParam`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ArraySpec {
+    /// The list: a JSON list, or a `${...}` expression that yields one.
+    #[schemars(schema_with = "any_value")]
+    pub over: Value,
+    /// At most this many items run at once (unlimited when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallelism: Option<u32>,
+    /// The node succeeds when at least this many items succeed (default: all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_successes: Option<u32>,
+    /// Or when at least this fraction of items succeed (0 to 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_success_ratio: Option<f64>,
+    /// The task each item runs; it sees `item` and `index` in its inputs' expressions.
+    pub task: TaskSpec,
+}
+
+/// A gate: exactly one of `sleep` and `approval`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GateSpec {
+    /// Wait this long (e.g. `30s`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sleep: Option<String>,
+    /// Wait until someone approves: the annotation
+    /// `approve.weft.dev/<node-id>: "true"` on the Workflow (or the admin API).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalSpec>,
+}
+
+/// An approval gate's settings.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ApprovalSpec {
+    /// What the approver is asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// The annotation that approves gate `node` of a Workflow.
+pub fn approval_annotation(node: &str) -> String {
+    format!("approve.weft.dev/{node}")
+}

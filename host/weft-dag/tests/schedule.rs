@@ -1,0 +1,494 @@
+//! The scheduler against a scripted executor: every behaviour of the
+//! issue's list that does not need a cluster, round by round, with a clock
+//! the test controls.
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, SystemTime};
+
+use serde_json::{Map, Value, json};
+use weft_dag::schedule::{Executor, RoundInput, TaskObservation, TaskRequest};
+use weft_dag::{NodePhase, WorkflowPhase, WorkflowSpec, WorkflowStatus, compile, reconcile};
+
+/// What an attempt does once started.
+#[derive(Clone)]
+enum Plan {
+    /// Succeeds on its next observation with these outputs.
+    Succeed(Value),
+    /// Fails on its next observation.
+    Fail { retryable: bool, system: bool },
+    /// Runs until stopped.
+    Hang,
+}
+
+#[derive(Default)]
+struct Script {
+    /// Plans per "node" or "node[item]", one per attempt; the last repeats.
+    plans: HashMap<String, Vec<Plan>>,
+    started: Vec<String>,
+    aborted: Vec<String>,
+    running: HashSet<String>,
+    max_running: usize,
+    inputs: HashMap<String, Map<String, Value>>,
+}
+
+fn key(req: &TaskRequest<'_>) -> String {
+    match req.item {
+        Some(i) => format!("{}[{i}]", req.node_id),
+        None => req.node_id.to_string(),
+    }
+}
+
+impl Executor for Script {
+    fn task(&mut self, req: &TaskRequest<'_>) -> TaskObservation {
+        let k = key(req);
+        let attempt_key = format!("{k}#{}", req.attempt);
+        if self.running.insert(attempt_key.clone()) {
+            self.started.push(attempt_key);
+            self.inputs.insert(k, req.inputs.clone());
+            self.max_running = self.max_running.max(self.running.len());
+            return TaskObservation::in_progress("queued");
+        }
+        let plans = self.plans.get(&k).cloned().unwrap_or_default();
+        let plan = plans
+            .get(req.attempt as usize)
+            .or(plans.last())
+            .cloned()
+            .unwrap_or(Plan::Succeed(json!({})));
+        match plan {
+            Plan::Hang => TaskObservation::in_progress("running"),
+            Plan::Succeed(out) => {
+                self.running.remove(&attempt_key);
+                TaskObservation::succeeded(out.as_object().cloned())
+            }
+            Plan::Fail { retryable, system } => {
+                self.running.remove(&attempt_key);
+                TaskObservation::failed(
+                    retryable,
+                    system,
+                    "Error",
+                    &format!("{k} attempt {} failed", req.attempt),
+                )
+            }
+        }
+    }
+
+    fn abort(&mut self, req: &TaskRequest<'_>) {
+        let attempt_key = format!("{}#{}", key(req), req.attempt);
+        self.running.remove(&attempt_key);
+        self.aborted.push(attempt_key);
+    }
+}
+
+struct Run {
+    spec: WorkflowSpec,
+    status: WorkflowStatus,
+    script: Script,
+    now: SystemTime,
+    approvals: HashSet<String>,
+    rounds: usize,
+}
+
+impl Run {
+    fn new(yaml: &str) -> Self {
+        Run {
+            spec: serde_yaml::from_str(yaml).expect("spec"),
+            status: WorkflowStatus::default(),
+            script: Script::default(),
+            now: SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000),
+            approvals: HashSet::new(),
+            rounds: 0,
+        }
+    }
+
+    fn plan(mut self, node: &str, plans: Vec<Plan>) -> Self {
+        self.script.plans.insert(node.into(), plans);
+        self
+    }
+
+    /// One round; the clock moves by `step` first.
+    fn round(&mut self, step: Duration) -> weft_dag::RoundOutcome {
+        self.now += step;
+        self.rounds += 1;
+        let compiled = compile(&self.spec, &|t| t == "pod").expect("valid");
+        let input = RoundInput {
+            now: self.now,
+            generation: Some(1),
+            approvals: &self.approvals,
+            deleting: false,
+        };
+        reconcile(
+            &self.spec,
+            &compiled,
+            &mut self.status,
+            &input,
+            &mut self.script,
+        )
+    }
+
+    /// Rounds of one second until the workflow ends (or 500 rounds).
+    fn finish(&mut self) -> WorkflowPhase {
+        for _ in 0..500 {
+            self.round(Duration::from_secs(1));
+            if self.status.phase.is_terminal() {
+                break;
+            }
+        }
+        self.status.phase
+    }
+
+    fn node(&self, id: &str) -> &weft_dag::NodeStatus {
+        &self.status.nodes[id]
+    }
+
+    fn start_index(&self, k: &str) -> usize {
+        self.script
+            .started
+            .iter()
+            .position(|s| s.split('#').next() == Some(k))
+            .unwrap_or_else(|| panic!("{k} never started: {:?}", self.script.started))
+    }
+}
+
+#[test]
+fn a_diamond_runs_in_dependency_order() {
+    let mut run = Run::new(
+        "nodes:
+  - {id: a, task: {type: pod}}
+  - {id: b, dependsOn: [a], task: {type: pod}}
+  - {id: c, dependsOn: [a], task: {type: pod}}
+  - {id: d, dependsOn: [b, c], task: {type: pod}}",
+    );
+    assert_eq!(run.finish(), WorkflowPhase::Succeeded);
+    let (a, b, c, d) = (
+        run.start_index("a"),
+        run.start_index("b"),
+        run.start_index("c"),
+        run.start_index("d"),
+    );
+    assert!(a < b && a < c && b < d && c < d, "{:?}", run.script.started);
+    assert_eq!(run.status.progress.as_deref(), Some("4/4"));
+    assert!(run.status.finished_at.is_some());
+}
+
+#[test]
+fn parallelism_is_never_exceeded() {
+    let nodes: Vec<String> = (0..12)
+        .map(|i| format!("  - {{id: n{i}, task: {{type: pod}}}}"))
+        .collect();
+    let mut run = Run::new(&format!("parallelism: 3\nnodes:\n{}", nodes.join("\n")));
+    assert_eq!(run.finish(), WorkflowPhase::Succeeded);
+    assert_eq!(run.script.max_running, 3);
+    assert_eq!(run.script.started.len(), 12);
+}
+
+#[test]
+fn fail_fast_aborts_running_nodes_and_starts_nothing_more() {
+    let mut run = Run::new(
+        "nodes:
+  - {id: bad, task: {type: pod}}
+  - {id: slow, task: {type: pod}}
+  - {id: after, dependsOn: [slow], task: {type: pod}}",
+    )
+    .plan(
+        "bad",
+        vec![Plan::Fail {
+            retryable: false,
+            system: false,
+        }],
+    )
+    .plan("slow", vec![Plan::Hang]);
+    assert_eq!(run.finish(), WorkflowPhase::Failed);
+    assert_eq!(run.node("bad").phase, NodePhase::Failed);
+    assert_eq!(run.node("slow").phase, NodePhase::Aborted);
+    assert_eq!(run.node("after").phase, NodePhase::Skipped);
+    assert_eq!(run.script.aborted, vec!["slow#0".to_string()]);
+    assert!(
+        run.status
+            .message
+            .as_deref()
+            .unwrap()
+            .contains("node bad failed"),
+        "{:?}",
+        run.status.message
+    );
+}
+
+#[test]
+fn fail_after_executable_nodes_complete_lets_independent_nodes_finish() {
+    let mut run = Run::new(
+        "failurePolicy: FailAfterExecutableNodesComplete
+nodes:
+  - {id: bad, task: {type: pod}}
+  - {id: downstream, dependsOn: [bad], task: {type: pod}}
+  - {id: other, task: {type: pod}}
+  - {id: other2, dependsOn: [other], task: {type: pod}}",
+    )
+    .plan(
+        "bad",
+        vec![Plan::Fail {
+            retryable: false,
+            system: false,
+        }],
+    );
+    assert_eq!(run.finish(), WorkflowPhase::Failed);
+    assert_eq!(run.node("other2").phase, NodePhase::Succeeded);
+    assert_eq!(run.node("downstream").phase, NodePhase::Skipped);
+    assert!(
+        run.node("downstream")
+            .message
+            .as_deref()
+            .unwrap()
+            .contains("upstream node bad")
+    );
+    assert!(run.script.aborted.is_empty());
+}
+
+#[test]
+fn retries_use_two_budgets_and_back_off() {
+    // Two system failures and two user failures: within both budgets.
+    let mut run = Run::new(
+        "nodes:
+  - {id: flaky, task: {type: pod}, retries: {limit: 2, systemLimit: 2, backoff: 10s}}",
+    )
+    .plan(
+        "flaky",
+        vec![
+            Plan::Fail {
+                retryable: true,
+                system: true,
+            },
+            Plan::Fail {
+                retryable: true,
+                system: false,
+            },
+            Plan::Fail {
+                retryable: true,
+                system: true,
+            },
+            Plan::Fail {
+                retryable: true,
+                system: false,
+            },
+            Plan::Succeed(json!({"ok": true})),
+        ],
+    );
+    // Start, fail: the first retry waits 10s, so rounds of one second pass in Retrying.
+    run.round(Duration::ZERO);
+    let out = run.round(Duration::from_secs(1));
+    assert_eq!(run.node("flaky").phase, NodePhase::Retrying);
+    let wake = out.wake_at.expect("a backoff wakes the workflow");
+    assert_eq!(
+        wake.duration_since(run.now).unwrap(),
+        Duration::from_secs(10)
+    );
+    run.round(Duration::from_secs(5));
+    assert_eq!(
+        run.node("flaky").phase,
+        NodePhase::Retrying,
+        "still backing off"
+    );
+    assert_eq!(run.finish(), WorkflowPhase::Succeeded);
+    let st = run.node("flaky");
+    assert_eq!(
+        (st.attempts, st.user_failures, st.system_failures),
+        (5, 2, 2)
+    );
+    assert_eq!(st.outputs.as_ref().unwrap()["ok"], true);
+}
+
+#[test]
+fn a_budget_used_up_fails_the_node() {
+    let mut run =
+        Run::new("nodes:\n  - {id: f, task: {type: pod}, retries: {limit: 1, backoff: 1s}}").plan(
+            "f",
+            vec![Plan::Fail {
+                retryable: true,
+                system: false,
+            }],
+        );
+    assert_eq!(run.finish(), WorkflowPhase::Failed);
+    assert_eq!(run.node("f").attempts, 2);
+    // A permanent failure is not retried at all.
+    let mut run = Run::new("nodes:\n  - {id: f, task: {type: pod}, retries: {limit: 5}}").plan(
+        "f",
+        vec![Plan::Fail {
+            retryable: false,
+            system: false,
+        }],
+    );
+    assert_eq!(run.finish(), WorkflowPhase::Failed);
+    assert_eq!(run.node("f").attempts, 1);
+}
+
+#[test]
+fn a_node_timeout_stops_the_attempt_and_retries() {
+    let mut run = Run::new(
+        "nodes:\n  - {id: t, task: {type: pod}, timeout: 5s, retries: {limit: 1, backoff: 1s}}",
+    )
+    .plan("t", vec![Plan::Hang, Plan::Succeed(json!({}))]);
+    assert_eq!(run.finish(), WorkflowPhase::Succeeded);
+    assert_eq!(run.script.aborted, vec!["t#0".to_string()]);
+    assert_eq!(run.node("t").attempts, 2);
+    assert_eq!(run.node("t").user_failures, 1);
+}
+
+#[test]
+fn the_active_deadline_fails_the_workflow() {
+    let mut run = Run::new("activeDeadline: 30s\nnodes:\n  - {id: t, task: {type: pod}}")
+        .plan("t", vec![Plan::Hang]);
+    assert_eq!(run.finish(), WorkflowPhase::Failed);
+    assert!(
+        run.status
+            .message
+            .as_deref()
+            .unwrap()
+            .contains("active deadline of 30s")
+    );
+    assert_eq!(run.node("t").phase, NodePhase::Aborted);
+    assert!(run.rounds <= 32, "{}", run.rounds);
+}
+
+#[test]
+fn a_false_condition_skips_the_node_and_what_only_depends_on_it() {
+    let mut run = Run::new(
+        "inputs: {threshold: 10}
+nodes:
+  - {id: fetch, task: {type: pod}}
+  - {id: train, dependsOn: [fetch], when: 'nodes.fetch.outputs.rows > inputs.threshold', task: {type: pod}}
+  - {id: report, dependsOn: [train], task: {type: pod}}
+  - {id: notify, dependsOn: [train, fetch], task: {type: pod}}
+  - {id: small, dependsOn: [fetch], when: 'nodes.fetch.outputs.rows <= inputs.threshold', task: {type: pod}}",
+    )
+    .plan("fetch", vec![Plan::Succeed(json!({"rows": 3}))]);
+    assert_eq!(run.finish(), WorkflowPhase::Succeeded);
+    assert_eq!(run.node("train").phase, NodePhase::Skipped);
+    assert_eq!(run.node("report").phase, NodePhase::Skipped);
+    assert_eq!(
+        run.node("notify").phase,
+        NodePhase::Succeeded,
+        "it also depends on a node that ran"
+    );
+    assert_eq!(run.node("small").phase, NodePhase::Succeeded);
+}
+
+#[test]
+fn outputs_flow_into_downstream_inputs() {
+    let mut run = Run::new(
+        "inputs: {name: weft}
+nodes:
+  - {id: a, task: {type: pod}}
+  - id: b
+    dependsOn: [a]
+    task: {type: pod}
+    inputs: {rows: '${nodes.a.outputs.rows}', greeting: 'hello ${inputs.name}, ${nodes.a.outputs.rows} rows'}",
+    )
+    .plan("a", vec![Plan::Succeed(json!({"rows": 42}))]);
+    assert_eq!(run.finish(), WorkflowPhase::Succeeded);
+    assert_eq!(
+        Value::Object(run.script.inputs["b"].clone()),
+        json!({"rows": 42, "greeting": "hello weft, 42 rows"})
+    );
+}
+
+#[test]
+fn an_array_maps_over_a_list_with_its_own_parallelism_and_minimum() {
+    let mut run = Run::new(
+        "inputs: {items: [a, b, c, d, e]}
+nodes:
+  - id: fan
+    array: {over: '${inputs.items}', parallelism: 2, minSuccesses: 4, task: {type: pod}}
+    inputs: {letter: '${item}'}",
+    )
+    .plan(
+        "fan[3]",
+        vec![Plan::Fail {
+            retryable: false,
+            system: false,
+        }],
+    )
+    .plan("fan[0]", vec![Plan::Succeed(json!({"n": 0}))]);
+    assert_eq!(run.finish(), WorkflowPhase::Succeeded);
+    assert_eq!(run.script.max_running, 2);
+    let st = run.node("fan");
+    assert_eq!(
+        st.items
+            .iter()
+            .filter(|i| i.phase == NodePhase::Succeeded)
+            .count(),
+        4
+    );
+    assert_eq!(st.outputs.as_ref().unwrap()["results"][0], json!({"n": 0}));
+    assert_eq!(run.script.inputs["fan[2]"]["letter"], "c");
+    assert_eq!(run.script.inputs["fan[2]"]["index"], 2);
+
+    // Two failures out of five can never reach four successes: fail early.
+    let mut run = Run::new(
+        "nodes:\n  - id: fan\n    array: {over: [1, 2, 3, 4, 5], minSuccesses: 4, task: {type: pod}}",
+    )
+    .plan("fan[0]", vec![Plan::Fail { retryable: false, system: false }])
+    .plan("fan[1]", vec![Plan::Fail { retryable: false, system: false }])
+    .plan("fan[4]", vec![Plan::Hang]);
+    assert_eq!(run.finish(), WorkflowPhase::Failed);
+    assert!(
+        run.node("fan")
+            .message
+            .as_deref()
+            .unwrap()
+            .contains("4 needed")
+    );
+}
+
+#[test]
+fn gates_sleep_and_wait_for_approval() {
+    let mut run = Run::new(
+        "nodes:
+  - {id: nap, gate: {sleep: 20s}}
+  - {id: ok, dependsOn: [nap], gate: {approval: {message: 'ship it?'}}}
+  - {id: ship, dependsOn: [ok], task: {type: pod}}",
+    );
+    for _ in 0..10 {
+        run.round(Duration::from_secs(1));
+    }
+    assert_eq!(run.node("nap").phase, NodePhase::Running);
+    for _ in 0..15 {
+        run.round(Duration::from_secs(1));
+    }
+    assert_eq!(run.node("nap").phase, NodePhase::Succeeded);
+    assert_eq!(run.node("ok").phase, NodePhase::Running);
+    assert_eq!(run.node("ok").message.as_deref(), Some("ship it?"));
+    for _ in 0..50 {
+        run.round(Duration::from_secs(60));
+    }
+    assert_eq!(
+        run.node("ok").phase,
+        NodePhase::Running,
+        "waits for as long as it takes"
+    );
+    run.approvals.insert("ok".into());
+    assert_eq!(run.finish(), WorkflowPhase::Succeeded);
+}
+
+#[test]
+fn abort_stops_running_nodes() {
+    let mut run = Run::new(
+        "nodes:\n  - {id: a, task: {type: pod}}\n  - {id: b, dependsOn: [a], task: {type: pod}}",
+    )
+    .plan("a", vec![Plan::Hang]);
+    run.round(Duration::ZERO);
+    run.round(Duration::from_secs(1));
+    run.spec.abort = true;
+    assert_eq!(run.finish(), WorkflowPhase::Aborted);
+    assert_eq!(run.node("a").phase, NodePhase::Aborted);
+    assert_eq!(run.node("b").phase, NodePhase::Skipped);
+    assert_eq!(run.script.aborted, vec!["a#0".to_string()]);
+}
+
+#[test]
+fn rounds_after_the_end_change_nothing() {
+    let mut run = Run::new("nodes:\n  - {id: a, task: {type: pod}}");
+    assert_eq!(run.finish(), WorkflowPhase::Succeeded);
+    let before = run.status.clone();
+    let out = run.round(Duration::from_secs(100));
+    assert_eq!(run.status, before);
+    assert!(out.transitions.is_empty() && out.wake_at.is_none());
+}
