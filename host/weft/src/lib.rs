@@ -5,5 +5,11 @@
 //! command line and, module by module, the controller around it.
 #![forbid(unsafe_code)]
 
+pub mod api;
 pub mod cli;
+pub mod controller;
+pub mod dev;
+pub mod render;
+pub mod runtime;
+pub mod serve;
 pub mod telemetry;

@@ -6,7 +6,9 @@ use clap::{Parser, Subcommand};
 
 use crate::telemetry::LogFormat;
 
+pub mod controller;
 pub mod plugin;
+pub mod run;
 
 /// Weft: a Kubernetes workflow executor with WebAssembly plugins.
 #[derive(Debug, Parser)]
@@ -29,11 +31,26 @@ pub enum Command {
     /// Inspect and test plugin components: the plugin author's harness.
     #[command(subcommand)]
     Plugin(plugin::PluginCommand),
+    /// Run a workflow end to end on the embedded dev cluster, showing its progress.
+    Run(run::RunArgs),
+    /// Run the controller against a cluster (kubeconfig or in-cluster).
+    Controller(controller::ControllerArgs),
+    /// Show a Workflow, or its DAG as dot or Mermaid with node phases.
+    Get(controller::GetArgs),
+    /// Print the Workflow CRD (YAML), generated from the Rust types.
+    Crd,
 }
 
 /// Run a parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Plugin(cmd) => plugin::run(cmd),
+        Command::Run(args) => run::run(args),
+        Command::Controller(args) => controller::controller(args),
+        Command::Get(args) => controller::get(args),
+        Command::Crd => {
+            print!("{}", crate::api::crd_yaml());
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }

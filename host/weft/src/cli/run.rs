@@ -1,0 +1,238 @@
+//! `weft run FILE`: the one-command experience. Starts the embedded dev
+//! cluster (or uses `--server`), installs the CRD, loads the plugins,
+//! starts the controller, submits the workflow and follows it to the end.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use clap::Args;
+use futures::StreamExt;
+use indicatif::{ProgressBar, ProgressStyle};
+use k8s_openapi::api::core::v1::Pod;
+use kube::{
+    Api, Client, ResourceExt,
+    api::{LogParams, PostParams},
+    runtime::watcher,
+};
+use weft_dag::{NodePhase, WorkflowPhase};
+
+use crate::api::Workflow;
+use crate::runtime;
+
+/// Arguments of `weft run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The Workflow (YAML).
+    pub file: PathBuf,
+    /// Use this API server instead of starting the embedded dev cluster.
+    #[arg(long, value_name = "URL")]
+    pub server: Option<String>,
+    /// Where the dev cluster keeps its data.
+    #[arg(long, default_value = ".weft/dev")]
+    pub data_dir: PathBuf,
+    /// Plugin directory (components with their manifests).
+    #[arg(long, default_value = "target/plugins")]
+    pub plugins: PathBuf,
+    /// Namespace to run in.
+    #[arg(short, long, default_value = "default")]
+    pub namespace: String,
+    /// Give up after this long (e.g. 10m).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub timeout: Option<Duration>,
+}
+
+/// Reads a Workflow manifest, naming it after the file when it has no name.
+pub fn read_workflow(path: &Path) -> anyhow::Result<Workflow> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("{}: cannot read", path.display()))?;
+    let mut wf: Workflow = serde_yaml::from_str(&text)
+        .with_context(|| format!("{}: not a Workflow", path.display()))?;
+    if wf.metadata.name.is_none() && wf.metadata.generate_name.is_none() {
+        let stem = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("workflow");
+        wf.metadata.generate_name = Some(format!("{stem}-"));
+    }
+    Ok(wf)
+}
+
+/// Run `weft run`.
+pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let wf = read_workflow(&args.file)?;
+    let rt = tokio::runtime::Runtime::new()?;
+    rt.block_on(async move {
+        let (client, _cluster) = match &args.server {
+            Some(url) => (runtime::client_for(url)?, None),
+            None => {
+                let cluster = crate::dev::start(&args.data_dir).await?;
+                (runtime::client_for(&cluster.url())?, Some(cluster))
+            }
+        };
+        let (_engine, registry) =
+            runtime::load_plugins(&args.plugins, Some(&args.data_dir.join("cache")))?;
+        if registry.snapshot().task_types().next().is_none() {
+            bail!(
+                "no plugins in {}: build them with `make guests`",
+                args.plugins.display()
+            );
+        }
+        runtime::install_crd(&client).await?;
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let (_ctx, controller) = runtime::spawn_controller(client.clone(), registry, None, async {
+            let _ = stop_rx.await;
+        });
+        let code = submit_and_follow(&client, &args.namespace, wf, args.timeout).await;
+        let _ = stop_tx.send(());
+        let _ = tokio::time::timeout(Duration::from_secs(5), controller).await;
+        code
+    })
+}
+
+/// Creates the Workflow and shows its progress until it ends.
+pub async fn submit_and_follow(
+    client: &Client,
+    namespace: &str,
+    mut wf: Workflow,
+    timeout: Option<Duration>,
+) -> anyhow::Result<ExitCode> {
+    wf.metadata.namespace = Some(namespace.to_string());
+    let api: Api<Workflow> = Api::namespaced(client.clone(), namespace);
+    let created = api
+        .create(&PostParams::default(), &wf)
+        .await
+        .context("creating the Workflow")?;
+    let name = created.name_any();
+    let total = created.spec.spec.nodes.len() as u64;
+    println!("workflow {namespace}/{name}: {total} nodes");
+
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}")
+            .expect("valid template"),
+    );
+    let started = Instant::now();
+    let mut seen: BTreeMap<String, NodePhase> = BTreeMap::new();
+    let mut events = watcher::watch_object(api.clone(), &name).boxed();
+    let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+    let last = loop {
+        let next = match deadline {
+            Some(d) => match tokio::time::timeout_at(d, events.next()).await {
+                Ok(n) => n,
+                Err(_) => {
+                    bar.abandon();
+                    bail!(
+                        "workflow {name} did not finish within {}",
+                        humantime::format_duration(timeout.unwrap_or_default())
+                    );
+                }
+            },
+            None => events.next().await,
+        };
+        let Some(ev) = next else {
+            bail!("lost the watch on workflow {name}")
+        };
+        let Some(wf) = ev.context("watching the Workflow")? else {
+            bar.abandon();
+            bail!("workflow {name} was deleted");
+        };
+        let Some(status) = wf.status.clone() else {
+            continue;
+        };
+        for (id, node) in &status.nodes {
+            if seen.get(id) == Some(&node.phase) {
+                continue;
+            }
+            seen.insert(id.clone(), node.phase);
+            let line = match node.phase {
+                NodePhase::Pending => continue,
+                NodePhase::Running => format!("  ▶ {id} running"),
+                NodePhase::Retrying => format!(
+                    "  ↻ {id} retrying ({}): {}",
+                    node.retry_at.as_deref().unwrap_or("soon"),
+                    node.message.as_deref().unwrap_or_default()
+                ),
+                NodePhase::Succeeded => format!("  ✓ {id} succeeded"),
+                NodePhase::Failed => format!(
+                    "  ✗ {id} failed: {}",
+                    node.message.as_deref().unwrap_or_default()
+                ),
+                NodePhase::Skipped => format!(
+                    "  - {id} skipped: {}",
+                    node.message.as_deref().unwrap_or_default()
+                ),
+                NodePhase::Aborted => format!("  ■ {id} aborted"),
+            };
+            bar.suspend(|| println!("{line}"));
+        }
+        let done = status
+            .nodes
+            .values()
+            .filter(|n| n.phase.is_terminal())
+            .count() as u64;
+        bar.set_position(done);
+        let running: Vec<&str> = status
+            .nodes
+            .iter()
+            .filter(|(_, n)| n.phase == NodePhase::Running)
+            .map(|(id, _)| id.as_str())
+            .take(5)
+            .collect();
+        bar.set_message(format!("{:?} {}", status.phase, running.join(" ")));
+        if status.phase.is_terminal() {
+            break wf;
+        }
+    };
+    bar.finish_and_clear();
+    let status = last.status.clone().unwrap_or_default();
+    let took = humantime::format_duration(Duration::from_secs(started.elapsed().as_secs()));
+    match status.phase {
+        WorkflowPhase::Succeeded => {
+            println!("workflow {name} succeeded in {took}");
+            for (id, node) in &status.nodes {
+                if let Some(out) = node
+                    .outputs
+                    .as_ref()
+                    .filter(|o| !o.is_empty() && node.items.is_empty())
+                {
+                    println!("  {id} outputs: {}", serde_json::Value::Object(out.clone()));
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        phase => {
+            println!(
+                "workflow {name} {:?} after {took}: {}",
+                phase,
+                status.message.as_deref().unwrap_or_default()
+            );
+            let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+            for (id, node) in status
+                .nodes
+                .iter()
+                .filter(|(_, n)| n.phase == NodePhase::Failed)
+            {
+                if let Some(r) = node.resource.as_ref().filter(|r| r.kind == "Pod") {
+                    let lp = LogParams {
+                        tail_lines: Some(20),
+                        ..Default::default()
+                    };
+                    if let Ok(log) = pods.logs(&r.name, &lp).await
+                        && !log.trim().is_empty()
+                    {
+                        {
+                            println!("  last lines of {id} ({}):", r.name);
+                            for line in log.lines() {
+                                println!("    {line}");
+                            }
+                        }
+                    }
+                }
+            }
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}

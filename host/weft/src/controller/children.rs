@@ -1,0 +1,131 @@
+//! The resources task plugins create, watched kind by kind.
+//!
+//! A kind is watched from the moment a loaded plugin declares it (pods at
+//! start; SparkApplications when the spark plugin appears), through one
+//! reflector per kind limited to what Weft manages. Every change to a child
+//! wakes the Workflow that owns it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use futures::{StreamExt, channel::mpsc};
+use kube::{
+    Api, Client,
+    api::{ApiResource, DynamicObject, GroupVersionKind},
+    runtime::{
+        WatchStreamExt,
+        reflector::{self, ObjectRef, Store},
+        watcher,
+    },
+};
+
+use crate::api::Workflow;
+
+/// A watched child kind.
+#[derive(Clone)]
+pub struct ChildKind {
+    /// How to reach it.
+    pub resource: ApiResource,
+    /// What the watch has seen.
+    pub store: Store<DynamicObject>,
+}
+
+/// Every watched child kind, and the channel that wakes owners.
+pub struct Children {
+    client: Client,
+    kinds: Mutex<HashMap<(String, String), ChildKind>>,
+    wake: mpsc::UnboundedSender<ObjectRef<Workflow>>,
+}
+
+/// Label on every resource Weft creates (the host sets it on every build).
+pub const MANAGED_SELECTOR: &str = "app.kubernetes.io/managed-by=weft";
+
+impl Children {
+    /// A new set, and the stream of Workflows to wake.
+    pub fn new(client: Client) -> (Arc<Self>, mpsc::UnboundedReceiver<ObjectRef<Workflow>>) {
+        let (wake, rx) = mpsc::unbounded();
+        let children = Arc::new(Children {
+            client,
+            kinds: Mutex::new(HashMap::new()),
+            wake,
+        });
+        (children, rx)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), ChildKind>> {
+        self.kinds.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The kind, if watched.
+    pub fn kind(&self, api_version: &str, kind: &str) -> Option<ChildKind> {
+        self.lock()
+            .get(&(api_version.to_string(), kind.to_string()))
+            .cloned()
+    }
+
+    /// The child as last seen, if its kind is watched and it exists.
+    pub fn get(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Option<Arc<DynamicObject>> {
+        let k = self.kind(api_version, kind)?;
+        k.store
+            .get(&ObjectRef::new_with(name, k.resource.clone()).within(namespace))
+    }
+
+    /// Start watching a kind unless already watched. Asks API discovery for
+    /// the kind's real plural and scope.
+    pub async fn ensure(&self, api_version: &str, kind: &str) -> anyhow::Result<ChildKind> {
+        if let Some(k) = self.kind(api_version, kind) {
+            return Ok(k);
+        }
+        let (group, version) = match api_version.split_once('/') {
+            Some((g, v)) => (g, v),
+            None => ("", api_version),
+        };
+        let gvk = GroupVersionKind::gvk(group, version, kind);
+        let (resource, _caps) = kube::discovery::pinned_kind(&self.client, &gvk)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot watch {api_version}/{kind}: {e}"))?;
+        let mut kinds = self.lock();
+        if let Some(k) = kinds.get(&(api_version.to_string(), kind.to_string())) {
+            return Ok(k.clone());
+        }
+        let writer = reflector::store::Writer::<DynamicObject>::new(resource.clone());
+        let store = writer.as_reader();
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
+        let config = watcher::Config::default().labels(MANAGED_SELECTOR);
+        let wake = self.wake.clone();
+        let label = format!("{api_version}/{kind}");
+        tokio::spawn(async move {
+            let mut events = watcher(api, config)
+                .default_backoff()
+                .reflect(writer)
+                .touched_objects()
+                .boxed();
+            while let Some(ev) = events.next().await {
+                match ev {
+                    Ok(obj) => {
+                        let ns = obj.metadata.namespace.clone().unwrap_or_default();
+                        for owner in obj.metadata.owner_references.iter().flatten() {
+                            if owner.kind == "Workflow"
+                                && owner.api_version == crate::api::API_VERSION
+                            {
+                                let _ =
+                                    wake.unbounded_send(ObjectRef::new(&owner.name).within(&ns));
+                            }
+                        }
+                    }
+                    Err(e) => tracing::warn!(kind = %label, "child watch: {e}"),
+                }
+            }
+        });
+        let k = ChildKind { resource, store };
+        kinds.insert((api_version.to_string(), kind.to_string()), k.clone());
+        tracing::info!(api_version, kind, "watching child kind");
+        Ok(k)
+    }
+}

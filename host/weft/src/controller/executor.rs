@@ -1,0 +1,239 @@
+//! The bridge from the scheduler to plugins and Kubernetes: asks the task
+//! plugin for the child resource, looks the child up in the watch cache,
+//! and asks the plugin what its state means.
+//!
+//! It runs inside the synchronous scheduler round (plugin calls are
+//! microseconds), so it only records the writes; the controller makes them
+//! after the round. Child names are deterministic, and children are
+//! applied with server-side apply, so repeating a round after a crash finds
+//! the same child instead of creating a second one.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+use weft_dag::schedule::{Executor, TaskObservation, TaskRequest, TaskState};
+use weft_dag::status::{LogLink, PluginRef, ResourceRef};
+use weft_plugin::{CallError, FailureKind, Phase, Registry, TaskContext, TaskPlugin};
+
+use super::children::Children;
+use super::metrics::Metrics;
+
+/// A child to delete after the round.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Deletion {
+    /// apiVersion.
+    pub api_version: String,
+    /// kind.
+    pub kind: String,
+    /// name.
+    pub name: String,
+}
+
+/// One round's executor for one Workflow.
+pub struct PluginExecutor {
+    registry: Arc<Registry>,
+    children: Arc<Children>,
+    metrics: Arc<Metrics>,
+    workflow: String,
+    uid: String,
+    namespace: String,
+    /// Children to apply (server-side) after the round.
+    pub applies: Vec<Value>,
+    /// Children to delete after the round.
+    pub deletions: Vec<Deletion>,
+    /// Kinds the plugins built that are not watched yet.
+    pub unwatched: Vec<(String, String)>,
+}
+
+impl PluginExecutor {
+    /// An executor for one round of one Workflow.
+    pub fn new(
+        registry: Arc<Registry>,
+        children: Arc<Children>,
+        metrics: Arc<Metrics>,
+        workflow: &str,
+        uid: &str,
+        namespace: &str,
+    ) -> Self {
+        PluginExecutor {
+            registry,
+            children,
+            metrics,
+            workflow: workflow.into(),
+            uid: uid.into(),
+            namespace: namespace.into(),
+            applies: Vec::new(),
+            deletions: Vec::new(),
+            unwatched: Vec::new(),
+        }
+    }
+
+    fn context(&self, req: &TaskRequest<'_>) -> TaskContext {
+        let node = match req.item {
+            Some(i) => format!("{}-{i}", req.node_id),
+            None => req.node_id.to_string(),
+        };
+        TaskContext::for_attempt(
+            &self.workflow,
+            &self.uid,
+            &self.namespace,
+            &node,
+            req.attempt,
+            &req.task.task_type,
+            Value::Object(req.task.config.clone()),
+            Value::Object(req.inputs.clone()),
+        )
+    }
+
+    fn plugin(&self, req: &TaskRequest<'_>) -> Result<Arc<TaskPlugin>, Box<TaskObservation>> {
+        self.registry.task_plugin(&req.task.task_type).map_err(|e| {
+            Box::new(TaskObservation::failed(
+                false,
+                true,
+                "NoPlugin",
+                &e.to_string(),
+            ))
+        })
+    }
+
+    fn call_failed(&self, plugin: &TaskPlugin, call: &str, e: &CallError) -> TaskObservation {
+        self.metrics
+            .plugin_failure(plugin.name(), call, e.metric_label());
+        let mut obs = TaskObservation::failed(
+            e.retryable(),
+            e.kind() == FailureKind::System,
+            &format!("Plugin{}", capitalise(e.metric_label())),
+            &e.to_string(),
+        );
+        obs.plugin = Some(plugin_ref(plugin));
+        obs
+    }
+
+    /// Builds the child of an attempt (the plugin is deterministic).
+    fn build(&self, plugin: &TaskPlugin, ctx: &TaskContext) -> Result<Value, Box<TaskObservation>> {
+        let start = std::time::Instant::now();
+        let result = plugin.build_resource(ctx);
+        self.metrics
+            .plugin_call(plugin.name(), "build-resource", start.elapsed());
+        result
+            .map(|(v, _)| v)
+            .map_err(|e| Box::new(self.call_failed(plugin, "build-resource", &e)))
+    }
+}
+
+fn capitalise(s: &str) -> String {
+    s.split('_')
+        .map(|w| {
+            let mut c = w.chars();
+            c.next().map_or_else(String::new, |f| {
+                f.to_ascii_uppercase().to_string() + c.as_str()
+            })
+        })
+        .collect()
+}
+
+fn plugin_ref(p: &TaskPlugin) -> PluginRef {
+    PluginRef {
+        name: p.name().to_string(),
+        digest: format!("sha256:{}", p.digest().hex()),
+    }
+}
+
+fn resource_ref(obj: &Value) -> ResourceRef {
+    let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    ResourceRef {
+        api_version: s(&obj["apiVersion"]),
+        kind: s(&obj["kind"]),
+        name: s(&obj["metadata"]["name"]),
+    }
+}
+
+impl Executor for PluginExecutor {
+    fn task(&mut self, req: &TaskRequest<'_>) -> TaskObservation {
+        let plugin = match self.plugin(req) {
+            Ok(p) => p,
+            Err(obs) => return *obs,
+        };
+        let ctx = self.context(req);
+        let desired = match self.build(&plugin, &ctx) {
+            Ok(v) => v,
+            Err(obs) => return *obs,
+        };
+        let r = resource_ref(&desired);
+        let observed = self
+            .children
+            .get(&r.api_version, &r.kind, &self.namespace, &r.name);
+        let Some(observed) = observed else {
+            if self.children.kind(&r.api_version, &r.kind).is_none() {
+                self.unwatched.push((r.api_version.clone(), r.kind.clone()));
+            }
+            // Missing from the cache: create it (or, right after creating
+            // it, apply the same object again: a no-op).
+            self.applies.push(desired);
+            let mut obs = TaskObservation::in_progress("submitted");
+            obs.resource = Some(r);
+            obs.plugin = Some(plugin_ref(&plugin));
+            return obs;
+        };
+        let observed = serde_json::to_value(&*observed).unwrap_or(Value::Null);
+        let start = std::time::Instant::now();
+        let result = plugin.get_task_phase(&ctx, &observed);
+        self.metrics
+            .plugin_call(plugin.name(), "get-task-phase", start.elapsed());
+        let mut obs = match result {
+            Err(e) => self.call_failed(&plugin, "get-task-phase", &e),
+            Ok((info, _)) => {
+                let failed = |retryable| TaskState::Failed {
+                    retryable,
+                    system: info.failure_kind() == FailureKind::System,
+                };
+                let state = match info.phase {
+                    Phase::Success => TaskState::Succeeded,
+                    Phase::RetryableFailure => failed(true),
+                    Phase::PermanentFailure => failed(false),
+                    _ => TaskState::InProgress,
+                };
+                TaskObservation {
+                    state,
+                    task_phase: Some(info.phase.to_string()),
+                    reason: info.reason,
+                    message: info.message,
+                    outputs: info.outputs.map(|m| m.into_iter().collect::<Map<_, _>>()),
+                    resource: None,
+                    plugin: None,
+                    log_links: info
+                        .log_links
+                        .into_iter()
+                        .map(|l| LogLink {
+                            name: l.name,
+                            uri: l.uri,
+                        })
+                        .collect(),
+                }
+            }
+        };
+        obs.resource = Some(r);
+        obs.plugin = Some(plugin_ref(&plugin));
+        obs
+    }
+
+    fn abort(&mut self, req: &TaskRequest<'_>) {
+        let Ok(plugin) = self.plugin(req) else { return };
+        if plugin.properties().abort == weft_plugin::plugin::AbortBehaviour::Leave {
+            return;
+        }
+        let ctx = self.context(req);
+        let r = match req.resource {
+            Some(r) => r.clone(),
+            None => match self.build(&plugin, &ctx) {
+                Ok(v) => resource_ref(&v),
+                Err(_) => return,
+            },
+        };
+        self.deletions.push(Deletion {
+            api_version: r.api_version,
+            kind: r.kind,
+            name: r.name,
+        });
+    }
+}

@@ -1,0 +1,160 @@
+//! Prometheus metrics with flytepropeller's vocabulary (round latency,
+//! reconcile errors, active workflows, node transitions, plugin calls), via
+//! prometheus-client, served at `/metrics`.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use prometheus_client::{
+    encoding::text::encode,
+    metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram},
+    registry::Registry,
+};
+
+type Labels = Vec<(String, String)>;
+
+fn latency_buckets() -> Histogram {
+    Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
+        0.000_01, 4.0, 12,
+    ))
+}
+
+/// The controller's metrics.
+pub struct Metrics {
+    registry: Mutex<Registry>,
+    round_latency: Histogram,
+    reconcile_errors: Counter,
+    active_workflows: Gauge,
+    node_transitions: Family<Labels, Counter>,
+    plugin_calls: Family<Labels, Histogram, fn() -> Histogram>,
+    plugin_failures: Family<Labels, Counter>,
+    api_writes: Family<Labels, Counter>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("weft");
+        let m = Metrics {
+            registry: Mutex::new(Registry::default()),
+            round_latency: latency_buckets(),
+            reconcile_errors: Counter::default(),
+            active_workflows: Gauge::default(),
+            node_transitions: Family::default(),
+            plugin_calls: Family::new_with_constructor(latency_buckets),
+            plugin_failures: Family::default(),
+            api_writes: Family::default(),
+        };
+        registry.register(
+            "round_latency_seconds",
+            "Time of one reconcile round of one workflow",
+            m.round_latency.clone(),
+        );
+        registry.register(
+            "reconcile_errors",
+            "Reconciles that failed and were retried",
+            m.reconcile_errors.clone(),
+        );
+        registry.register(
+            "active_workflows",
+            "Workflows not yet in a terminal phase",
+            m.active_workflows.clone(),
+        );
+        registry.register(
+            "node_transitions",
+            "Node phase transitions",
+            m.node_transitions.clone(),
+        );
+        registry.register(
+            "plugin_call_duration_seconds",
+            "Plugin call latency, by plugin and call",
+            m.plugin_calls.clone(),
+        );
+        registry.register(
+            "plugin_failures",
+            "Failed plugin calls, by plugin, call and kind",
+            m.plugin_failures.clone(),
+        );
+        registry.register(
+            "api_writes",
+            "Writes to the Kubernetes API, by kind",
+            m.api_writes.clone(),
+        );
+        *m.registry.lock().unwrap_or_else(|e| e.into_inner()) = registry;
+        m
+    }
+}
+
+impl Metrics {
+    /// A round took this long.
+    pub fn round(&self, took: Duration) {
+        self.round_latency.observe(took.as_secs_f64());
+    }
+
+    /// A reconcile failed.
+    pub fn reconcile_error(&self) {
+        self.reconcile_errors.inc();
+    }
+
+    /// Set the number of active workflows.
+    pub fn set_active(&self, n: i64) {
+        self.active_workflows.set(n);
+    }
+
+    /// A node changed phase.
+    pub fn transition(&self, from: &str, to: &str) {
+        self.node_transitions
+            .get_or_create(&vec![
+                ("from".into(), from.into()),
+                ("to".into(), to.into()),
+            ])
+            .inc();
+    }
+
+    /// A plugin call completed.
+    pub fn plugin_call(&self, plugin: &str, call: &str, took: Duration) {
+        self.plugin_calls
+            .get_or_create(&vec![
+                ("plugin".into(), plugin.into()),
+                ("call".into(), call.into()),
+            ])
+            .observe(took.as_secs_f64());
+    }
+
+    /// A plugin call failed.
+    pub fn plugin_failure(&self, plugin: &str, call: &str, kind: &str) {
+        self.plugin_failures
+            .get_or_create(&vec![
+                ("plugin".into(), plugin.into()),
+                ("call".into(), call.into()),
+                ("kind".into(), kind.into()),
+            ])
+            .inc();
+    }
+
+    /// The controller wrote to the API.
+    pub fn api_write(&self, what: &str) {
+        self.api_writes
+            .get_or_create(&vec![("kind".into(), what.into())])
+            .inc();
+    }
+
+    /// Total API writes so far, for benchmarks.
+    pub fn api_writes_total(&self) -> u64 {
+        ["child", "status", "event", "finalizer"]
+            .iter()
+            .map(|k| {
+                self.api_writes
+                    .get_or_create(&vec![("kind".into(), (*k).into())])
+                    .get()
+            })
+            .sum()
+    }
+
+    /// The OpenMetrics text exposition.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let registry = self.registry.lock().unwrap_or_else(|e| e.into_inner());
+        encode(&mut out, &registry).expect("writing to a String cannot fail");
+        out
+    }
+}

@@ -1,0 +1,488 @@
+//! The reconcile loop (flytepropeller's job), on kube-runtime.
+//!
+//! One reconcile of a Workflow: validate and compile its spec (cached per
+//! generation), run one scheduler round in a blocking task (plugin calls
+//! are synchronous), then make the round's writes: apply new children,
+//! delete aborted ones, and patch the status once with only what changed.
+//! Data flows one way: watch event -> reconcile -> round -> plugin call ->
+//! child apply -> status patch.
+
+pub mod children;
+pub mod executor;
+pub mod metrics;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Event as CoreEvent, ObjectReference};
+use kube::{
+    Api, Client, Resource, ResourceExt,
+    api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams, PropagationPolicy},
+    runtime::{Controller as KubeController, controller::Action, watcher},
+};
+use serde_json::{Value, json};
+use weft_dag::{
+    Compiled, WorkflowStatus, compile,
+    schedule::{RoundInput, Transition, fail_invalid, reconcile as round},
+    spec::approval_annotation,
+};
+use weft_plugin::Registry;
+
+use crate::api::{FINALIZER, Workflow};
+use children::Children;
+use executor::PluginExecutor;
+use metrics::Metrics;
+
+/// The field manager of everything the controller writes.
+pub const MANAGER: &str = "weft-controller";
+
+/// Why a reconcile failed (it is retried with backoff).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The API server said no.
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    /// Anything else.
+    #[error("{0:#}")]
+    Other(#[from] anyhow::Error),
+}
+
+/// What every reconcile shares.
+pub struct Context {
+    client: Client,
+    registry: Arc<Registry>,
+    children: Arc<Children>,
+    /// Prometheus metrics.
+    pub metrics: Arc<Metrics>,
+    /// Compiled specs by (uid, generation).
+    compiled: Mutex<HashMap<(String, i64), Arc<Compiled>>>,
+    /// The last status this controller wrote, by uid. Only the controller
+    /// writes status, so this is never older than the watch cache, which
+    /// may lag behind our own last write.
+    written: Mutex<HashMap<String, WorkflowStatus>>,
+}
+
+impl Context {
+    /// A context for a controller talking to `client` with plugins from `registry`.
+    pub fn new(client: Client, registry: Arc<Registry>, children: Arc<Children>) -> Arc<Self> {
+        Arc::new(Context {
+            client,
+            registry,
+            children,
+            metrics: Arc::new(Metrics::default()),
+            compiled: Mutex::new(HashMap::new()),
+            written: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn compiled(&self, wf: &Workflow) -> Result<Arc<Compiled>, String> {
+        let key = (
+            wf.uid().unwrap_or_default(),
+            wf.metadata.generation.unwrap_or(0),
+        );
+        if let Some(c) = self
+            .compiled
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+        {
+            return Ok(c.clone());
+        }
+        let snapshot = self.registry.snapshot();
+        let known: HashSet<String> = snapshot.task_types().map(str::to_string).collect();
+        let c = compile(&wf.spec.spec, &|t| known.contains(t))
+            .map(Arc::new)
+            .map_err(|p| weft_dag::compile::describe(&p))?;
+        self.compiled
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, c.clone());
+        Ok(c)
+    }
+}
+
+/// The smallest JSON merge patch (RFC 7386) that turns `old` into `new`:
+/// unchanged fields are left out and removed ones become null. A round that
+/// moves one node of 10,000 writes one node.
+pub fn merge_diff(old: &Value, new: &Value) -> Option<Value> {
+    match (old, new) {
+        (Value::Object(o), Value::Object(n)) => {
+            let mut patch = serde_json::Map::new();
+            for (k, nv) in n {
+                match o.get(k) {
+                    Some(ov) => {
+                        if let Some(d) = merge_diff(ov, nv) {
+                            patch.insert(k.clone(), d);
+                        }
+                    }
+                    None => {
+                        patch.insert(k.clone(), nv.clone());
+                    }
+                }
+            }
+            for k in o.keys() {
+                if !n.contains_key(k) {
+                    patch.insert(k.clone(), Value::Null);
+                }
+            }
+            (!patch.is_empty()).then_some(Value::Object(patch))
+        }
+        (o, n) if o == n => None,
+        (_, n) => Some(n.clone()),
+    }
+}
+
+/// One reconcile of one Workflow.
+pub async fn reconcile(wf: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let ns = wf.namespace().unwrap_or_default();
+    let name = wf.name_any();
+    let uid = wf.uid().unwrap_or_default();
+    let api: Api<Workflow> = Api::namespaced(ctx.client.clone(), &ns);
+    let deleting = wf.metadata.deletion_timestamp.is_some();
+    let has_finalizer = wf.finalizers().iter().any(|f| f == FINALIZER);
+
+    let stored = wf.status.clone().unwrap_or_default();
+    let remembered = ctx
+        .written
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&uid)
+        .cloned();
+    let old = remembered.unwrap_or(stored);
+
+    if deleting && (!has_finalizer || old.phase.is_terminal()) {
+        if has_finalizer {
+            remove_finalizer(&api, &wf, &ctx).await?;
+        }
+        ctx.written
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&uid);
+        return Ok(Action::await_change());
+    }
+    if old.phase.is_terminal() {
+        if has_finalizer {
+            remove_finalizer(&api, &wf, &ctx).await?;
+        }
+        return Ok(Action::await_change());
+    }
+    if !has_finalizer && !deleting {
+        let mut finalizers = wf.finalizers().to_vec();
+        finalizers.push(FINALIZER.into());
+        let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": wf.resource_version()}});
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        ctx.metrics.api_write("finalizer");
+    }
+
+    let now = SystemTime::now();
+    let mut status = old.clone();
+    let generation = wf.metadata.generation;
+    let compiled = match ctx.compiled(&wf) {
+        Ok(c) => c,
+        Err(problems) => {
+            fail_invalid(&mut status, now, problems, generation);
+            write_status(&api, &name, &uid, &old, &status, &ctx).await?;
+            publish(
+                &ctx,
+                &wf,
+                "Warning",
+                "InvalidWorkflow",
+                status.message.as_deref().unwrap_or_default(),
+            )
+            .await;
+            return Ok(Action::await_change());
+        }
+    };
+
+    let approvals: HashSet<String> = wf
+        .spec
+        .spec
+        .nodes
+        .iter()
+        .filter(|n| n.gate.as_ref().is_some_and(|g| g.approval.is_some()))
+        .filter(|n| {
+            wf.annotations()
+                .get(&approval_annotation(&n.id))
+                .is_some_and(|v| v == "true")
+        })
+        .map(|n| n.id.clone())
+        .collect();
+
+    // The round: synchronous plugin calls, off the async workers.
+    let mut exec = PluginExecutor::new(
+        ctx.registry.clone(),
+        ctx.children.clone(),
+        ctx.metrics.clone(),
+        &name,
+        &uid,
+        &ns,
+    );
+    let spec = wf.spec.spec.clone();
+    let started = Instant::now();
+    let (status, exec, outcome) = tokio::task::spawn_blocking(move || {
+        let input = RoundInput {
+            now,
+            generation,
+            approvals: &approvals,
+            deleting,
+        };
+        let outcome = round(&spec, &compiled, &mut status, &input, &mut exec);
+        (status, exec, outcome)
+    })
+    .await
+    .map_err(|e| anyhow::anyhow!("round panicked: {e}"))?;
+    ctx.metrics.round(started.elapsed());
+
+    for (api_version, kind) in &exec.unwatched {
+        if let Err(e) = ctx.children.ensure(api_version, kind).await {
+            tracing::warn!(workflow = %name, "{e:#}");
+        }
+    }
+    for child in &exec.applies {
+        apply_child(&ctx, &ns, child).await?;
+    }
+    for d in &exec.deletions {
+        delete_child(&ctx, &ns, d).await;
+    }
+    write_status(&api, &name, &uid, &old, &status, &ctx).await?;
+    for t in &outcome.transitions {
+        ctx.metrics
+            .transition(&format!("{:?}", t.from), &format!("{:?}", t.to));
+    }
+    if !outcome.transitions.is_empty() {
+        let (kind, reason) = if outcome
+            .transitions
+            .iter()
+            .any(|t| t.to == weft_dag::NodePhase::Failed)
+        {
+            ("Warning", "NodeFailed")
+        } else {
+            ("Normal", "NodesProgressed")
+        };
+        publish(&ctx, &wf, kind, reason, &describe(&outcome.transitions)).await;
+    }
+    if outcome.workflow_changed && status.phase.is_terminal() {
+        let kind = if status.phase == weft_dag::WorkflowPhase::Succeeded {
+            "Normal"
+        } else {
+            "Warning"
+        };
+        let msg = status
+            .message
+            .clone()
+            .unwrap_or_else(|| format!("workflow {:?}", status.phase));
+        publish(
+            &ctx,
+            &wf,
+            kind,
+            &format!("Workflow{:?}", status.phase),
+            &msg,
+        )
+        .await;
+    }
+    if status.phase.is_terminal() {
+        if deleting || has_finalizer {
+            remove_finalizer(&api, &wf, &ctx).await.ok();
+        }
+        return Ok(Action::await_change());
+    }
+    // Children wake us through their watches; timers through this.
+    let fallback = Duration::from_secs(60);
+    let wait = outcome
+        .wake_at
+        .and_then(|t| t.duration_since(SystemTime::now()).ok())
+        .map_or(fallback, |d| d.min(fallback) + Duration::from_millis(5));
+    let wait = if exec.applies.is_empty() {
+        wait
+    } else {
+        wait.min(Duration::from_secs(2))
+    };
+    Ok(Action::requeue(wait))
+}
+
+fn describe(ts: &[Transition]) -> String {
+    let parts: Vec<String> = ts
+        .iter()
+        .take(20)
+        .map(|t| match &t.message {
+            Some(m) => format!("{}: {:?} ({m})", t.node, t.to),
+            None => format!("{}: {:?}", t.node, t.to),
+        })
+        .collect();
+    let more = ts.len().saturating_sub(20);
+    if more > 0 {
+        format!("{}; and {more} more", parts.join("; "))
+    } else {
+        parts.join("; ")
+    }
+}
+
+async fn write_status(
+    api: &Api<Workflow>,
+    name: &str,
+    uid: &str,
+    old: &WorkflowStatus,
+    new: &WorkflowStatus,
+    ctx: &Context,
+) -> Result<(), Error> {
+    let old_v = serde_json::to_value(old).unwrap_or(Value::Null);
+    let new_v = serde_json::to_value(new).unwrap_or(Value::Null);
+    if let Some(diff) = merge_diff(&old_v, &new_v) {
+        api.patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"status": diff})),
+        )
+        .await?;
+        ctx.metrics.api_write("status");
+    }
+    ctx.written
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(uid.to_string(), new.clone());
+    Ok(())
+}
+
+async fn remove_finalizer(api: &Api<Workflow>, wf: &Workflow, ctx: &Context) -> Result<(), Error> {
+    let finalizers: Vec<&String> = wf.finalizers().iter().filter(|f| *f != FINALIZER).collect();
+    let patch = json!({"metadata": {"finalizers": finalizers}});
+    match api
+        .patch(
+            &wf.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        Ok(_) => {
+            ctx.metrics.api_write("finalizer");
+            Ok(())
+        }
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn apply_child(ctx: &Context, ns: &str, child: &Value) -> Result<(), Error> {
+    let api_version = child["apiVersion"].as_str().unwrap_or_default();
+    let kind = child["kind"].as_str().unwrap_or_default();
+    let name = child["metadata"]["name"].as_str().unwrap_or_default();
+    let k = ctx.children.ensure(api_version, kind).await?;
+    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), ns, &k.resource);
+    api.patch(
+        name,
+        &PatchParams::apply(MANAGER).force(),
+        &Patch::Apply(child),
+    )
+    .await?;
+    ctx.metrics.api_write("child");
+    Ok(())
+}
+
+async fn delete_child(ctx: &Context, ns: &str, d: &executor::Deletion) {
+    let Ok(k) = ctx.children.ensure(&d.api_version, &d.kind).await else {
+        return;
+    };
+    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), ns, &k.resource);
+    let dp = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Background),
+        ..Default::default()
+    };
+    match api.delete(&d.name, &dp).await {
+        Ok(_) => ctx.metrics.api_write("child"),
+        Err(kube::Error::Api(s)) if s.code == 404 => {}
+        Err(e) => tracing::warn!(child = %d.name, "cannot delete child: {e}"),
+    }
+}
+
+/// Records a core/v1 Event on the Workflow (one per round, not per node,
+/// to keep API writes per node low).
+async fn publish(ctx: &Context, wf: &Workflow, kind: &str, reason: &str, message: &str) {
+    let ns = wf.namespace().unwrap_or_default();
+    let api: Api<CoreEvent> = Api::namespaced(ctx.client.clone(), &ns);
+    let now =
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
+    let ev = CoreEvent {
+        metadata: kube::api::ObjectMeta {
+            generate_name: Some(format!("{}.", wf.name_any())),
+            namespace: Some(ns.clone()),
+            ..Default::default()
+        },
+        involved_object: ObjectReference {
+            api_version: Some(Workflow::api_version(&()).into_owned()),
+            kind: Some("Workflow".into()),
+            name: Some(wf.name_any()),
+            namespace: Some(ns),
+            uid: wf.uid(),
+            resource_version: wf.resource_version(),
+            ..Default::default()
+        },
+        reason: Some(reason.into()),
+        message: Some(message.chars().take(1024).collect()),
+        type_: Some(kind.into()),
+        first_timestamp: Some(now.clone()),
+        last_timestamp: Some(now),
+        count: Some(1),
+        source: Some(k8s_openapi::api::core::v1::EventSource {
+            component: Some(MANAGER.into()),
+            host: None,
+        }),
+        reporting_component: Some(MANAGER.into()),
+        ..Default::default()
+    };
+    match api.create(&PostParams::default(), &ev).await {
+        Ok(_) => ctx.metrics.api_write("event"),
+        Err(e) => tracing::debug!("cannot record event: {e}"),
+    }
+}
+
+fn error_policy(wf: Arc<Workflow>, err: &Error, ctx: Arc<Context>) -> Action {
+    ctx.metrics.reconcile_error();
+    tracing::warn!(workflow = %wf.name_any(), "reconcile failed, retrying: {err}");
+    Action::requeue(Duration::from_millis(500))
+}
+
+/// Runs the controller until `shutdown` resolves: Workflows in `namespace`
+/// (all when `None`), children of every kind the plugins declare.
+pub async fn run(
+    ctx: Arc<Context>,
+    wake: futures::channel::mpsc::UnboundedReceiver<kube::runtime::reflector::ObjectRef<Workflow>>,
+    namespace: Option<String>,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    let api: Api<Workflow> = match &namespace {
+        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
+        None => Api::all(ctx.client.clone()),
+    };
+    let kinds: Vec<(String, String)> = ctx
+        .registry
+        .snapshot()
+        .plugins()
+        .values()
+        .flat_map(|p| {
+            p.manifest()
+                .resources
+                .iter()
+                .map(|r| (r.api_version.clone(), r.kind.clone()))
+        })
+        .collect();
+    for (api_version, kind) in kinds {
+        if let Err(e) = ctx.children.ensure(&api_version, &kind).await {
+            tracing::warn!("{e:#}");
+        }
+    }
+    KubeController::new(api, watcher::Config::default())
+        .reconcile_on(wake)
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|_| futures::future::ready(()))
+        .await;
+}
+
+/// The object reference of a Workflow, for Events.
+pub fn object_ref(wf: &Workflow) -> ObjectReference {
+    wf.object_ref(&())
+}

@@ -1,0 +1,77 @@
+//! Wiring shared by `weft run`, `weft dev` and `weft controller`: a kube
+//! client, the plugin registry from a directory, the CRD, and the
+//! controller task.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::{
+    Api, Client, CustomResourceExt,
+    api::{Patch, PatchParams},
+};
+use weft_plugin::{EngineConfig, PluginEngine, Registry};
+
+use crate::api::Workflow;
+use crate::controller::{self, Context, children::Children};
+
+/// A client for an API server at `url` without credentials (the embedded
+/// dev cluster on loopback).
+pub fn client_for(url: &str) -> anyhow::Result<Client> {
+    let uri: http::Uri = url
+        .parse()
+        .with_context(|| format!("bad API server URL {url:?}"))?;
+    let config = kube::Config::new(uri);
+    Ok(Client::try_from(config)?)
+}
+
+/// Loads every plugin of a directory; says which failed and why, and goes on.
+pub fn load_plugins(
+    dir: &Path,
+    cache: Option<&Path>,
+) -> anyhow::Result<(PluginEngine, Arc<Registry>)> {
+    let engine = PluginEngine::new(EngineConfig {
+        cache_dir: cache.map(Path::to_path_buf),
+        ..EngineConfig::default()
+    })?;
+    let registry = Arc::new(Registry::default());
+    for err in registry.load_dir(&engine, dir) {
+        tracing::error!("{err}");
+        eprintln!("warning: {err}");
+    }
+    let types: Vec<String> = registry
+        .snapshot()
+        .task_types()
+        .map(str::to_string)
+        .collect();
+    tracing::info!(dir = %dir.display(), task_types = ?types, "plugins loaded");
+    Ok((engine, registry))
+}
+
+/// Installs (or updates) the Workflow CRD with server-side apply.
+pub async fn install_crd(client: &Client) -> anyhow::Result<()> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = Workflow::crd();
+    api.patch(
+        "workflows.weft.dev",
+        &PatchParams::apply(controller::MANAGER).force(),
+        &Patch::Apply(&crd),
+    )
+    .await
+    .context("installing the Workflow CRD")?;
+    Ok(())
+}
+
+/// Starts the controller on the runtime; it stops when `shutdown` resolves.
+pub fn spawn_controller(
+    client: Client,
+    registry: Arc<Registry>,
+    namespace: Option<String>,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) -> (Arc<Context>, tokio::task::JoinHandle<()>) {
+    let (children, wake) = Children::new(client.clone());
+    let ctx = Context::new(client, registry, children);
+    let task = tokio::spawn(controller::run(ctx.clone(), wake, namespace, shutdown));
+    (ctx, task)
+}
