@@ -137,6 +137,13 @@ fn bench(c: &mut Criterion) {
         "status of a finished 10k-node workflow: {size} bytes ({:.2} MiB)",
         size as f64 / (1 << 20) as f64
     );
+    let mut bare = status.clone();
+    bare.nodes.values_mut().for_each(|n| n.outputs = None);
+    let size = serde_json::to_vec(&bare).unwrap().len();
+    eprintln!(
+        "the same without outputs: {size} bytes ({:.2} MiB)",
+        size as f64 / (1 << 20) as f64
+    );
 }
 
 criterion_group!(benches, bench);
