@@ -1,1 +1,278 @@
-//! placeholder
+//! Weft's embedded dev cluster.
+//!
+//! No Kubernetes runs on a developer laptop or in CI here, yet the controller
+//! must be exercised exactly as it runs in a cluster: through kube-rs over
+//! HTTP. So the host can start, in-process, a small Kubernetes-compatible API
+//! server (in the spirit of k3s/kine and kwok) with its data in a redb file,
+//! and a local runner that plays kubelet by running a Pod's container
+//! commands as local processes. `kubectl` works against it too.
+//!
+//! ```no_run
+//! # async fn demo() -> weft_cluster::Result<()> {
+//! let cluster = weft_cluster::DevCluster::start(weft_cluster::Config::new("/tmp/weft-dev")).await?;
+//! cluster.write_kubeconfig("/tmp/weft-dev/kubeconfig")?;
+//! println!("API server at {}", cluster.base_url());
+//! cluster.shutdown().await;
+//! # Ok(()) }
+//! ```
+//!
+//! On a real cluster none of this runs.
+
+#![forbid(unsafe_code)]
+
+mod api;
+mod error;
+mod gc;
+mod logs;
+mod meta;
+mod patch;
+mod protobuf;
+mod registry;
+mod runner;
+mod selector;
+mod server;
+mod status;
+mod store;
+mod table;
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+pub use error::{Error, Result};
+
+/// How the local runner behaves.
+#[derive(Debug, Clone)]
+pub struct RunnerConfig {
+    /// Run pods at all. Without a runner pods stay Pending, which is what
+    /// API-only tests want.
+    pub enabled: bool,
+    /// First delay before restarting a failed container (doubles each time,
+    /// capped at `max_restart_backoff`). The kubelet uses 10 s.
+    pub restart_backoff: Duration,
+    /// Cap for the restart back-off (the kubelet uses 5 min).
+    pub max_restart_backoff: Duration,
+    /// Simulate every pod (no process), as with the
+    /// `weft.dev/simulate` annotation; for scale tests.
+    pub simulate_all: bool,
+}
+
+impl Default for RunnerConfig {
+    fn default() -> Self {
+        RunnerConfig {
+            enabled: true,
+            restart_backoff: Duration::from_secs(10),
+            max_restart_backoff: Duration::from_secs(300),
+            simulate_all: false,
+        }
+    }
+}
+
+/// Configuration of a dev cluster.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where the database, pod directories and logs live. Reusing it after a
+    /// restart resumes everything, resourceVersions included.
+    pub data_dir: PathBuf,
+    /// Address to listen on; port 0 picks a free one. Keep it on loopback:
+    /// there is no authentication.
+    pub bind: SocketAddr,
+    /// How many changes are kept for watches to resume from; a watch from
+    /// an older resourceVersion gets 410 Gone.
+    pub history_limit: usize,
+    /// Upper bound on the bytes of that history (stored JSON); whichever
+    /// limit is reached first applies.
+    pub history_bytes: usize,
+    /// The node pods are bound to.
+    pub node_name: String,
+    /// The local runner.
+    pub runner: RunnerConfig,
+}
+
+impl Config {
+    /// Defaults: loopback on a free port, 100 000 changes (at most 256 MiB)
+    /// of history, node
+    /// `weft-dev`, runner on.
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        Config {
+            data_dir: data_dir.into(),
+            bind: SocketAddr::from(([127, 0, 0, 1], 0)),
+            history_limit: 100_000,
+            history_bytes: 256 * 1024 * 1024,
+            node_name: "weft-dev".into(),
+            runner: RunnerConfig::default(),
+        }
+    }
+}
+
+/// A running dev cluster. Dropping it without [`DevCluster::shutdown`]
+/// leaves its tasks running until the runtime stops.
+pub struct DevCluster {
+    addr: SocketAddr,
+    cx: Arc<api::Cluster>,
+    shutdown: watch::Sender<bool>,
+    tasks: JoinSet<()>,
+}
+
+impl DevCluster {
+    /// Opens the store in `config.data_dir`, binds the listener and starts
+    /// serving, with the garbage collector and the runner beside it.
+    pub async fn start(config: Config) -> Result<DevCluster> {
+        let limits = store::HistoryLimits {
+            events: config.history_limit,
+            bytes: config.history_bytes,
+        };
+        let store = store::Store::open(&config.data_dir, limits)?;
+        let listener = TcpListener::bind(config.bind)
+            .await
+            .map_err(|e| Error::Bind(config.bind, e))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| Error::Bind(config.bind, e))?;
+        let cx = Arc::new(api::Cluster {
+            store,
+            registry: registry::Registry::new(),
+            gc: tokio::sync::Notify::new(),
+            addr: addr.to_string(),
+            node_name: config.node_name.clone(),
+            runner_enabled: config.runner.enabled,
+            data_dir: config.data_dir.clone(),
+            live_logs: Mutex::new(HashSet::new()),
+        });
+        cx.bootstrap()
+            .await
+            .map_err(|e| Error::Storage(e.message))?;
+        let (shutdown, rx) = watch::channel(false);
+        let mut tasks = JoinSet::new();
+        tasks.spawn(accept_loop(listener, cx.clone(), rx.clone()));
+        tasks.spawn(gc::run(cx.clone(), rx.clone()));
+        if config.runner.enabled {
+            tasks.spawn(runner::run(cx.clone(), config.runner.clone(), rx.clone()));
+        }
+        tracing::info!(%addr, data_dir = %config.data_dir.display(), "dev cluster serving");
+        Ok(DevCluster {
+            addr,
+            cx,
+            shutdown,
+            tasks,
+        })
+    }
+
+    /// The address the API server listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:PORT`, what a kubeconfig's `server` holds.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// A kubeconfig for this cluster (context `weft-dev`, namespace
+    /// `default`, no credentials: the server does not authenticate).
+    pub fn kubeconfig(&self) -> String {
+        kubeconfig_for(&self.base_url())
+    }
+
+    /// Writes [`DevCluster::kubeconfig`] to `path`, creating parent
+    /// directories.
+    pub fn write_kubeconfig(&self, path: impl AsRef<Path>) -> Result<()> {
+        let path = path.as_ref();
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| Error::Io(parent.to_path_buf(), e))?;
+        }
+        std::fs::write(path, self.kubeconfig()).map_err(|e| Error::Io(path.to_path_buf(), e))
+    }
+
+    /// Stops serving, stops local processes, and closes the database so the
+    /// same data directory can be opened again.
+    pub async fn shutdown(mut self) {
+        let _ = self.shutdown.send(true);
+        while let Some(r) = tokio::time::timeout(Duration::from_secs(10), self.tasks.join_next())
+            .await
+            .ok()
+            .flatten()
+        {
+            if let Err(e) = r
+                && e.is_panic()
+            {
+                tracing::error!("dev cluster task panicked: {e}");
+            }
+        }
+        self.tasks.abort_all();
+        self.cx.store.close().await;
+    }
+}
+
+/// The kubeconfig YAML for a server URL.
+pub fn kubeconfig_for(server: &str) -> String {
+    format!(
+        "apiVersion: v1
+kind: Config
+clusters:
+- name: weft-dev
+  cluster:
+    server: {server}
+users:
+- name: weft-dev
+  user: {{}}
+contexts:
+- name: weft-dev
+  context:
+    cluster: weft-dev
+    user: weft-dev
+    namespace: default
+current-context: weft-dev
+"
+    )
+}
+
+/// What `weft dev` runs: start, write the kubeconfig, serve until Ctrl-C.
+pub async fn run_until_ctrl_c(config: Config, kubeconfig: &Path) -> Result<()> {
+    let cluster = DevCluster::start(config).await?;
+    cluster.write_kubeconfig(kubeconfig)?;
+    println!("weft dev cluster serving at {}", cluster.base_url());
+    println!("kubeconfig written to {}", kubeconfig.display());
+    println!(
+        "pods run as local processes on this machine: images are not pulled, only command/args run"
+    );
+    let _ = tokio::signal::ctrl_c().await;
+    cluster.shutdown().await;
+    Ok(())
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    cx: Arc<api::Cluster>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut conns = JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let Ok((stream, _)) = accepted else { continue };
+                let _ = stream.set_nodelay(true);
+                let cx = cx.clone();
+                let rx = shutdown.clone();
+                conns.spawn(async move {
+                    let svc = service_fn(move |req| server::handle(cx.clone(), rx.clone(), req));
+                    let _ = http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+            _ = shutdown.changed() => break,
+        }
+    }
+    conns.abort_all();
+}

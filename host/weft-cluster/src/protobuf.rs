@@ -1,0 +1,233 @@
+//! Just enough of Kubernetes' protobuf encoding to accept what kubectl's
+//! typed generators send (`kubectl create namespace|configmap|secret|
+//! serviceaccount` post `application/vnd.kubernetes.protobuf` and would
+//! otherwise fail with 415). Only those kinds, and only the fields those
+//! commands set, are decoded; anything else answers 415 as before.
+//! Responses are always JSON, which kubectl accepts.
+
+use base64::Engine;
+use serde_json::{Map, Value, json};
+
+const MAGIC: &[u8] = b"k8s\x00";
+
+struct Reader<'a> {
+    buf: &'a [u8],
+}
+
+enum Field<'a> {
+    Varint(u64),
+    Bytes(&'a [u8]),
+}
+
+impl<'a> Reader<'a> {
+    fn varint(&mut self) -> Option<u64> {
+        let mut out = 0u64;
+        for shift in (0..64).step_by(7) {
+            let (b, rest) = self.buf.split_first()?;
+            self.buf = rest;
+            out |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Some(out);
+            }
+        }
+        None
+    }
+
+    fn next(&mut self) -> Option<Option<(u64, Field<'a>)>> {
+        if self.buf.is_empty() {
+            return Some(None);
+        }
+        let key = self.varint()?;
+        let (num, wire) = (key >> 3, key & 7);
+        let f = match wire {
+            0 => Field::Varint(self.varint()?),
+            2 => {
+                let len = usize::try_from(self.varint()?).ok()?;
+                if len > self.buf.len() {
+                    return None;
+                }
+                let (b, rest) = self.buf.split_at(len);
+                self.buf = rest;
+                Field::Bytes(b)
+            }
+            1 => {
+                self.buf = self.buf.get(8..)?;
+                Field::Varint(0)
+            }
+            5 => {
+                self.buf = self.buf.get(4..)?;
+                Field::Varint(0)
+            }
+            _ => return None,
+        };
+        Some(Some((num, f)))
+    }
+}
+
+fn fields(buf: &[u8]) -> Option<Vec<(u64, Field<'_>)>> {
+    let mut r = Reader { buf };
+    let mut out = Vec::new();
+    while let Some(f) = r.next()? {
+        out.push(f);
+    }
+    Some(out)
+}
+
+fn string(b: &[u8]) -> Option<Value> {
+    Some(Value::String(String::from_utf8(b.to_vec()).ok()?))
+}
+
+/// A map<string, string|bytes> entry.
+fn entry(b: &[u8], bytes: bool) -> Option<(String, Value)> {
+    let mut k = String::new();
+    let mut v = Value::String(String::new());
+    for (n, f) in fields(b)? {
+        if let Field::Bytes(x) = f {
+            match n {
+                1 => k = String::from_utf8(x.to_vec()).ok()?,
+                2 if bytes => v = base64::engine::general_purpose::STANDARD.encode(x).into(),
+                2 => v = string(x)?,
+                _ => {}
+            }
+        }
+    }
+    Some((k, v))
+}
+
+fn push_map(obj: &mut Map<String, Value>, key: &str, b: &[u8], bytes: bool) -> Option<()> {
+    let (k, v) = entry(b, bytes)?;
+    obj.entry(key)
+        .or_insert_with(|| json!({}))
+        .as_object_mut()?
+        .insert(k, v);
+    Some(())
+}
+
+fn push_list(obj: &mut Map<String, Value>, key: &str, v: Value) -> Option<()> {
+    obj.entry(key)
+        .or_insert_with(|| json!([]))
+        .as_array_mut()?
+        .push(v);
+    Some(())
+}
+
+fn object_meta(b: &[u8]) -> Option<Value> {
+    let mut m = Map::new();
+    for (n, f) in fields(b)? {
+        let Field::Bytes(x) = f else { continue };
+        match n {
+            1 => m.insert("name".into(), string(x)?),
+            2 => m.insert("generateName".into(), string(x)?),
+            3 => m.insert("namespace".into(), string(x)?),
+            11 => {
+                push_map(&mut m, "labels", x, false)?;
+                None
+            }
+            12 => {
+                push_map(&mut m, "annotations", x, false)?;
+                None
+            }
+            14 => {
+                push_list(&mut m, "finalizers", string(x)?)?;
+                None
+            }
+            _ => None,
+        };
+    }
+    Some(Value::Object(m))
+}
+
+/// Decodes a protobuf request body into the JSON object it stands for,
+/// for the kinds listed in the module docs.
+pub(crate) fn decode(body: &[u8]) -> Option<Value> {
+    let rest = body.strip_prefix(MAGIC)?;
+    let mut api_version = String::new();
+    let mut kind = String::new();
+    let mut raw: &[u8] = &[];
+    for (n, f) in fields(rest)? {
+        let Field::Bytes(x) = f else { continue };
+        match n {
+            1 => {
+                for (tn, tf) in fields(x)? {
+                    if let Field::Bytes(y) = tf {
+                        let s = String::from_utf8(y.to_vec()).ok()?;
+                        if tn == 1 {
+                            api_version = s;
+                        } else if tn == 2 {
+                            kind = s;
+                        }
+                    }
+                }
+            }
+            2 => raw = x,
+            _ => {}
+        }
+    }
+    if !matches!(
+        kind.as_str(),
+        "Namespace" | "ConfigMap" | "Secret" | "ServiceAccount"
+    ) {
+        return None;
+    }
+    let mut obj = Map::new();
+    obj.insert("apiVersion".into(), api_version.into());
+    obj.insert("kind".into(), kind.clone().into());
+    for (n, f) in fields(raw)? {
+        match (kind.as_str(), n, f) {
+            (_, 1, Field::Bytes(x)) => {
+                obj.insert("metadata".into(), object_meta(x)?);
+            }
+            ("ConfigMap", 2, Field::Bytes(x)) => push_map(&mut obj, "data", x, false)?,
+            ("ConfigMap", 3, Field::Bytes(x)) => push_map(&mut obj, "binaryData", x, true)?,
+            ("ConfigMap" | "Secret", 4 | 5, Field::Varint(v)) => {
+                obj.insert("immutable".into(), (v != 0).into());
+            }
+            ("Secret", 2, Field::Bytes(x)) => push_map(&mut obj, "data", x, true)?,
+            ("Secret", 3, Field::Bytes(x)) => {
+                obj.insert("type".into(), string(x)?);
+            }
+            ("Secret", 4, Field::Bytes(x)) => push_map(&mut obj, "stringData", x, false)?,
+            ("Namespace", 2, Field::Bytes(x)) => {
+                let mut spec = Map::new();
+                for (sn, sf) in fields(x)? {
+                    if let (1, Field::Bytes(y)) = (sn, sf) {
+                        push_list(&mut spec, "finalizers", string(y)?)?;
+                    }
+                }
+                obj.insert("spec".into(), Value::Object(spec));
+            }
+            ("ServiceAccount", 4, Field::Varint(v)) => {
+                obj.insert("automountServiceAccountToken".into(), (v != 0).into());
+            }
+            ("Namespace" | "ConfigMap" | "Secret" | "ServiceAccount", _, _) => {}
+            _ => return None,
+        }
+    }
+    Some(Value::Object(obj))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field(n: u64, b: &[u8]) -> Vec<u8> {
+        let mut out = vec![((n << 3) | 2) as u8, b.len() as u8];
+        out.extend_from_slice(b);
+        out
+    }
+
+    #[test]
+    fn decodes_a_configmap() {
+        let meta = field(1, b"demo");
+        let entry = [field(1, b"k"), field(2, b"v")].concat();
+        let cm = [field(1, &meta), field(2, &entry)].concat();
+        let tm = [field(1, b"v1"), field(2, b"ConfigMap")].concat();
+        let body = [MAGIC.to_vec(), field(1, &tm), field(2, &cm)].concat();
+        let v = decode(&body).unwrap();
+        assert_eq!(
+            v,
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                             "metadata": {"name": "demo"}, "data": {"k": "v"}})
+        );
+    }
+}
