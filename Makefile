@@ -20,9 +20,9 @@ guests: toolchain
 host:
 	cargo build --locked -p weft
 
-## The main job.
+## The main job: a workflow end to end on the embedded dev cluster.
 run: guests host
-	cargo run --locked -q -p weft -- plugin test target/plugins/pod.wasm --task examples/tasks/hello-pod.json
+	cargo run --locked -q -p weft -- run $(EXAMPLE)
 
 ## The whole test suite.
 test: guests

@@ -588,7 +588,7 @@ impl<E: Executor> Round<'_, E> {
         scope: &Scope,
     ) {
         st.attempts += 1;
-        st.attempt_started_at = Some(timestamp(self.input.now));
+        st.attempt_started_at = Some(timestamp_millis(self.input.now));
         st.retry_at = None;
         st.outputs = None;
         st.resource = None;
@@ -735,7 +735,12 @@ impl<E: Executor> Round<'_, E> {
     }
 
     fn drive_sleep(&mut self, n: &CompiledNode, st: &mut NodeStatus, d: Duration) {
-        let started = parse_timestamp(st.started_at.as_deref()).unwrap_or(self.input.now);
+        // `startedAt` has Kubernetes' one-second precision; the sleep counts
+        // from a millisecond timestamp so it never ends early.
+        if st.attempt_started_at.is_none() {
+            st.attempt_started_at = Some(timestamp_millis(self.input.now));
+        }
+        let started = parse_timestamp(st.attempt_started_at.as_deref()).unwrap_or(self.input.now);
         let until = started + d;
         if self.input.now >= until {
             self.transition(
@@ -872,7 +877,7 @@ impl<E: Executor> Round<'_, E> {
             if start {
                 item.attempts += 1;
                 item.phase = NodePhase::Running;
-                item.attempt_started_at = Some(timestamp(now));
+                item.attempt_started_at = Some(timestamp_millis(now));
                 item.retry_at = None;
                 running += 1;
             }

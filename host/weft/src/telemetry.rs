@@ -16,7 +16,7 @@ pub enum LogFormat {
 /// log lines carry `plugin` and `call` fields.
 pub fn init_logging(format: LogFormat, verbose: u8) {
     let default = match verbose {
-        0 => "warn,weft=info",
+        0 => "warn",
         1 => "info",
         _ => "debug",
     };

@@ -65,11 +65,16 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let wf = read_workflow(&args.file)?;
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {
-        let (client, _cluster) = match &args.server {
+        let (client, cluster) = match &args.server {
             Some(url) => (runtime::client_for(url)?, None),
             None => {
                 let cluster = crate::dev::start(&args.data_dir).await?;
-                (runtime::client_for(&cluster.url())?, Some(cluster))
+                println!(
+                    "dev cluster at {} (kubectl --kubeconfig {})",
+                    cluster.base_url(),
+                    args.data_dir.join("kubeconfig").display()
+                );
+                (runtime::client_for(&cluster.base_url())?, Some(cluster))
             }
         };
         let (_engine, registry) =
@@ -88,6 +93,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         let code = submit_and_follow(&client, &args.namespace, wf, args.timeout).await;
         let _ = stop_tx.send(());
         let _ = tokio::time::timeout(Duration::from_secs(5), controller).await;
+        if let Some(cluster) = cluster {
+            cluster.shutdown().await;
+        }
         code
     })
 }

@@ -35,6 +35,7 @@ pub struct Children {
     client: Client,
     kinds: Mutex<HashMap<(String, String), ChildKind>>,
     wake: mpsc::UnboundedSender<ObjectRef<Workflow>>,
+    watches: Mutex<Vec<tokio::task::AbortHandle>>,
 }
 
 /// Label on every resource Weft creates (the host sets it on every build).
@@ -48,12 +49,25 @@ impl Children {
             client,
             kinds: Mutex::new(HashMap::new()),
             wake,
+            watches: Mutex::new(Vec::new()),
         });
         (children, rx)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), ChildKind>> {
         self.kinds.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Stops every child watch (the controller is shutting down).
+    pub fn stop(&self) {
+        for w in self
+            .watches
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+        {
+            w.abort();
+        }
     }
 
     /// The kind, if watched.
@@ -100,7 +114,7 @@ impl Children {
         let config = watcher::Config::default().labels(MANAGED_SELECTOR);
         let wake = self.wake.clone();
         let label = format!("{api_version}/{kind}");
-        tokio::spawn(async move {
+        let task = tokio::spawn(async move {
             let mut events = watcher(api, config)
                 .default_backoff()
                 .reflect(writer)
@@ -123,6 +137,10 @@ impl Children {
                 }
             }
         });
+        self.watches
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(task.abort_handle());
         let k = ChildKind { resource, store };
         kinds.insert((api_version.to_string(), kind.to_string()), k.clone());
         tracing::info!(api_version, kind, "watching child kind");

@@ -477,9 +477,10 @@ pub async fn run(
     KubeController::new(api, watcher::Config::default())
         .reconcile_on(wake)
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx)
+        .run(reconcile, error_policy, ctx.clone())
         .for_each(|_| futures::future::ready(()))
         .await;
+    ctx.children.stop();
 }
 
 /// The object reference of a Workflow, for Events.

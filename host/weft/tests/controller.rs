@@ -1,0 +1,281 @@
+//! The controller end to end: the embedded dev cluster over HTTP, the real
+//! pod plugin component, real local processes.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Env, node};
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use weft_dag::{NodePhase, WorkflowPhase};
+
+fn sh(cmd: &str) -> String {
+    format!(
+        "{{type: pod, config: {{image: busybox, command: [sh, -c, {:?}]}}}}",
+        cmd
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallelism_is_never_exceeded() {
+    let env = Env::start().await;
+    let nodes: String = (0..6)
+        .map(|i| format!("  - {{id: n{i}, task: {}}}\n", sh("sleep 0.4")))
+        .collect();
+    env.submit("par", &format!("parallelism: 2\nnodes:\n{nodes}"))
+        .await;
+    // Sample the running pods while the workflow runs.
+    let mut max_running = 0;
+    loop {
+        let pods = env.pods_of("par").await;
+        let running = pods
+            .iter()
+            .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+            .count();
+        max_running = max_running.max(running);
+        let wf = env.workflows().get("par").await.unwrap();
+        if wf.status.as_ref().is_some_and(|s| s.phase.is_terminal()) {
+            assert_eq!(wf.status.unwrap().phase, WorkflowPhase::Succeeded);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(40)).await;
+    }
+    assert!(
+        max_running <= 2,
+        "{max_running} pods ran at once with parallelism 2"
+    );
+    assert_eq!(
+        max_running, 2,
+        "the limit was never reached: the nodes ran one by one"
+    );
+    assert_eq!(
+        env.pods_of("par").await.len(),
+        6,
+        "one pod per node, no duplicates"
+    );
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_pod_is_a_system_failure_retried_on_the_system_budget() {
+    let env = Env::start().await;
+    env.submit(
+        "evict",
+        &format!("nodes:\n  - {{id: work, retries: {{limit: 0, systemLimit: 1, backoff: 1s}}, task: {}}}\n", sh("sleep 1")),
+    )
+    .await;
+    // Wait until the first attempt's pod runs, then take it away (as a node loss would).
+    env.wait_for("evict", 30, |wf| {
+        wf.status
+            .as_ref()
+            .and_then(|s| s.nodes.get("work"))
+            .is_some_and(|n| n.task_phase.as_deref() == Some("running"))
+    })
+    .await;
+    env.pods()
+        .delete("evict-work-0", &DeleteParams::default())
+        .await
+        .unwrap();
+    let wf = env.finish("evict", 60).await;
+    let work = node(&wf, "work");
+    assert_eq!(
+        wf.status.as_ref().unwrap().phase,
+        WorkflowPhase::Succeeded,
+        "{:?}",
+        wf.status
+    );
+    assert_eq!(
+        (work.system_failures, work.user_failures),
+        (1, 0),
+        "{work:?}"
+    );
+    assert!(
+        env.pods_of("evict")
+            .await
+            .iter()
+            .any(|p| p.name_any() == "evict-work-1")
+    );
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn user_failures_use_their_own_budget() {
+    let env = Env::start().await;
+    env.submit(
+        "fails",
+        &format!(
+            "nodes:\n  - {{id: f, retries: {{limit: 1, backoff: 1s}}, task: {}}}\n",
+            sh("exit 4")
+        ),
+    )
+    .await;
+    let wf = env.finish("fails", 60).await;
+    let f = node(&wf, "f");
+    assert_eq!(f.phase, NodePhase::Failed);
+    assert_eq!(
+        (f.attempts, f.user_failures, f.system_failures),
+        (2, 2, 0),
+        "{f:?}"
+    );
+    assert!(
+        f.message.as_deref().unwrap().contains("exited with code 4"),
+        "{f:?}"
+    );
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_timeout_and_workflow_deadline_stop_running_pods() {
+    let env = Env::start().await;
+    env.submit(
+        "timeout",
+        &format!(
+            "nodes:\n  - {{id: slow, timeout: 1s, task: {}}}\n",
+            sh("sleep 60")
+        ),
+    )
+    .await;
+    env.submit(
+        "deadline",
+        &format!(
+            "activeDeadline: 2s\nnodes:\n  - {{id: slow, task: {}}}\n",
+            sh("sleep 60")
+        ),
+    )
+    .await;
+    let wf = env.finish("timeout", 60).await;
+    let slow = node(&wf, "slow");
+    assert_eq!(slow.phase, NodePhase::Failed);
+    assert_eq!(slow.reason.as_deref(), Some("TimedOut"), "{slow:?}");
+    let wf = env.finish("deadline", 60).await;
+    assert_eq!(wf.status.as_ref().unwrap().phase, WorkflowPhase::Failed);
+    assert!(
+        wf.status
+            .as_ref()
+            .unwrap()
+            .message
+            .as_deref()
+            .unwrap()
+            .contains("active deadline")
+    );
+    assert_eq!(node(&wf, "slow").phase, NodePhase::Aborted);
+    // Both pods are deleted (aborted), not left running for a minute.
+    for name in ["timeout-slow-0", "deadline-slow-0"] {
+        let mut gone = false;
+        for _ in 0..100 {
+            if env.pods().get_opt(name).await.unwrap().is_none() {
+                gone = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(gone, "{name} was not stopped");
+    }
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fail_after_executable_nodes_complete_runs_the_independent_branch() {
+    let env = Env::start().await;
+    env.submit(
+        "after",
+        &format!(
+            "failurePolicy: FailAfterExecutableNodesComplete\nnodes:\n  - {{id: bad, task: {}}}\n  - {{id: down, dependsOn: [bad], task: {}}}\n  - {{id: other, task: {}}}\n  - {{id: other2, dependsOn: [other], task: {}}}\n",
+            sh("exit 1"),
+            sh("true"),
+            sh("sleep 0.5"),
+            sh("true")
+        ),
+    )
+    .await;
+    let wf = env.finish("after", 60).await;
+    assert_eq!(wf.status.as_ref().unwrap().phase, WorkflowPhase::Failed);
+    assert_eq!(node(&wf, "other2").phase, NodePhase::Succeeded);
+    assert_eq!(node(&wf, "down").phase, NodePhase::Skipped);
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_gate_waits_for_the_annotation() {
+    let env = Env::start().await;
+    env.submit(
+        "approve",
+        &format!("nodes:\n  - {{id: ok, gate: {{approval: {{message: ship it?}}}}}}\n  - {{id: ship, dependsOn: [ok], task: {}}}\n", sh("true")),
+    )
+    .await;
+    let wf = env
+        .wait_for("approve", 30, |wf| {
+            wf.status
+                .as_ref()
+                .and_then(|s| s.nodes.get("ok"))
+                .is_some_and(|n| n.task_phase.as_deref() == Some("waiting-for-approval"))
+        })
+        .await;
+    assert_eq!(node(&wf, "ok").message.as_deref(), Some("ship it?"));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        env.pods_of("approve").await.is_empty(),
+        "nothing runs before the approval"
+    );
+    let patch = serde_json::json!({"metadata": {"annotations": {"approve.weft.dev/ok": "true"}}});
+    env.workflows()
+        .patch("approve", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    let wf = env.finish("approve", 30).await;
+    assert_eq!(wf.status.as_ref().unwrap().phase, WorkflowPhase::Succeeded);
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abort_and_delete_stop_and_clean_up_children() {
+    let env = Env::start().await;
+    let spec = format!(
+        "nodes:\n  - {{id: long, task: {}}}\n  - {{id: next, dependsOn: [long], task: {}}}\n",
+        sh("sleep 60"),
+        sh("true")
+    );
+    env.submit("aborted", &spec).await;
+    env.submit("deleted", &spec).await;
+    for name in ["aborted", "deleted"] {
+        env.wait_for(name, 30, |wf| {
+            wf.status
+                .as_ref()
+                .and_then(|s| s.nodes.get("long"))
+                .is_some_and(|n| n.task_phase.as_deref() == Some("running"))
+        })
+        .await;
+    }
+    let patch = serde_json::json!({"spec": {"abort": true}});
+    env.workflows()
+        .patch("aborted", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    let wf = env.finish("aborted", 30).await;
+    assert_eq!(wf.status.as_ref().unwrap().phase, WorkflowPhase::Aborted);
+    assert_eq!(node(&wf, "long").phase, NodePhase::Aborted);
+    assert_eq!(node(&wf, "next").phase, NodePhase::Skipped);
+
+    env.workflows()
+        .delete("deleted", &DeleteParams::default())
+        .await
+        .unwrap();
+    let mut gone = false;
+    for _ in 0..200 {
+        let wf_gone = env.workflows().get_opt("deleted").await.unwrap().is_none();
+        let pods: Vec<Pod> = env.pods_of("deleted").await;
+        let aborted_pods: Vec<Pod> = env.pods_of("aborted").await;
+        if wf_gone && pods.is_empty() && aborted_pods.is_empty() {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        gone,
+        "the deleted workflow or the children of either were left behind"
+    );
+    env.stop().await;
+}
