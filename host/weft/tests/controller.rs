@@ -279,3 +279,129 @@ async fn abort_and_delete_stop_and_clean_up_children() {
     );
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_workflow_fails_with_every_problem_and_creates_nothing() {
+    let env = Env::start().await;
+    env.submit(
+        "invalid",
+        &format!(
+            "nodes:\n  - {{id: a, dependsOn: [c], task: {}}}\n  - {{id: b, dependsOn: [a], task: {{type: spark}}}}\n  - {{id: c, dependsOn: [b], when: '1 +', task: {}}}\n",
+            sh("true"),
+            sh("true")
+        ),
+    )
+    .await;
+    let wf = env.finish("invalid", 30).await;
+    let status = wf.status.unwrap();
+    assert_eq!(status.phase, WorkflowPhase::Failed);
+    let msg = status.message.unwrap();
+    assert!(msg.contains("cycle: "), "{msg}");
+    assert!(
+        msg.contains("node b: task.type: no plugin serves task type \"spark\""),
+        "{msg}"
+    );
+    assert!(msg.contains("node c: when: invalid CEL"), "{msg}");
+    assert!(env.pods_of("invalid").await.is_empty());
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_get_and_metrics_show_what_happened() {
+    let env = Env::start().await;
+    env.submit(
+        "seen",
+        &format!(
+            "nodes:\n  - {{id: a, task: {}}}\n  - {{id: b, dependsOn: [a], task: {}}}\n",
+            sh("true"),
+            sh("true")
+        ),
+    )
+    .await;
+    env.finish("seen", 30).await;
+
+    // Kubernetes Events on the Workflow.
+    let events: kube::Api<k8s_openapi::api::core::v1::Event> =
+        kube::Api::namespaced(env.client.clone(), "default");
+    // The Event follows the status write that ended the workflow.
+    let mut reasons: Vec<String> = Vec::new();
+    for _ in 0..50 {
+        let list = events.list(&Default::default()).await.unwrap().items;
+        reasons = list
+            .iter()
+            .filter(|e| e.involved_object.name.as_deref() == Some("seen"))
+            .filter_map(|e| e.reason.clone())
+            .collect();
+        if reasons.iter().any(|r| r == "WorkflowSucceeded") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        reasons.iter().any(|r| r == "NodesProgressed"),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons.iter().any(|r| r == "WorkflowSucceeded"),
+        "{reasons:?}"
+    );
+
+    // `weft get -o mermaid|dot` against the cluster.
+    let url = env.cluster.as_ref().unwrap().base_url();
+    for (format, needle) in [("mermaid", "n0 --> n1"), ("dot", "\"a\" -> \"b\"")] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_weft"))
+            .args(["get", "seen", "-o", format, "--server", &url])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            text.contains(needle) && text.contains("Succeeded"),
+            "{text}"
+        );
+    }
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_and_probes_are_served() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let metrics = std::sync::Arc::new(weft::controller::metrics::Metrics::default());
+    metrics.plugin_call("pod", "build-resource", Duration::from_micros(40));
+    metrics.transition("Pending", "Running");
+    let ready = std::sync::Arc::new(weft::serve::Readiness::default());
+    let addr = weft::serve::serve("127.0.0.1:0".parse().unwrap(), metrics, ready.clone())
+        .await
+        .unwrap();
+    let get = |path: &'static str| async move {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        s.write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .await
+        .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).await.unwrap();
+        out
+    };
+    assert!(get("/healthz").await.starts_with("HTTP/1.1 200"));
+    assert!(get("/readyz").await.starts_with("HTTP/1.1 503"));
+    ready.set_ready();
+    assert!(get("/readyz").await.starts_with("HTTP/1.1 200"));
+    let m = get("/metrics").await;
+    assert!(
+        m.contains(
+            "weft_plugin_call_duration_seconds_count{plugin=\"pod\",call=\"build-resource\"} 1"
+        ),
+        "{m}"
+    );
+    assert!(
+        m.contains("weft_node_transitions_total{from=\"Pending\",to=\"Running\"} 1"),
+        "{m}"
+    );
+    assert!(m.contains("weft_round_latency_seconds"), "{m}");
+}
