@@ -1,86 +1,135 @@
 #!/usr/bin/env bash
-# Builds every guest in plugins/ from source into Wasm components:
-#   target/plugins/<name>.wasm + .yaml       first-party plugins
-#   target/test-guests/<name>.wasm + .yaml   the sandbox suite's guests
-# One cargo invocation per (target, world), so std is built once per target
-# and a crate never gets both worlds' bindings. Incremental: a second run
-# with nothing changed takes seconds.
+# Builds every guest crate of the plugins/ workspace into a Wasm component:
+#   target/plugins/<name>.wasm + <name>.yaml       first-party plugins (plugins/<crate>)
+#   target/test-guests/<name>.wasm + <name>.yaml   the sandbox suite's guests (plugins/testing/<crate>)
+# <name> and the .yaml are the crate's weft-plugin.yaml manifest.
+#
+# One cargo invocation per target triple, so std (built from source on the
+# Debian route) is compiled once per triple and cached in plugins/target.
+# A crate builds for wasm32-unknown-unknown (no WASI at all) unless its
+# Cargo.toml says `[package.metadata.weft] target = "wasm32-wasip1"`; such a
+# core module is wrapped with the WASI preview1 reactor adapter.
+#
+# Each component is validated and checked against its manifest: it must
+# export the manifest's world and import only weft:plugin interfaces (and
+# WASI, for the wasm32-wasip1 guests). Incremental: with nothing changed a
+# run takes about a second.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-[ -f target/guest-toolchain.env ] || bash .ci/guest-toolchain.sh >/dev/null
-# shellcheck disable=SC1091
-source target/guest-toolchain.env
+start=$(date +%s%N)
 
-export CARGO_TARGET_DIR="$root/plugins/target"
-if [ "$WEFT_GUEST_ROUTE" = rustup ]; then
-  cargo_cmd=(cargo)
-  build_std=()
-else
-  # Debian's rustc-web: build std from source (RUSTC_BOOTSTRAP unlocks -Z).
-  cargo_cmd=(env RUSTC_BOOTSTRAP=1 RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc /usr/bin/cargo)
-  build_std=(-Zbuild-std=std,panic_abort)
-  export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_LINKER=wasm-ld
-  export CARGO_TARGET_WASM32_WASIP1_LINKER=wasm-ld
-  export CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS="-L native=/usr/lib/wasm32-wasi"
+# shellcheck source=/dev/null
+[ -f target/guest-toolchain.env ] && source target/guest-toolchain.env
+if [ -z "${WEFT_ROUTE_WASM32_UNKNOWN_UNKNOWN:-}" ]; then
+  bash .ci/guest-toolchain.sh
+  # shellcheck source=/dev/null
+  source target/guest-toolchain.env
 fi
+wasm_tools=${WEFT_WASM_TOOLS:-wasm-tools}
+export CARGO_TARGET_DIR="$root/plugins/target"
 
-# package name -> (output dir, component name), from each crate's manifest.
-declare -A out_dir
-task_pkgs=() mw_pkgs=() wasi_pkgs=()
-for manifest in plugins/*/weft-plugin.yaml plugins/testing/*/weft-plugin.yaml; do
-  [ -f "$manifest" ] || continue
-  crate_dir=$(dirname "$manifest")
-  pkg=$(sed -n 's/^name = "\(.*\)"/\1/p' "$crate_dir/Cargo.toml" | head -1)
-  case "$crate_dir" in plugins/testing/*) out_dir[$pkg]=test-guests ;; *) out_dir[$pkg]=plugins ;; esac
-  if grep -q '^# guest-target: wasm32-wasip1' "$crate_dir/Cargo.toml"; then
-    wasi_pkgs+=("$pkg")
-  elif grep -q '^world: middleware-plugin' "$manifest"; then
-    mw_pkgs+=("$pkg")
+# The cargo command line for a target triple, per the chosen route.
+cargo_for() {
+  local route
+  case "$1" in
+    wasm32-unknown-unknown) route=$WEFT_ROUTE_WASM32_UNKNOWN_UNKNOWN ;;
+    wasm32-wasip1) route=$WEFT_ROUTE_WASM32_WASIP1 ;;
+    *) echo "unknown guest target $1" >&2; exit 1 ;;
+  esac
+  if [ "$route" = rustup ]; then
+    cargo_cmd=(cargo)
+    std_args=()
   else
-    task_pkgs+=("$pkg")
+    # Debian's rustc-web; RUSTC_BOOTSTRAP unlocks -Zbuild-std on a stable
+    # compiler. rustup's proxies come first on PATH, so name everything.
+    cargo_cmd=(env -u RUSTUP_TOOLCHAIN RUSTC_BOOTSTRAP=1 RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc
+      CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_LINKER="$WEFT_WASM_LD"
+      CARGO_TARGET_WASM32_WASIP1_LINKER="$WEFT_WASM_LD"
+      CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS="-L native=/usr/lib/wasm32-wasi"
+      /usr/bin/cargo)
+    std_args=(-Zbuild-std=std,panic_abort)
   fi
-done
-
-build() { # target, packages...
-  local target=$1; shift
-  [ $# -gt 0 ] || return 0
-  local args=()
-  for p in "$@"; do args+=(-p "$p"); done
-  (cd plugins && "${cargo_cmd[@]}" build --quiet --release --locked "${build_std[@]}" --target "$target" "${args[@]}")
 }
 
-build wasm32-unknown-unknown "${task_pkgs[@]}"
-build wasm32-unknown-unknown "${mw_pkgs[@]}"
-build wasm32-wasip1 "${wasi_pkgs[@]}"
+# The guests: one line each, "target package crate-dir out-dir name world".
+cargo_for wasm32-unknown-unknown
+metadata=$(cd plugins && "${cargo_cmd[@]}" metadata --format-version 1 --locked)
+guests=$(python3 -c '
+import json, os, re, sys
+root = sys.argv[1]
+meta = json.load(sys.stdin)
+members = set(meta["workspace_members"])
+adapter = ""
+for p in meta["packages"]:
+    if p["name"] == "wasi-preview1-component-adapter-provider":
+        adapter = os.path.join(os.path.dirname(p["manifest_path"]), "artefacts", "wasi_snapshot_preview1.reactor.wasm")
+    if p["id"] not in members:
+        continue
+    crate = os.path.relpath(os.path.dirname(p["manifest_path"]), root)
+    manifest = os.path.join(root, crate, "weft-plugin.yaml")
+    if not os.path.isfile(manifest):
+        continue
+    text = open(manifest).read()
+    name = re.search(r"^name:\s*(\S+)", text, re.M).group(1)
+    world = re.search(r"^world:\s*(\S+)", text, re.M).group(1)
+    target = ((p.get("metadata") or {}).get("weft") or {}).get("target", "wasm32-unknown-unknown")
+    out = "test-guests" if crate.startswith("plugins/testing/") else "plugins"
+    print(target, p["name"], crate, out, name, world)
+print("adapter", adapter)
+' "$root" <<<"$metadata")
+adapter=$(awk '$1 == "adapter" {print $2}' <<<"$guests")
+guests=$(grep -v '^adapter' <<<"$guests" | sort -k4,4 -k5,5)
 
-# The WASI preview1 -> preview2 adapter (reactor), from the crates.io crate
-# wasi-preview1-component-adapter-provider that cargo fetched for the escape guest.
-adapter=""
-if [ ${#wasi_pkgs[@]} -gt 0 ]; then
-  adapter=$(ls -d "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/wasi-preview1-component-adapter-provider-*/artefacts/wasi_snapshot_preview1.reactor.wasm 2>/dev/null | sort -V | tail -1)
-  [ -n "$adapter" ] || { echo "no wasi preview1 reactor adapter found in the cargo registry" >&2; exit 1; }
-fi
+# One cargo invocation per target triple.
+for target in $(awk '{print $1}' <<<"$guests" | sort -u); do
+  pkgs=()
+  for p in $(awk -v t="$target" '$1 == t {print $2}' <<<"$guests"); do pkgs+=(-p "$p"); done
+  cargo_for "$target"
+  (cd plugins && "${cargo_cmd[@]}" build --quiet --release --locked "${std_args[@]}" --target "$target" "${pkgs[@]}")
+done
 
 mkdir -p target/plugins target/test-guests
-for manifest in plugins/*/weft-plugin.yaml plugins/testing/*/weft-plugin.yaml; do
-  [ -f "$manifest" ] || continue
-  crate_dir=$(dirname "$manifest")
-  pkg=$(sed -n 's/^name = "\(.*\)"/\1/p' "$crate_dir/Cargo.toml" | head -1)
-  name=$(sed -n 's/^name: *//p' "$manifest" | head -1)
-  lib=${pkg//-/_}
-  dest="target/${out_dir[$pkg]}/$name"
-  if printf '%s\n' "${wasi_pkgs[@]}" | grep -qx "$pkg"; then
-    core="plugins/target/wasm32-wasip1/release/$lib.wasm"
+status=0
+while read -r target pkg crate out name world; do
+  core="plugins/target/$target/release/${pkg//-/_}.wasm"
+  dest="target/$out/$name"
+  adapt=()
+  note=$world
+  if [ "$target" = wasm32-wasip1 ]; then
+    [ -f "$adapter" ] || { echo "$pkg: no WASI reactor adapter (depend on wasi-preview1-component-adapter-provider)" >&2; exit 1; }
     adapt=(--adapt "wasi_snapshot_preview1=$adapter")
-  else
-    core="plugins/target/wasm32-unknown-unknown/release/$lib.wasm"
-    adapt=()
+    note="$world, WASI through the preview1 adapter"
   fi
-  if [ ! -f "$dest.wasm" ] || [ "$core" -nt "$dest.wasm" ] || [ "$manifest" -nt "$dest.yaml" ]; then
-    wasm-tools component new "$core" "${adapt[@]}" -o "$dest.wasm"
-    wasm-tools validate --features component-model "$dest.wasm"
-    cp "$manifest" "$dest.yaml"
+  # Re-wrap when the core module is newer or the adapter changed.
+  stamp="plugins/target/components/$out-$name.stamp"
+  if [ ! -f "$dest.wasm" ] || [ "$core" -nt "$dest.wasm" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$core ${adapt[*]}" ]; then
+    "$wasm_tools" component new "$core" "${adapt[@]}" -o "$dest.wasm.tmp"
+    "$wasm_tools" validate "$dest.wasm.tmp"
+    mv "$dest.wasm.tmp" "$dest.wasm"
+    mkdir -p "$(dirname "$stamp")"
+    echo "$core ${adapt[*]}" >"$stamp"
   fi
-  printf '  %-32s %8d bytes\n' "$dest.wasm" "$(stat -c %s "$dest.wasm")"
-done
+  cmp -s "$crate/weft-plugin.yaml" "$dest.yaml" || cp "$crate/weft-plugin.yaml" "$dest.yaml"
+
+  # The component must be what its manifest says, and reach for nothing else.
+  wit=$("$wasm_tools" component wit "$dest.wasm")
+  case "$world" in
+    k8s-task-plugin) want="weft:plugin/k8s-task@0.1.0" ;;
+    middleware-plugin) want="weft:plugin/middleware@0.1.0" ;;
+    *) want="?" ;;
+  esac
+  exports=$(sed -n 's/^ *export \([^;]*\);$/\1/p' <<<"$wit" | tr '\n' ' ')
+  allowed='^weft:plugin/'
+  [ "$target" = wasm32-wasip1 ] && allowed='^(weft:plugin/|wasi:)'
+  stray=$(sed -n 's/^ *import \([^;]*\);$/\1/p' <<<"$wit" | grep -Ev "$allowed" | tr '\n' ' ' || true)
+  if [ "$exports" != "$want " ] || [ -n "$stray" ]; then
+    echo "$dest.wasm: exports [$exports] (manifest world $world wants $want), unexpected imports [$stray]" >&2
+    status=1
+  fi
+  printf '  %-40s %8d bytes  %s\n' "$dest.wasm" "$(stat -c %s "$dest.wasm")" "$note"
+done <<<"$guests"
+
+ms=$((($(date +%s%N) - start) / 1000000))
+printf 'guests: %d components in %d.%03ds\n' "$(wc -l <<<"$guests")" $((ms / 1000)) $((ms % 1000))
+exit $status

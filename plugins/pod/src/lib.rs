@@ -1,19 +1,94 @@
-//! Flyte's pod plugin as a Weft component.
+//! Flyte's pod plugin as a Weft component: a task runs as one Kubernetes
+//! Pod, and the Pod's status says where the task stands.
 //!
-//! Task config: a `container` (image, command, args, env, resources,
-//! workingDir; the same fields at the top level are a shorthand) or a full
-//! `podSpec`. Inputs become environment variables `WEFT_INPUT_<NAME>` (JSON
-//! for non-strings) and may be substituted into command and args as
-//! `{{inputs.name}}`. Outputs come back through the main container's
-//! termination message, a JSON object.
+//! # Task config
+//!
+//! Either a `container` (`image`, `command`, `args`, `env` as a list of
+//! `{name, value}` or a `{NAME: value}` map, `resources`, `workingDir`; the
+//! same fields at the top level of the config are a shorthand for it) or a
+//! full `podSpec`. `annotations` are copied onto the Pod.
+//!
+//! Inputs become environment variables `WEFT_INPUT_<NAME>` (upper-cased,
+//! other characters as `_`; strings as they are, anything else as JSON) in
+//! every container, and `{{inputs.<name>}}` in `command` and `args` is
+//! replaced by the same text.
+//!
+//! # The Pod
+//!
+//! Named `ctx.resource_name` (deterministic per attempt, so a re-run finds
+//! the same Pod), in the workflow's namespace, with the host's labels,
+//! `restartPolicy: Never`, and `terminationMessagePolicy:
+//! FallbackToLogsOnError` on every container. The *main* container is the
+//! one named `main` (the plugin names the config's container so), else the
+//! first one: its exit decides the task, even while sidecars still run.
+//!
+//! # Outputs
+//!
+//! A successful main container's termination message
+//! (`/dev/termination-log`) is the task's outputs when it is a JSON object.
+//! A message that starts with `{` but is not a JSON object fails the task
+//! for good (`InvalidOutputs`: the container meant to return outputs and a
+//! retry would write the same thing); any other text is only the phase's
+//! message, and the task succeeds without outputs.
+//!
+//! # Phases
+//!
+//! | the Pod                                                       | phase                  | reason                      |
+//! |---------------------------------------------------------------|------------------------|-----------------------------|
+//! | no status, not scheduled yet                                  | queued                 |                             |
+//! | `PodScheduled=False`, `Unschedulable`                          | waiting-for-resources  | `Unschedulable`             |
+//! | scheduled, containers being created, init containers running  | initializing           |                             |
+//! | `ErrImagePull` / `ImagePullBackOff` within the grace period   | initializing           | the waiting reason          |
+//! | the same past `imagePullGracePeriod`                          | permanent-failure      | the waiting reason          |
+//! | `CreateContainerConfigError`, `InvalidImageName`, ...         | permanent-failure      | the waiting reason          |
+//! | `Running`                                                     | running                |                             |
+//! | `Succeeded` (or main container exited 0 beside sidecars)      | success                |                             |
+//! | main container exited non-zero                                | retryable-failure      | `Error` or `OOMKilled`, ... |
+//! | an init container exited non-zero                             | retryable-failure      | `InitContainerFailed`       |
+//! | `activeDeadlineSeconds` passed                                | permanent-failure      | `DeadlineExceeded`          |
+//! | evicted, preempted, node lost or shut down, disrupted         | retryable-failure      | `System:<why>`              |
+//! | deleted before it finished                                    | retryable-failure      | `System:PodDeleted`         |
+//!
+//! `System:` reasons are the platform's failures: the host counts them on
+//! the system retry budget, not the task's.
 
 use serde_json::{json, Map, Value};
-use weft_plugin_sdk::{clock, PhaseInfo, PluginError, TaskContext, TaskPlugin};
+use weft_plugin_sdk::{
+    clock, AbortBehaviour, PhaseInfo, PluginError, TaskContext, TaskPlugin, TaskProperties,
+};
 
-/// The name of the main container when the plugin builds it.
+/// The name the plugin gives the container it builds from `container`.
 pub const MAIN: &str = "main";
 
-/// Builds the Pod of a task.
+/// The plugin.
+pub struct Pod;
+
+impl TaskPlugin for Pod {
+    fn properties() -> TaskProperties {
+        TaskProperties {
+            // An aborted workflow's Pod must stop.
+            abort: AbortBehaviour::Delete,
+            // A finished Pod keeps its logs and termination message for the user.
+            delete_on_finish: false,
+        }
+    }
+
+    fn build_resource(ctx: TaskContext) -> Result<Value, PluginError> {
+        build_pod(&ctx)
+    }
+
+    fn get_task_phase(ctx: TaskContext, observed: Value) -> Result<PhaseInfo, PluginError> {
+        Ok(pod_phase(&ctx, &observed))
+    }
+}
+
+weft_plugin_sdk::export_task_plugin!(Pod);
+
+// ---------------------------------------------------------------------------
+// build-resource
+
+/// Builds the Pod of a task. A config that cannot make a Pod is a permanent
+/// error that names the field.
 pub fn build_pod(ctx: &TaskContext) -> Result<Value, PluginError> {
     let config = ctx
         .config
@@ -23,16 +98,14 @@ pub fn build_pod(ctx: &TaskContext) -> Result<Value, PluginError> {
         Some(Value::Object(spec)) => spec.clone(),
         Some(_) => return Err(PluginError::permanent("podSpec must be an object")),
         None => {
-            let container = match config.get("container") {
+            let mut container = match config.get("container") {
                 Some(Value::Object(c)) => c.clone(),
                 Some(_) => return Err(PluginError::permanent("container must be an object")),
                 None => shorthand(config),
             };
+            container.insert("name".into(), MAIN.into());
             let mut spec = Map::new();
-            spec.insert(
-                "containers".into(),
-                Value::Array(vec![Value::Object(container)]),
-            );
+            spec.insert("containers".into(), json!([container]));
             spec
         }
     };
@@ -56,14 +129,8 @@ pub fn build_pod(ctx: &TaskContext) -> Result<Value, PluginError> {
             )));
         }
         if !c.contains_key("name") {
-            c.insert(
-                "name".into(),
-                if i == 0 {
-                    MAIN.into()
-                } else {
-                    format!("c{i}").into()
-                },
-            );
+            let name = if i == 0 { MAIN.into() } else { format!("c{i}") };
+            c.insert("name".into(), name.into());
         }
         c.entry("terminationMessagePolicy")
             .or_insert("FallbackToLogsOnError".into());
@@ -139,6 +206,7 @@ pub fn env_name(input: &str) -> String {
     format!("WEFT_INPUT_{body}")
 }
 
+/// Strings as they are, anything else as JSON.
 fn env_value(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
@@ -146,38 +214,60 @@ fn env_value(v: &Value) -> String {
     }
 }
 
+/// Replaces `{{inputs.<name>}}` (spaces inside the braces allowed).
 fn substitute(s: &str, inputs: &Map<String, Value>) -> String {
-    if !s.contains("{{") {
-        return s.to_string();
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(start) = rest.find("{{") {
+        let Some(len) = rest[start..].find("}}") else {
+            break;
+        };
+        let key = rest[start + 2..start + len].trim();
+        match key.strip_prefix("inputs.").and_then(|k| inputs.get(k)) {
+            Some(v) => {
+                out.push_str(&rest[..start]);
+                out.push_str(&env_value(v));
+            }
+            None => out.push_str(&rest[..start + len + 2]),
+        }
+        rest = &rest[start + len + 2..];
     }
-    let mut out = s.to_string();
-    for (k, v) in inputs {
-        out = out.replace(&format!("{{{{inputs.{k}}}}}", k = k), &env_value(v));
-    }
+    out.push_str(rest);
     out
 }
 
-/// Reasons of a waiting container that no retry fixes.
-const PERMANENT_WAITING: [&str; 4] = [
+// ---------------------------------------------------------------------------
+// get-task-phase
+
+/// Waiting reasons no retry fixes: the Pod's spec is wrong.
+const PERMANENT_WAITING: [&str; 5] = [
     "CreateContainerConfigError",
-    "InvalidImageName",
     "CreateContainerError",
+    "InvalidImageName",
     "ErrImageNeverPull",
+    "RunContainerError",
 ];
 
-/// Reasons of a waiting container that may clear up: the image pull.
+/// Waiting reasons that may clear up by themselves: the image pull.
 const IMAGE_PULL: [&str; 2] = ["ErrImagePull", "ImagePullBackOff"];
 
 /// Pod-level reasons that are the platform's fault (Flyte's system failures).
-const SYSTEM_REASONS: [&str; 5] = [
+const SYSTEM_REASONS: [&str; 7] = [
     "Evicted",
     "Preempting",
     "NodeLost",
-    "Shutdown",
+    "NodeAffinity",
+    "OutOfcpu",
+    "OutOfmemory",
     "UnexpectedAdmissionError",
 ];
 
-/// Maps an observed Pod to a phase, as Flyte's pod plugin does.
+/// Pod-level reasons of a graceful node shutdown (`Shutdown` before
+/// Kubernetes 1.22, `Terminated` since).
+const NODE_SHUTDOWN: [&str; 3] = ["Shutdown", "Terminated", "NodeShutdown"];
+
+/// Maps an observed Pod to a phase, as Flyte's pod plugin does. Answers for
+/// any value, however partial: an object without a status is queued.
 pub fn pod_phase(ctx: &TaskContext, pod: &Value) -> PhaseInfo {
     let status = &pod["status"];
     let name = pod["metadata"]["name"]
@@ -185,68 +275,73 @@ pub fn pod_phase(ctx: &TaskContext, pod: &Value) -> PhaseInfo {
         .unwrap_or(&ctx.resource_name);
     let main = main_container(pod);
     let link = log_link(ctx, name, &main);
-    let with_link = |p: PhaseInfo| match &link {
+    let linked = |p: PhaseInfo| match &link {
         Some(uri) => p.with_log_link("Pod logs", uri.clone()),
         None => p,
     };
     let reason = status["reason"].as_str().unwrap_or_default();
     let message = status["message"].as_str().unwrap_or_default();
     let phase = status["phase"].as_str().unwrap_or("Pending");
+    let terminal = matches!(phase, "Succeeded" | "Failed");
 
     if SYSTEM_REASONS.contains(&reason) {
-        let msg = if message.is_empty() {
-            format!("the pod was {reason}")
-        } else {
-            message.to_string()
-        };
-        return with_link(PhaseInfo::system(reason, msg));
+        let msg = non_empty(message, &format!("the pod failed: {reason}"));
+        return linked(PhaseInfo::system(reason, msg));
+    }
+    if NODE_SHUTDOWN.contains(&reason) {
+        let msg = non_empty(message, "the pod's node shut down");
+        return linked(PhaseInfo::system("NodeShutdown", msg));
     }
     if reason == "DeadlineExceeded" {
-        return with_link(PhaseInfo::permanent(
-            "DeadlineExceeded",
-            non_empty(message, "the pod ran past its activeDeadlineSeconds"),
-        ));
+        let msg = non_empty(message, "the pod ran past its activeDeadlineSeconds");
+        return linked(PhaseInfo::permanent("DeadlineExceeded", msg));
     }
-    if pod["metadata"]["deletionTimestamp"].is_string() && !matches!(phase, "Succeeded" | "Failed")
-    {
-        return with_link(PhaseInfo::system(
+    if phase == "Failed" {
+        if let Some(p) = disruption(status) {
+            return linked(p);
+        }
+    }
+    if !pod["metadata"]["deletionTimestamp"].is_null() && !terminal {
+        return linked(PhaseInfo::system(
             "PodDeleted",
             "the pod was deleted before it finished",
         ));
     }
 
     match phase {
-        "Succeeded" => with_link(succeeded(&main, status)),
-        "Failed" => with_link(failed(status, &main)),
+        "Succeeded" => linked(succeeded(status, &main)),
+        "Failed" => linked(failed(status, &main)),
         "Running" => {
-            if let Some(p) = waiting_problem(ctx, pod, status) {
-                return with_link(p);
+            if let Some(p) = waiting_problem(ctx, pod) {
+                return linked(p);
             }
-            with_link(PhaseInfo::running())
+            // Sidecars may outlive the main container: its exit decides.
+            match terminated(status, &main) {
+                Some(t) if t["exitCode"].as_i64() == Some(0) => linked(succeeded(status, &main)),
+                Some(_) => linked(failed(status, &main)),
+                None => linked(PhaseInfo::running()),
+            }
         }
-        "Unknown" => with_link(PhaseInfo::system(
+        "Unknown" => linked(PhaseInfo::system(
             "NodeLost",
             non_empty(message, "the pod's node stopped reporting"),
         )),
+        // Pending, or no status yet.
         _ => {
-            // Pending.
             if let Some(p) = init_failure(status) {
-                return with_link(p);
+                return linked(p);
             }
-            if let Some(p) = waiting_problem(ctx, pod, status) {
-                return with_link(p);
+            if let Some(p) = waiting_problem(ctx, pod) {
+                return linked(p);
             }
-            let scheduled = condition(status, "PodScheduled");
-            match scheduled {
+            match condition(status, "PodScheduled") {
                 Some(c) if c["status"] == "False" && c["reason"] == "Unschedulable" => {
-                    PhaseInfo::waiting_for_resources(
-                        c["message"]
-                            .as_str()
-                            .unwrap_or("the pod cannot be scheduled yet"),
-                    )
-                    .with_reason("Unschedulable")
+                    let msg = c["message"]
+                        .as_str()
+                        .unwrap_or("no node can run the pod yet");
+                    PhaseInfo::waiting_for_resources(msg).with_reason("Unschedulable")
                 }
-                Some(c) if c["status"] == "True" => with_link(PhaseInfo::initializing()),
+                Some(c) if c["status"] == "True" => linked(PhaseInfo::initializing()),
                 _ => PhaseInfo::queued(),
             }
         }
@@ -268,7 +363,7 @@ fn condition<'a>(status: &'a Value, kind: &str) -> Option<&'a Value> {
         .find(|c| c["type"] == kind)
 }
 
-/// The name of the container whose exit decides the task: `main`, or the first.
+/// The container whose exit decides the task: `main`, or the first.
 fn main_container(pod: &Value) -> String {
     let names: Vec<&str> = pod["spec"]["containers"]
         .as_array()
@@ -293,6 +388,15 @@ fn container_status<'a>(status: &'a Value, name: &str) -> Option<&'a Value> {
         .find(|c| c["name"] == name)
 }
 
+/// The `state.terminated` of a container, when it has ended.
+fn terminated<'a>(status: &'a Value, name: &str) -> Option<&'a Value> {
+    container_status(status, name)
+        .map(|c| &c["state"]["terminated"])
+        .filter(|t| t.is_object())
+}
+
+/// The plugin config's `logLinkTemplate` with `{namespace}`, `{name}` and
+/// `{container}` filled in.
 fn log_link(ctx: &TaskContext, name: &str, container: &str) -> Option<String> {
     let template = ctx.plugin_config["logLinkTemplate"].as_str()?;
     Some(
@@ -303,20 +407,27 @@ fn log_link(ctx: &TaskContext, name: &str, container: &str) -> Option<String> {
     )
 }
 
-fn succeeded(main: &str, status: &Value) -> PhaseInfo {
-    let terminated = container_status(status, main).map(|c| &c["state"]["terminated"]);
-    let message = terminated
+fn succeeded(status: &Value, main: &str) -> PhaseInfo {
+    let message = terminated(status, main)
         .and_then(|t| t["message"].as_str())
         .unwrap_or_default()
         .trim();
     if message.is_empty() {
         return PhaseInfo::success(None);
     }
+    if !message.starts_with('{') {
+        // The container's own words, not outputs.
+        return PhaseInfo::success(None).with_message(truncate(message, 1024));
+    }
     match serde_json::from_str::<Value>(message) {
         Ok(Value::Object(outputs)) => PhaseInfo::success(Some(outputs)),
-        // A message that is not a JSON object is the container's own text
-        // (FallbackToLogsOnError only applies on failure): no outputs.
-        _ => PhaseInfo::success(None).with_message(message.chars().take(512).collect::<String>()),
+        Ok(_) | Err(_) => PhaseInfo::permanent(
+            "InvalidOutputs",
+            format!(
+                "container {main} succeeded, but its termination message is not a JSON object of outputs: {}",
+                truncate(message, 256)
+            ),
+        ),
     }
 }
 
@@ -326,68 +437,72 @@ fn failed(status: &Value, main: &str) -> PhaseInfo {
     }
     let statuses = status["containerStatuses"]
         .as_array()
-        .cloned()
+        .map(Vec::as_slice)
         .unwrap_or_default();
-    let mut terminated: Vec<&Value> = statuses
+    // The main container first: its exit is the task's.
+    let ended = statuses
         .iter()
-        .filter(|c| c["state"]["terminated"].is_object())
-        .collect();
-    terminated.sort_by_key(|c| c["name"] != main);
-    for c in terminated {
+        .filter(|c| c["name"] == main)
+        .chain(statuses.iter().filter(|c| c["name"] != main))
+        .filter(|c| c["state"]["terminated"].is_object());
+    for c in ended {
         let t = &c["state"]["terminated"];
         let code = t["exitCode"].as_i64().unwrap_or(0);
         if code == 0 {
             continue;
         }
         let name = c["name"].as_str().unwrap_or("?");
+        // OOMKilled, Error, ContainerCannotRun, StartError, ...
         let reason = t["reason"].as_str().unwrap_or("Error");
-        let msg = t["message"].as_str().unwrap_or_default().trim();
-        let text = if msg.is_empty() {
-            format!("container {name} exited with code {code} ({reason})")
-        } else {
-            format!("container {name} exited with code {code} ({reason}): {msg}")
-        };
-        if reason == "OOMKilled" {
-            return PhaseInfo::retryable("OOMKilled", text);
+        let said = t["message"].as_str().unwrap_or_default().trim();
+        let mut text = format!("container {name} exited with code {code} ({reason})");
+        if !said.is_empty() {
+            text.push_str(": ");
+            text.push_str(&truncate(said, 1024));
         }
         return PhaseInfo::retryable(reason, text);
     }
-    let message = status["message"].as_str().unwrap_or("the pod failed");
-    PhaseInfo::retryable(status["reason"].as_str().unwrap_or("PodFailed"), message)
+    PhaseInfo::retryable(
+        non_empty(status["reason"].as_str().unwrap_or_default(), "PodFailed"),
+        non_empty(
+            status["message"].as_str().unwrap_or_default(),
+            "the pod failed",
+        ),
+    )
 }
 
-/// An init container that failed (terminated with a non-zero code).
+/// A Failed Pod with a `DisruptionTarget` condition (Kubernetes 1.26+):
+/// the platform ended it (preemption, taint eviction, pod GC, kubelet).
+fn disruption(status: &Value) -> Option<PhaseInfo> {
+    let c = condition(status, "DisruptionTarget").filter(|c| c["status"] == "True")?;
+    let why = c["reason"].as_str().unwrap_or("Disrupted");
+    let msg = c["message"]
+        .as_str()
+        .unwrap_or("the platform ended the pod");
+    Some(PhaseInfo::system(why, msg))
+}
+
+/// An init container that exited non-zero, or cannot start for good.
 fn init_failure(status: &Value) -> Option<PhaseInfo> {
     for c in status["initContainerStatuses"].as_array()? {
+        let name = c["name"].as_str().unwrap_or("?");
         let t = &c["state"]["terminated"];
         let code = t["exitCode"].as_i64().unwrap_or(0);
         if t.is_object() && code != 0 {
-            let name = c["name"].as_str().unwrap_or("?");
             let reason = t["reason"].as_str().unwrap_or("Error");
             return Some(PhaseInfo::retryable(
                 "InitContainerFailed",
                 format!("init container {name} exited with code {code} ({reason})"),
             ));
         }
-        let w = &c["state"]["waiting"];
-        if let Some(r) = w["reason"].as_str() {
-            if PERMANENT_WAITING.contains(&r) {
-                return Some(PhaseInfo::permanent(
-                    r,
-                    format!(
-                        "init container {}: {}",
-                        c["name"].as_str().unwrap_or("?"),
-                        w["message"].as_str().unwrap_or(r)
-                    ),
-                ));
-            }
-        }
     }
     None
 }
 
-/// A container stuck waiting for a reason that will not pass by itself.
-fn waiting_problem(ctx: &TaskContext, pod: &Value, status: &Value) -> Option<PhaseInfo> {
+/// A container stuck waiting: for good (a bad spec), or on the image pull,
+/// which becomes permanent once the grace period has passed.
+fn waiting_problem(ctx: &TaskContext, pod: &Value) -> Option<PhaseInfo> {
+    let status = &pod["status"];
     let statuses = status["initContainerStatuses"]
         .as_array()
         .into_iter()
@@ -408,57 +523,94 @@ fn waiting_problem(ctx: &TaskContext, pod: &Value, status: &Value) -> Option<Pha
         }
         if IMAGE_PULL.contains(&reason) {
             let grace = grace_period_millis(ctx);
-            let since = parse_rfc3339_millis(
-                pod["metadata"]["creationTimestamp"]
-                    .as_str()
-                    .unwrap_or_default(),
-            );
-            let now = clock::now_millis();
-            return Some(match since {
-                Some(t) if now.saturating_sub(t) > grace => PhaseInfo::permanent(
+            let waited = pull_started_millis(pod).map(|t| clock::now_millis().saturating_sub(t));
+            return Some(match waited {
+                Some(w) if w > grace => PhaseInfo::permanent(
                     reason,
-                    format!("container {name}: {msg} (still failing after the {}s image pull grace period)", grace / 1000),
+                    format!(
+                        "container {name}: {msg} (still failing after the {}s image pull grace period)",
+                        grace / 1000
+                    ),
                 ),
-                _ => PhaseInfo::initializing().with_reason(reason).with_message(format!("container {name}: {msg}")),
+                _ => PhaseInfo::initializing()
+                    .with_reason(reason)
+                    .with_message(format!("container {name}: {msg}")),
             });
         }
     }
     None
 }
 
-fn grace_period_millis(ctx: &TaskContext) -> u64 {
-    let s = ctx.plugin_config["imagePullGracePeriod"]
+/// The earliest moment the image pull can have started: the later of the
+/// Pod's creation and its scheduling (a Pod that queued for an hour has
+/// not been pulling for an hour). A container's waiting state carries no
+/// time of its own.
+fn pull_started_millis(pod: &Value) -> Option<u64> {
+    let created = pod["metadata"]["creationTimestamp"]
         .as_str()
-        .unwrap_or("3m");
-    parse_duration_millis(s).unwrap_or(180_000)
+        .and_then(parse_rfc3339_millis);
+    let scheduled = condition(&pod["status"], "PodScheduled")
+        .filter(|c| c["status"] == "True")
+        .and_then(|c| c["lastTransitionTime"].as_str())
+        .and_then(parse_rfc3339_millis);
+    created.max(scheduled)
 }
 
-/// `90s`, `3m`, `1h`, `500ms`.
+/// The plugin config's `imagePullGracePeriod` (default 3m).
+fn grace_period_millis(ctx: &TaskContext) -> u64 {
+    ctx.plugin_config["imagePullGracePeriod"]
+        .as_str()
+        .and_then(parse_duration_millis)
+        .unwrap_or(180_000)
+}
+
+fn truncate(s: &str, max_chars: usize) -> String {
+    match s.char_indices().nth(max_chars) {
+        Some((i, _)) => format!("{}...", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+/// `500ms`, `90s`, `3m`, `1h`, or a combination such as `1m30s`.
 fn parse_duration_millis(s: &str) -> Option<u64> {
-    let s = s.trim();
-    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit())?);
-    let n: u64 = num.parse().ok()?;
-    Some(match unit {
-        "ms" => n,
-        "s" => n * 1000,
-        "m" => n * 60_000,
-        "h" => n * 3_600_000,
-        _ => return None,
-    })
+    let mut rest = s.trim();
+    if rest.is_empty() {
+        return None;
+    }
+    let mut total: u64 = 0;
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit())?;
+        let n: u64 = rest[..digits].parse().ok()?;
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let unit = match &rest[..unit_len] {
+            "ms" => 1,
+            "s" => 1_000,
+            "m" => 60_000,
+            "h" => 3_600_000,
+            _ => return None,
+        };
+        total = total.checked_add(n.checked_mul(unit)?)?;
+        rest = &rest[unit_len..];
+    }
+    Some(total)
 }
 
-/// Milliseconds since the epoch of a Kubernetes timestamp (`2024-01-02T03:04:05Z`).
+/// Milliseconds since the epoch of a Kubernetes timestamp
+/// (`2024-01-02T03:04:05Z`, fractions of a second ignored).
 fn parse_rfc3339_millis(s: &str) -> Option<u64> {
     let b = s.as_bytes();
-    if b.len() < 20 {
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' {
         return None;
     }
     let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
     let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
     let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    // Days from civil (Howard Hinnant's algorithm).
+    // Days from the civil date (Howard Hinnant's algorithm).
     let y = if mo <= 2 { y - 1 } else { y };
-    let era = if y >= 0 { y } else { y - 399 } / 400;
+    let era = y.div_euclid(400);
     let yoe = y - era * 400;
     let mp = (mo + 9) % 12;
     let doy = (153 * mp + 2) / 5 + d - 1;
@@ -467,21 +619,6 @@ fn parse_rfc3339_millis(s: &str) -> Option<u64> {
     let secs = days * 86_400 + h * 3600 + mi * 60 + sec;
     u64::try_from(secs).ok().map(|s| s * 1000)
 }
-
-/// The plugin.
-pub struct Pod;
-
-impl TaskPlugin for Pod {
-    fn build_resource(ctx: TaskContext) -> Result<Value, PluginError> {
-        build_pod(&ctx)
-    }
-
-    fn get_task_phase(ctx: TaskContext, observed: Value) -> Result<PhaseInfo, PluginError> {
-        Ok(pod_phase(&ctx, &observed))
-    }
-}
-
-weft_plugin_sdk::export_task_plugin!(Pod);
 
 #[cfg(test)]
 mod tests;

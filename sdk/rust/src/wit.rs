@@ -1,18 +1,32 @@
 //! The generated bindings and the glue between them and the typed API.
 //! Not part of the public API: plugins use the export macros.
+//!
+//! Both worlds can be compiled into one crate (a workspace build unifies
+//! the features): with `pub_export_macro`, wit-bindgen describes only a
+//! world's *imports* where `generate!` runs, and its exports where its
+//! `export!` macro is invoked. A component therefore exports exactly the
+//! world whose export macro the plugin crate invoked.
 
-#[cfg(all(
-    target_arch = "wasm32",
-    not(any(feature = "task", feature = "middleware"))
-))]
-compile_error!("enable the `task` or the `middleware` feature of weft-plugin-sdk");
-
-// Natively (unit tests of a whole plugin workspace) both may be on: only
-// the Wasm build exports a world.
-#[cfg(all(target_arch = "wasm32", feature = "task", feature = "middleware"))]
-compile_error!(
-    "enable only one of the `task` and `middleware` features: a component implements one world"
-);
+/// The host's imports on their own (log, clock, state, and every shared
+/// type), generated once for both worlds.
+#[allow(missing_docs, clippy::all)]
+pub mod host {
+    wit_bindgen::generate!({
+        inline: "
+            package weft:sdk;
+            world host {
+                import weft:plugin/log@0.1.0;
+                import weft:plugin/clock@0.1.0;
+                import weft:plugin/state@0.1.0;
+            }
+        ",
+        path: "../../wit/plugin",
+        world: "weft:sdk/host",
+        generate_unused_types: true,
+        generate_all,
+    });
+    pub use weft::plugin::{clock, log, state, types};
+}
 
 /// Bindings of the `k8s-task-plugin` world.
 #[cfg(feature = "task")]
@@ -23,8 +37,13 @@ pub mod task {
         world: "k8s-task-plugin",
         pub_export_macro: true,
         default_bindings_module: "weft_plugin_sdk::wit::task",
+        with: {
+            "weft:plugin/types@0.1.0": crate::wit::host::types,
+            "weft:plugin/log@0.1.0": crate::wit::host::log,
+            "weft:plugin/clock@0.1.0": crate::wit::host::clock,
+            "weft:plugin/state@0.1.0": crate::wit::host::state,
+        },
     });
-    pub use weft::plugin::{clock, log, state};
 }
 
 /// Bindings of the `middleware-plugin` world.
@@ -36,23 +55,20 @@ pub mod middleware {
         world: "middleware-plugin",
         pub_export_macro: true,
         default_bindings_module: "weft_plugin_sdk::wit::middleware",
+        with: {
+            "weft:plugin/types@0.1.0": crate::wit::host::types,
+            "weft:plugin/log@0.1.0": crate::wit::host::log,
+            "weft:plugin/clock@0.1.0": crate::wit::host::clock,
+            "weft:plugin/state@0.1.0": crate::wit::host::state,
+        },
     });
-    pub use weft::plugin::{clock, log, state};
 }
-
-#[cfg(all(feature = "middleware", not(feature = "task")))]
-#[allow(unused_imports)]
-pub(crate) use middleware as world;
-/// The bindings whose imports this build uses.
-#[cfg(feature = "task")]
-#[allow(unused_imports)]
-pub(crate) use task as world;
 
 /// Glue for [`crate::export_task_plugin`].
 #[cfg(feature = "task")]
 pub mod glue {
+    use super::host::types as wit;
     use super::task::exports::weft::plugin::k8s_task as wit_task;
-    use super::task::weft::plugin::types as wit;
     use crate::{AbortBehaviour, Phase, PhaseInfo, PluginError, TaskContext, TaskPlugin};
 
     fn context(ctx: wit::TaskContext) -> Result<TaskContext, wit::PluginError> {
@@ -101,8 +117,7 @@ pub mod glue {
         ctx: wit::TaskContext,
     ) -> Result<String, wit::PluginError> {
         crate::host::install_panic_hook();
-        let obj = T::build_resource(context(ctx)?).map_err(error)?;
-        Ok(obj.to_string())
+        T::build_resource_json(context(ctx)?).map_err(error)
     }
 
     #[doc(hidden)]
