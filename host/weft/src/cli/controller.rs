@@ -94,7 +94,7 @@ pub fn get(args: GetArgs) -> anyhow::Result<ExitCode> {
             GetFormat::Dot => render::dot(&args.name, &wf.spec.spec, wf.status.as_ref()),
             GetFormat::Mermaid => render::mermaid(&wf.spec.spec, wf.status.as_ref()),
         };
-        print!("{out}");
+        super::out(&out)?;
         Ok(ExitCode::SUCCESS)
     })
 }

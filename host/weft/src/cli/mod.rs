@@ -41,6 +41,17 @@ pub enum Command {
     Crd,
 }
 
+/// Writes a command's result to stdout. A closed pipe (`weft ... | head`)
+/// is not an error: the reader has what it wanted.
+pub fn out(text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    match writeln!(stdout, "{}", text.trim_end()).and_then(|_| stdout.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
+    }
+}
+
 /// Run a parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
@@ -49,7 +60,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Controller(args) => controller::controller(args),
         Command::Get(args) => controller::get(args),
         Command::Crd => {
-            print!("{}", crate::api::crd_yaml());
+            out(&crate::api::crd_yaml())?;
             Ok(ExitCode::SUCCESS)
         }
     }

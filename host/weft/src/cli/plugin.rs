@@ -156,9 +156,9 @@ fn inspect(args: InspectArgs) -> anyhow::Result<ExitCode> {
         "middleware": (m.world == weft_plugin::manifest::World::MiddlewarePlugin).then_some(&m.middleware),
     });
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        super::out(&serde_json::to_string_pretty(&out)?)?;
     } else {
-        println!("{}", serde_yaml::to_string(&out)?.trim_end());
+        super::out(&serde_yaml::to_string(&out)?)?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -234,7 +234,7 @@ fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
     };
     match result {
         Ok(text) => {
-            println!("{}", text?.trim_end());
+            super::out(&text?)?;
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => {
