@@ -12,7 +12,9 @@
 //! - [`plugin`]: loading a component (every check once) and calling it (a
 //!   fresh store per call; traps, deadlines and memory exhaustion become
 //!   typed [`plugin::CallError`]s).
-//! - [`registry`]: task type -> plugin and middleware slots, swapped atomically.
+//! - [`registry`]: task type -> plugin and middleware slots, swapped atomically;
+//!   earlier versions kept for pinned workflows and rollbacks.
+//! - [`breaker`]: counts sandbox faults per version, for automatic rollback.
 //!
 //! ```no_run
 //! use weft_plugin::{engine::{EngineConfig, PluginEngine}, registry::Registry};
@@ -27,6 +29,7 @@
 
 #[doc(hidden)]
 pub mod bindings;
+pub mod breaker;
 pub mod engine;
 mod host;
 pub mod manifest;
@@ -40,4 +43,4 @@ pub use plugin::{
     CallError, FailureKind, MiddlewareCall, MiddlewarePlugin, Phase, PhaseInfo, Plugin,
     TaskContext, TaskPlugin, Verdict, WarmTaskInstance, resource_name,
 };
-pub use registry::{Registry, RegistryConfig};
+pub use registry::{Pinning, Registry, RegistryConfig};

@@ -15,10 +15,11 @@ use std::{
 
 use arc_swap::ArcSwap;
 
+pub use crate::breaker::{BreakerConfig, Trip};
 use crate::{
-    engine::{CompileSource, PluginEngine},
+    engine::{CompileSource, Digest, PluginEngine},
     manifest::{Manifest, World},
-    plugin::{LoadError, MiddlewarePlugin, Plugin, TaskPlugin},
+    plugin::{CallError, LoadError, MiddlewarePlugin, Plugin, TaskPlugin},
 };
 
 /// The middleware slot of the admin API's unary calls.
@@ -72,10 +73,35 @@ pub struct RegistryConfig {
     pub middleware_order: BTreeMap<String, Vec<String>>,
 }
 
+/// Whether running workflows keep the plugin version they started with.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Pinning {
+    /// A workflow keeps the digest it first used until it finishes (the
+    /// default): an upgrade never changes a running workflow's behaviour.
+    #[default]
+    Pinned,
+    /// Every call uses the current version, running workflows included.
+    Latest,
+}
+
+/// Loaded versions beyond the current ones: what pinned workflows and
+/// rollbacks need. Cloned with each snapshot (it only holds `Arc`s).
+#[derive(Debug, Default, Clone)]
+struct Versions {
+    /// Loaded versions that are not current, by digest.
+    retained: BTreeMap<Digest, Plugin>,
+    /// Earlier good versions per plugin name, oldest first (rollback targets).
+    history: BTreeMap<String, Vec<Digest>>,
+    /// Pinning policy per plugin name (absent: [`Pinning::Pinned`]).
+    policies: BTreeMap<String, Pinning>,
+}
+
 /// One consistent view of the registry.
 #[derive(Debug, Default)]
 pub struct Snapshot {
     plugins: BTreeMap<String, Plugin>,
+    versions: Versions,
     task_types: BTreeMap<String, Arc<TaskPlugin>>,
     ambiguous: BTreeMap<String, Vec<String>>,
     slots: BTreeMap<String, Vec<Arc<MiddlewarePlugin>>>,
@@ -83,7 +109,11 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    fn build(plugins: BTreeMap<String, Plugin>, config: &RegistryConfig) -> Snapshot {
+    fn build(
+        plugins: BTreeMap<String, Plugin>,
+        versions: Versions,
+        config: &RegistryConfig,
+    ) -> Snapshot {
         let enabled = |name: &str| config.enabled.as_ref().is_none_or(|e| e.contains(name));
         let mut claims: BTreeMap<String, Vec<Arc<TaskPlugin>>> = BTreeMap::new();
         let mut slots: BTreeMap<String, Vec<Arc<MiddlewarePlugin>>> = BTreeMap::new();
@@ -152,6 +182,7 @@ impl Snapshot {
         }
         Snapshot {
             plugins,
+            versions,
             task_types,
             ambiguous,
             slots,
@@ -179,6 +210,63 @@ impl Snapshot {
                 known.join(", ")
             },
         })
+    }
+
+    /// The plugin that serves a task type for a workflow that already used
+    /// the versions `pins` (most specific first: the node's own version,
+    /// then the workflow's). A pinned version still loaded wins unless its
+    /// plugin is set to [`Pinning::Latest`]; otherwise the current one serves.
+    /// A pinned version serves even after its ConfigMap was deleted, so a
+    /// running workflow finishes on what it started with.
+    pub fn task_plugin_pinned(
+        &self,
+        task_type: &str,
+        pins: &[Digest],
+    ) -> Result<Arc<TaskPlugin>, Error> {
+        for digest in pins {
+            let Some(Plugin::Task(p)) = self.version(*digest) else {
+                continue;
+            };
+            if self.pinning(p.name()) == Pinning::Pinned
+                && p.manifest().task_types.iter().any(|t| t == task_type)
+            {
+                return Ok(p);
+            }
+        }
+        self.task_plugin(task_type)
+    }
+
+    /// A loaded version by digest, current or retained.
+    pub fn version(&self, digest: Digest) -> Option<Plugin> {
+        self.versions.retained.get(&digest).cloned().or_else(|| {
+            self.plugins
+                .values()
+                .find(|p| p.digest() == digest)
+                .cloned()
+        })
+    }
+
+    /// Every loaded version that is not current, by digest.
+    pub fn retained(&self) -> &BTreeMap<Digest, Plugin> {
+        &self.versions.retained
+    }
+
+    /// The earlier good versions of a plugin a rollback may return to, oldest first.
+    pub fn history(&self, name: &str) -> &[Digest] {
+        self.versions
+            .history
+            .get(name)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+    }
+
+    /// The pinning policy of a plugin.
+    pub fn pinning(&self, name: &str) -> Pinning {
+        self.versions
+            .policies
+            .get(name)
+            .copied()
+            .unwrap_or_default()
     }
 
     /// The middleware chain of a slot, in order (empty when none is registered).
@@ -209,6 +297,7 @@ pub struct Registry {
     config: RegistryConfig,
     /// Serialises writers so two concurrent swaps never lose one another.
     write: std::sync::Mutex<()>,
+    breaker: crate::breaker::Breakers,
 }
 
 impl Default for Registry {
@@ -224,6 +313,7 @@ impl Registry {
             current: ArcSwap::from_pointee(Snapshot::default()),
             config,
             write: std::sync::Mutex::new(()),
+            breaker: crate::breaker::Breakers::default(),
         }
     }
 
@@ -261,12 +351,181 @@ impl Registry {
     }
 
     fn update<R>(&self, f: impl FnOnce(&mut BTreeMap<String, Plugin>) -> R) -> R {
+        self.update_versions(|plugins, _| f(plugins))
+    }
+
+    fn update_versions<R>(
+        &self,
+        f: impl FnOnce(&mut BTreeMap<String, Plugin>, &mut Versions) -> R,
+    ) -> R {
         let _guard = self.write.lock().unwrap_or_else(|e| e.into_inner());
-        let mut plugins = self.current.load().plugins.clone();
-        let r = f(&mut plugins);
+        let old = self.current.load();
+        let mut plugins = old.plugins.clone();
+        let mut versions = old.versions.clone();
+        let r = f(&mut plugins, &mut versions);
         self.current
-            .store(Arc::new(Snapshot::build(plugins, &self.config)));
+            .store(Arc::new(Snapshot::build(plugins, versions, &self.config)));
         r
+    }
+
+    /// The plugin that serves a task type for a workflow pinned to `pins`
+    /// (see [`Snapshot::task_plugin_pinned`]).
+    pub fn task_plugin_pinned(
+        &self,
+        task_type: &str,
+        pins: &[Digest],
+    ) -> Result<Arc<TaskPlugin>, Error> {
+        self.current.load().task_plugin_pinned(task_type, pins)
+    }
+
+    /// Make `plugin` the current version of its name, atomically, keeping
+    /// the version it replaces loaded (for workflows pinned to it and as the
+    /// rollback target). Publishing the current digest again changes nothing.
+    /// Returns the digest it replaced.
+    pub fn publish(&self, plugin: Plugin) -> Option<Digest> {
+        let name = plugin.manifest().name.clone();
+        let digest = plugin.digest();
+        self.update_versions(|plugins, versions| {
+            versions.retained.remove(&digest);
+            if let Some(h) = versions.history.get_mut(&name) {
+                h.retain(|d| *d != digest);
+            }
+            let old = plugins.insert(name.clone(), plugin)?;
+            let old_digest = old.digest();
+            if old_digest == digest {
+                return None;
+            }
+            versions.retained.insert(old_digest, old);
+            versions.history.entry(name).or_default().push(old_digest);
+            Some(old_digest)
+        })
+    }
+
+    /// Stop serving a plugin's task types to new work, atomically. Its
+    /// versions stay loaded for pinned workflows until [`Registry::prune`]
+    /// finds them unpinned. Returns the digest that was current.
+    pub fn withdraw(&self, name: &str) -> Option<Digest> {
+        self.update_versions(|plugins, versions| {
+            let old = plugins.remove(name)?;
+            let d = old.digest();
+            versions.retained.insert(d, old);
+            versions.history.remove(name);
+            Some(d)
+        })
+    }
+
+    /// Set a plugin's pinning policy.
+    pub fn set_pinning(&self, name: &str, pinning: Pinning) {
+        if self.snapshot().pinning(name) == pinning {
+            return;
+        }
+        self.update_versions(|_, versions| {
+            versions.policies.insert(name.to_string(), pinning);
+        });
+    }
+
+    /// Unload retained versions that are neither pinned (`pinned(name,
+    /// digest)` says so) nor the latest rollback target of a current plugin.
+    /// Returns the unloaded versions.
+    pub fn prune(&self, pinned: impl Fn(&str, Digest) -> bool) -> Vec<(String, Digest)> {
+        let snap = self.snapshot();
+        let drop: Vec<(String, Digest)> = snap
+            .versions
+            .retained
+            .iter()
+            .filter(|(d, p)| {
+                let name = &p.manifest().name;
+                let rollback =
+                    snap.plugins.contains_key(name) && snap.history(name).last() == Some(*d);
+                !rollback && !pinned(name, **d)
+            })
+            .map(|(d, p)| (p.manifest().name.clone(), *d))
+            .collect();
+        if drop.is_empty() {
+            return drop;
+        }
+        self.update_versions(|_, versions| {
+            for (name, d) in &drop {
+                versions.retained.remove(d);
+                if let Some(h) = versions.history.get_mut(name) {
+                    h.retain(|x| x != d);
+                }
+            }
+        });
+        drop
+    }
+
+    /// Return a plugin to its latest earlier good version, atomically; the
+    /// version it replaces is unloaded (pinned workflows move off it too).
+    /// Returns `(from, to)`, or `None` when there is nothing to return to.
+    pub fn rollback(&self, name: &str) -> Option<(Digest, Digest)> {
+        self.update_versions(|plugins, versions| {
+            let history = versions.history.get_mut(name)?;
+            let to = loop {
+                let d = history.pop()?;
+                if versions.retained.contains_key(&d) {
+                    break d;
+                }
+            };
+            let good = versions.retained.remove(&to)?;
+            let bad = plugins.insert(name.to_string(), good)?;
+            Some((bad.digest(), to))
+        })
+    }
+
+    /// Configure the circuit breaker (see [`crate::breaker`]).
+    pub fn set_breaker(&self, config: BreakerConfig) {
+        self.breaker.configure(config);
+    }
+
+    /// Be told of every trip of the breaker (called on the calling thread, keep it short).
+    pub fn on_trip(&self, observer: impl Fn(&Trip) + Send + Sync + 'static) {
+        self.breaker.observe(Box::new(observer));
+    }
+
+    /// The breaker's state of each plugin that tripped, by name.
+    pub fn trips(&self) -> BTreeMap<String, Trip> {
+        self.breaker.trips()
+    }
+
+    /// Record the outcome of one call of a task plugin version. Sandbox
+    /// faults ([`CallError::is_fault`]) count against that version; past the
+    /// configured number in the window, the plugin is rolled back to its
+    /// previous good version (when it still is the current one).
+    pub fn record_call(&self, plugin: &TaskPlugin, error: Option<&CallError>) {
+        let Some(e) = error else { return };
+        if !e.is_fault() {
+            return;
+        }
+        let name = plugin.name();
+        let digest = plugin.digest();
+        let Some(faults) = self.breaker.fault(digest) else {
+            return;
+        };
+        let is_current = self
+            .snapshot()
+            .plugins
+            .get(name)
+            .is_some_and(|p| p.digest() == digest);
+        if !is_current {
+            return;
+        }
+        let to = match self.rollback(name) {
+            Some((from, to)) if from == digest => Some(to),
+            Some((from, to)) => {
+                // Raced with a swap: the bad version was no longer current.
+                tracing::warn!(plugin = name, %from, %to, "breaker rolled back a newer version");
+                Some(to)
+            }
+            None => None,
+        };
+        self.breaker.trip(Trip {
+            plugin: name.to_string(),
+            from: digest,
+            to,
+            faults,
+            last_error: e.to_string(),
+        });
     }
 }
 

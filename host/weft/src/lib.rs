@@ -9,6 +9,7 @@ pub mod api;
 pub mod cli;
 pub mod controller;
 pub mod dev;
+pub mod hotload;
 pub mod render;
 pub mod runtime;
 pub mod serve;

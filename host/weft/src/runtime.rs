@@ -75,3 +75,19 @@ pub fn spawn_controller(
     let task = tokio::spawn(controller::run(ctx.clone(), wake, namespace, shutdown));
     (ctx, task)
 }
+
+/// Starts hot loading plugins from ConfigMaps into `registry` (see
+/// [`crate::hotload`]); it stops when `shutdown` resolves. `metrics` are the
+/// controller's, so `/metrics` shows loads, rejections and rollbacks.
+pub fn spawn_hotload(
+    client: Client,
+    engine: PluginEngine,
+    registry: Arc<Registry>,
+    metrics: Arc<crate::controller::metrics::Metrics>,
+    config: crate::hotload::HotloadConfig,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> (Arc<crate::hotload::HotLoader>, tokio::task::JoinHandle<()>) {
+    let loader = crate::hotload::HotLoader::new(client, engine, registry, metrics, config);
+    let task = tokio::spawn(loader.clone().run(shutdown));
+    (loader, task)
+}

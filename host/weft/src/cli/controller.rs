@@ -29,6 +29,40 @@ pub struct ControllerArgs {
     /// Install or update the Workflow CRD at start.
     #[arg(long)]
     pub install_crd: bool,
+    /// Namespaces whose ConfigMaps labelled `weft.dev/plugin` are hot-loaded
+    /// (default: the --namespace, or all namespaces).
+    #[arg(long, env = "WEFT_PLUGIN_NAMESPACES", value_delimiter = ',')]
+    pub plugin_namespace: Vec<String>,
+    /// Do not hot-load plugins from ConfigMaps (only the plugin directory).
+    #[arg(long)]
+    pub no_hotload: bool,
+    /// Sandbox faults (traps, timeouts) a plugin version may have within
+    /// --breaker-window before it is rolled back; 0 disables the breaker.
+    #[arg(long, default_value_t = 5)]
+    pub breaker_faults: u32,
+    /// The circuit breaker's window.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    pub breaker_window: std::time::Duration,
+}
+
+impl ControllerArgs {
+    /// The hot loading configuration these arguments ask for.
+    pub fn hotload(&self) -> crate::hotload::HotloadConfig {
+        let namespaces = if self.plugin_namespace.is_empty() {
+            self.namespace.iter().cloned().collect()
+        } else {
+            self.plugin_namespace.clone()
+        };
+        crate::hotload::HotloadConfig {
+            namespaces,
+            workflow_namespace: self.namespace.clone(),
+            breaker: weft_plugin::breaker::BreakerConfig {
+                max_faults: self.breaker_faults,
+                window: self.breaker_window,
+            },
+            ..Default::default()
+        }
+    }
 }
 
 /// Run `weft controller`: kubeconfig or in-cluster config, as kube-rs finds it.
@@ -36,18 +70,38 @@ pub fn controller(args: ControllerArgs) -> anyhow::Result<ExitCode> {
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {
         let client = Client::try_default().await?;
-        let (_engine, registry) = runtime::load_plugins(&args.plugins, args.cache_dir.as_deref())?;
+        let (engine, registry) = runtime::load_plugins(&args.plugins, args.cache_dir.as_deref())?;
         if args.install_crd {
             runtime::install_crd(&client).await?;
         }
         let ready = Arc::new(serve::Readiness::default());
-        let (ctx, task) = runtime::spawn_controller(client, registry, args.namespace, async {
-            let _ = tokio::signal::ctrl_c().await;
+        let hotload = args.hotload();
+        let (ctx, task) = runtime::spawn_controller(
+            client.clone(),
+            registry.clone(),
+            args.namespace.clone(),
+            async {
+                let _ = tokio::signal::ctrl_c().await;
+            },
+        );
+        let loader = (!args.no_hotload).then(|| {
+            runtime::spawn_hotload(
+                client,
+                engine,
+                registry,
+                ctx.metrics.clone(),
+                hotload,
+                futures::future::pending(),
+            )
+            .1
         });
         let addr = serve::serve(args.metrics_addr, ctx.metrics.clone(), ready.clone()).await?;
         tracing::info!(%addr, "serving /metrics, /healthz, /readyz");
         ready.set_ready();
         task.await?;
+        if let Some(l) = loader {
+            l.abort();
+        }
         Ok(ExitCode::SUCCESS)
     })
 }

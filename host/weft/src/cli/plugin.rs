@@ -23,6 +23,46 @@ pub enum PluginCommand {
     Inspect(InspectArgs),
     /// Run build-resource (or get-task-phase with --observed) on a task, in the real sandbox.
     Test(TestArgs),
+    /// Create or update a plugin's ConfigMap(s) for hot loading (compressed, split when large).
+    Push(PushArgs),
+    /// List hot-loaded plugins: versions, digests, pins, errors and breaker state.
+    Status(StatusArgs),
+}
+
+/// Arguments of `weft plugin push`.
+#[derive(Debug, Args)]
+pub struct PushArgs {
+    /// The component (`.wasm`).
+    pub file: PathBuf,
+    /// The manifest; defaults to `<file>.yaml` (or `.yml`, `.json`) beside the component.
+    #[arg(long)]
+    pub manifest: Option<PathBuf>,
+    /// The namespace of the ConfigMap (one the controller watches).
+    #[arg(short, long, default_value = "default")]
+    pub namespace: String,
+    /// The ConfigMap's name (default: the plugin's name).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Running workflows switch to this version too, instead of keeping theirs.
+    #[arg(long)]
+    pub latest: bool,
+    /// API server URL (default: kubeconfig, as kubectl finds it).
+    #[arg(long)]
+    pub server: Option<String>,
+}
+
+/// Arguments of `weft plugin status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Only this namespace (default: all).
+    #[arg(short, long)]
+    pub namespace: Option<String>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// API server URL (default: kubeconfig, as kubectl finds it).
+    #[arg(long)]
+    pub server: Option<String>,
 }
 
 /// Arguments of `weft plugin inspect`.
@@ -100,7 +140,150 @@ pub fn run(cmd: PluginCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         PluginCommand::Inspect(args) => inspect(args),
         PluginCommand::Test(args) => test(args),
+        PluginCommand::Push(args) => push(args),
+        PluginCommand::Status(args) => status(args),
     }
+}
+
+async fn client(server: Option<&str>) -> anyhow::Result<kube::Client> {
+    Ok(match server {
+        Some(url) => crate::runtime::client_for(url)?,
+        None => kube::Client::try_default().await?,
+    })
+}
+
+fn push(args: PushArgs) -> anyhow::Result<ExitCode> {
+    let manifest_path = match &args.manifest {
+        Some(p) => p.clone(),
+        None => manifest_path_for(&args.file).with_context(|| {
+            format!(
+                "{}: no manifest beside it (looked for .yaml, .yml, .json); pass --manifest",
+                args.file.display()
+            )
+        })?,
+    };
+    let manifest = std::fs::read_to_string(&manifest_path)
+        .with_context(|| format!("{}: cannot read", manifest_path.display()))?;
+    let parsed = Manifest::parse(&manifest, &manifest_path.display().to_string())?;
+    let bytes = std::fs::read(&args.file)
+        .with_context(|| format!("{}: cannot read", args.file.display()))?;
+    let name = args.name.clone().unwrap_or_else(|| parsed.name.clone());
+    let pinning = if args.latest {
+        weft_plugin::Pinning::Latest
+    } else {
+        weft_plugin::Pinning::Pinned
+    };
+    let rt = tokio::runtime::Runtime::new()?;
+    rt.block_on(async move {
+        let client = client(args.server.as_deref()).await?;
+        let packed =
+            crate::hotload::push(&client, &args.namespace, &name, &bytes, &manifest, pinning)
+                .await?;
+        let stored: usize = packed
+            .parts
+            .iter()
+            .chain([&packed.head])
+            .map(crate::hotload::package::payload_size)
+            .sum();
+        super::out(&format!(
+            "configmap {}/{name}: plugin {} {} {} ({} bytes, {} stored in {} configmap{})",
+            args.namespace,
+            parsed.name,
+            parsed.version,
+            packed.digest,
+            bytes.len(),
+            stored,
+            packed.parts.len() + 1,
+            if packed.parts.is_empty() { "" } else { "s" },
+        ))?;
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+fn short(d: &Option<String>) -> String {
+    d.as_deref()
+        .map(|d| d.trim_start_matches("sha256:").chars().take(12).collect())
+        .unwrap_or_else(|| "-".into())
+}
+
+fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
+    let rt = tokio::runtime::Runtime::new()?;
+    rt.block_on(async move {
+        let client = client(args.server.as_deref()).await?;
+        let rows = crate::hotload::read_status(&client, args.namespace.as_deref()).await?;
+        if args.json {
+            let v: Vec<Value> = rows
+                .iter()
+                .map(|(ns, name, st, desired)| {
+                    json!({"namespace": ns, "configMap": name, "desired": desired, "status": st})
+                })
+                .collect();
+            super::out(&serde_json::to_string_pretty(&v)?)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        let mut out = format!(
+            "{:<28} {:<16} {:<8} {:<12} {:<12} {:<7} {:<4} {:<24} {}\n",
+            "CONFIGMAP",
+            "PLUGIN",
+            "VERSION",
+            "SERVING",
+            "DESIRED",
+            "PINNING",
+            "PINS",
+            "RETAINED",
+            "BREAKER / ERROR"
+        );
+        for (ns, name, st, desired) in rows {
+            let st = st.unwrap_or_default();
+            let retained = st
+                .retained
+                .iter()
+                .map(|r| format!("{}({} pins)", short(&Some(r.digest.clone())), r.pins))
+                .collect::<Vec<_>>()
+                .join(",");
+            let mut note = Vec::new();
+            if let Some(b) = &st.breaker {
+                note.push(format!(
+                    "tripped {} after {} faults -> {}",
+                    short(&Some(b.tripped.clone())),
+                    b.faults,
+                    short(&b.rolled_back_to)
+                ));
+            }
+            if let Some(e) = &st.error {
+                note.push(format!("rejected: {e}"));
+            }
+            if st.plugin.is_empty() && st.error.is_none() {
+                note.push("not loaded yet (is a controller watching this namespace?)".into());
+            }
+            out.push_str(&format!(
+                "{:<28} {:<16} {:<8} {:<12} {:<12} {:<7} {:<4} {:<24} {}\n",
+                format!("{ns}/{name}"),
+                if st.plugin.is_empty() {
+                    "-"
+                } else {
+                    st.plugin.as_str()
+                },
+                st.version.as_deref().unwrap_or("-"),
+                short(&st.serving),
+                short(&desired.or(st.desired.clone())),
+                if st.pinning.is_empty() {
+                    "-"
+                } else {
+                    st.pinning.as_str()
+                },
+                st.pins,
+                if retained.is_empty() {
+                    "-".into()
+                } else {
+                    retained
+                },
+                note.join("; ")
+            ));
+        }
+        super::out(&out)?;
+        Ok(ExitCode::SUCCESS)
+    })
 }
 
 fn manifest_for(file: &Path, explicit: Option<&Path>) -> anyhow::Result<Manifest> {

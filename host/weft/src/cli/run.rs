@@ -42,6 +42,10 @@ pub struct RunArgs {
     /// Give up after this long (e.g. 10m).
     #[arg(long, value_parser = humantime::parse_duration)]
     pub timeout: Option<Duration>,
+    /// Also hot-load plugins from ConfigMaps labelled `weft.dev/plugin` in
+    /// the namespace (push them with `weft plugin push --server URL`).
+    #[arg(long)]
+    pub hotload: bool,
 }
 
 /// Reads a Workflow manifest, naming it after the file when it has no name.
@@ -77,9 +81,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 (runtime::client_for(&cluster.base_url())?, Some(cluster))
             }
         };
-        let (_engine, registry) =
+        let (engine, registry) =
             runtime::load_plugins(&args.plugins, Some(&args.data_dir.join("cache")))?;
-        if registry.snapshot().task_types().next().is_none() {
+        if registry.snapshot().task_types().next().is_none() && !args.hotload {
             bail!(
                 "no plugins in {}: build them with `make guests`",
                 args.plugins.display()
@@ -87,11 +91,34 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
         runtime::install_crd(&client).await?;
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let (_ctx, controller) = runtime::spawn_controller(client.clone(), registry, None, async {
-            let _ = stop_rx.await;
+        let (ctx, controller) =
+            runtime::spawn_controller(client.clone(), registry.clone(), None, async {
+                let _ = stop_rx.await;
+            });
+        let loader = args.hotload.then(|| {
+            let config = crate::hotload::HotloadConfig {
+                namespaces: vec![args.namespace.clone()],
+                workflow_namespace: Some(args.namespace.clone()),
+                ..Default::default()
+            };
+            runtime::spawn_hotload(
+                client.clone(),
+                engine,
+                registry,
+                ctx.metrics.clone(),
+                config,
+                futures::future::pending(),
+            )
         });
+        if let Some((l, _)) = &loader {
+            l.synced().await;
+        }
+        let loader = loader.map(|(_, task)| task);
         let code = submit_and_follow(&client, &args.namespace, wf, args.timeout).await;
         let _ = stop_tx.send(());
+        if let Some(l) = loader {
+            l.abort();
+        }
         let _ = tokio::time::timeout(Duration::from_secs(5), controller).await;
         if let Some(cluster) = cluster {
             cluster.shutdown().await;

@@ -36,6 +36,9 @@ pub struct Children {
     kinds: Mutex<HashMap<(String, String), ChildKind>>,
     wake: mpsc::UnboundedSender<ObjectRef<Workflow>>,
     watches: Mutex<Vec<tokio::task::AbortHandle>>,
+    /// Children observed in the cache since this process started, so that
+    /// one vanishing mid-task reads as deleted rather than not yet created.
+    observed: Mutex<std::collections::HashSet<String>>,
 }
 
 /// Label on every resource Weft creates (the host sets it on every build).
@@ -50,12 +53,37 @@ impl Children {
             kinds: Mutex::new(HashMap::new()),
             wake,
             watches: Mutex::new(Vec::new()),
+            observed: Mutex::new(std::collections::HashSet::new()),
         });
         (children, rx)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), ChildKind>> {
         self.kinds.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Notes that a child (`ns/apiVersion/kind/name`) was observed.
+    pub fn seen(&self, key: &str) {
+        let mut seen = self.observed.lock().unwrap_or_else(|e| e.into_inner());
+        if !seen.contains(key) {
+            seen.insert(key.to_string());
+        }
+    }
+
+    /// Whether a child was observed before.
+    pub fn was_seen(&self, key: &str) -> bool {
+        self.observed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(key)
+    }
+
+    /// Forgets a child (it finished or went away).
+    pub fn forget(&self, key: &str) {
+        self.observed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
     }
 
     /// Stops every child watch (the controller is shutting down).

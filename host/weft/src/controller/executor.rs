@@ -13,7 +13,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 use weft_dag::schedule::{Executor, TaskObservation, TaskRequest, TaskState};
 use weft_dag::status::{LogLink, PluginRef, ResourceRef};
-use weft_plugin::{CallError, FailureKind, Phase, Registry, TaskContext, TaskPlugin};
+use weft_plugin::{CallError, Digest, FailureKind, Phase, Registry, TaskContext, TaskPlugin};
 
 use super::children::Children;
 use super::metrics::Metrics;
@@ -43,6 +43,8 @@ pub struct PluginExecutor {
     pub deletions: Vec<Deletion>,
     /// Kinds the plugins built that are not watched yet.
     pub unwatched: Vec<(String, String)>,
+    /// Plugin versions the workflow already used: it keeps them (pinning).
+    pins: Vec<Digest>,
 }
 
 impl PluginExecutor {
@@ -65,7 +67,14 @@ impl PluginExecutor {
             applies: Vec::new(),
             deletions: Vec::new(),
             unwatched: Vec::new(),
+            pins: Vec::new(),
         }
+    }
+
+    /// Pin the workflow to the plugin versions its nodes already used.
+    pub fn with_pins(mut self, pins: Vec<Digest>) -> Self {
+        self.pins = pins;
+        self
     }
 
     fn context(&self, req: &TaskRequest<'_>) -> TaskContext {
@@ -86,7 +95,11 @@ impl PluginExecutor {
     }
 
     fn plugin(&self, req: &TaskRequest<'_>) -> Result<Arc<TaskPlugin>, Box<TaskObservation>> {
-        self.registry.task_plugin(&req.task.task_type).map_err(|e| {
+        // The node's own version first, then the workflow's.
+        let own = req.plugin.and_then(|p| Digest::parse(&p.digest));
+        let pins: Vec<Digest> = own.into_iter().chain(self.pins.iter().copied()).collect();
+        let found = self.registry.task_plugin_pinned(&req.task.task_type, &pins);
+        found.map_err(|e| {
             Box::new(TaskObservation::failed(
                 false,
                 true,
@@ -113,6 +126,7 @@ impl PluginExecutor {
     fn build(&self, plugin: &TaskPlugin, ctx: &TaskContext) -> Result<Value, Box<TaskObservation>> {
         let start = std::time::Instant::now();
         let result = plugin.build_resource(ctx);
+        self.registry.record_call(plugin, result.as_ref().err());
         self.metrics
             .plugin_call(plugin.name(), "build-resource", start.elapsed());
         result
@@ -163,7 +177,23 @@ impl Executor for PluginExecutor {
         let observed = self
             .children
             .get(&r.api_version, &r.kind, &self.namespace, &r.name);
+        let key = format!("{}/{}/{}/{}", self.namespace, r.api_version, r.kind, r.name);
         let Some(observed) = observed else {
+            if self.children.was_seen(&key) {
+                // It existed and is gone before it finished: deleted by
+                // someone else, or its node went away. The platform's
+                // failure, retried on the system budget (Flyte does the same).
+                self.children.forget(&key);
+                let mut obs = TaskObservation::failed(
+                    true,
+                    true,
+                    "System:ResourceDeleted",
+                    &format!("{} {} was deleted before it finished", r.kind, r.name),
+                );
+                obs.resource = Some(r);
+                obs.plugin = Some(plugin_ref(&plugin));
+                return obs;
+            }
             if self.children.kind(&r.api_version, &r.kind).is_none() {
                 self.unwatched.push((r.api_version.clone(), r.kind.clone()));
             }
@@ -175,9 +205,11 @@ impl Executor for PluginExecutor {
             obs.plugin = Some(plugin_ref(&plugin));
             return obs;
         };
+        self.children.seen(&key);
         let observed = serde_json::to_value(&*observed).unwrap_or(Value::Null);
         let start = std::time::Instant::now();
         let result = plugin.get_task_phase(&ctx, &observed);
+        self.registry.record_call(&plugin, result.as_ref().err());
         self.metrics
             .plugin_call(plugin.name(), "get-task-phase", start.elapsed());
         let mut obs = match result {
@@ -212,6 +244,9 @@ impl Executor for PluginExecutor {
                 }
             }
         };
+        if obs.state != TaskState::InProgress {
+            self.children.forget(&key);
+        }
         obs.resource = Some(r);
         obs.plugin = Some(plugin_ref(&plugin));
         obs

@@ -29,6 +29,10 @@ pub struct Metrics {
     plugin_calls: Family<Labels, Histogram, fn() -> Histogram>,
     plugin_failures: Family<Labels, Counter>,
     api_writes: Family<Labels, Counter>,
+    plugin_loads: Family<Labels, Counter>,
+    plugin_load_latency: Histogram,
+    plugin_rollbacks: Family<Labels, Counter>,
+    plugin_unloads: Family<Labels, Counter>,
 }
 
 impl Default for Metrics {
@@ -43,7 +47,31 @@ impl Default for Metrics {
             plugin_calls: Family::new_with_constructor(latency_buckets),
             plugin_failures: Family::default(),
             api_writes: Family::default(),
+            plugin_loads: Family::default(),
+            plugin_load_latency: latency_buckets(),
+            plugin_rollbacks: Family::default(),
+            plugin_unloads: Family::default(),
         };
+        registry.register(
+            "plugin_loads",
+            "Plugin versions hot-loaded from ConfigMaps, by plugin, result (loaded, rejected) and reason",
+            m.plugin_loads.clone(),
+        );
+        registry.register(
+            "plugin_load_duration_seconds",
+            "Time from seeing a plugin ConfigMap change to serving the new version",
+            m.plugin_load_latency.clone(),
+        );
+        registry.register(
+            "plugin_rollbacks",
+            "Versions the circuit breaker rolled back, by plugin",
+            m.plugin_rollbacks.clone(),
+        );
+        registry.register(
+            "plugin_unloads",
+            "Plugin versions unloaded (ConfigMap deleted, or no longer pinned), by plugin",
+            m.plugin_unloads.clone(),
+        );
         registry.register(
             "round_latency_seconds",
             "Time of one reconcile round of one workflow",
@@ -135,6 +163,54 @@ impl Metrics {
     pub fn api_write(&self, what: &str) {
         self.api_writes
             .get_or_create(&vec![("kind".into(), what.into())])
+            .inc();
+    }
+
+    /// A plugin ConfigMap was loaded (`reason` = compile source) or rejected (`reason` = problem).
+    pub fn plugin_load(&self, plugin: &str, result: &str, reason: &str) {
+        self.plugin_loads
+            .get_or_create(&vec![
+                ("plugin".into(), plugin.into()),
+                ("result".into(), result.into()),
+                ("reason".into(), reason.into()),
+            ])
+            .inc();
+    }
+
+    /// How many loads of this result so far (all plugins and reasons), for tests.
+    pub fn plugin_loads_total(&self, result: &str) -> u64 {
+        let mut n = 0;
+        // prometheus-client has no iteration over a family: read the exposition.
+        for line in self.render().lines() {
+            if line.starts_with("weft_plugin_loads_total{")
+                && line.contains(&format!("result=\"{result}\""))
+            {
+                n += line
+                    .rsplit(' ')
+                    .next()
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .unwrap_or(0);
+            }
+        }
+        n
+    }
+
+    /// A new version served this long after its ConfigMap changed.
+    pub fn plugin_load_latency(&self, took: Duration) {
+        self.plugin_load_latency.observe(took.as_secs_f64());
+    }
+
+    /// The breaker rolled a plugin back.
+    pub fn plugin_rollback(&self, plugin: &str) {
+        self.plugin_rollbacks
+            .get_or_create(&vec![("plugin".into(), plugin.into())])
+            .inc();
+    }
+
+    /// A plugin version was unloaded.
+    pub fn plugin_unload(&self, plugin: &str) {
+        self.plugin_unloads
+            .get_or_create(&vec![("plugin".into(), plugin.into())])
             .inc();
     }
 

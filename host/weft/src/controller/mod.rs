@@ -62,6 +62,9 @@ pub struct Context {
     /// writes status, so this is never older than the watch cache, which
     /// may lag behind our own last write.
     written: Mutex<HashMap<String, WorkflowStatus>>,
+    /// Whether this controller last added (true) or removed (false) its
+    /// finalizer, by uid: the same reasoning as `written`.
+    finalized: Mutex<HashMap<String, bool>>,
 }
 
 impl Context {
@@ -74,6 +77,7 @@ impl Context {
             metrics: Arc::new(Metrics::default()),
             compiled: Mutex::new(HashMap::new()),
             written: Mutex::new(HashMap::new()),
+            finalized: Mutex::new(HashMap::new()),
         })
     }
 
@@ -141,7 +145,15 @@ pub async fn reconcile(wf: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action, E
     let uid = wf.uid().unwrap_or_default();
     let api: Api<Workflow> = Api::namespaced(ctx.client.clone(), &ns);
     let deleting = wf.metadata.deletion_timestamp.is_some();
-    let has_finalizer = wf.finalizers().iter().any(|f| f == FINALIZER);
+    // Only this controller adds or removes its finalizer, so what it last
+    // wrote is newer than a watch cache that may lag behind that write.
+    let has_finalizer = ctx
+        .finalized
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&uid)
+        .copied()
+        .unwrap_or_else(|| wf.finalizers().iter().any(|f| f == FINALIZER));
 
     let stored = wf.status.clone().unwrap_or_default();
     let remembered = ctx
@@ -156,25 +168,34 @@ pub async fn reconcile(wf: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action, E
         if has_finalizer {
             remove_finalizer(&api, &wf, &ctx).await?;
         }
+        // Gone for good: forget it (memory is bounded by live Workflows).
         ctx.written
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&uid);
+        ctx.finalized
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&uid);
         return Ok(Action::await_change());
     }
+    // A finished workflow keeps the finalizer until it is deleted, like
+    // Flyte's: the deletion then comes through here and the controller
+    // forgets it (see above).
     if old.phase.is_terminal() {
-        if has_finalizer {
-            remove_finalizer(&api, &wf, &ctx).await?;
-        }
         return Ok(Action::await_change());
     }
     if !has_finalizer && !deleting {
         let mut finalizers = wf.finalizers().to_vec();
         finalizers.push(FINALIZER.into());
-        let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": wf.resource_version()}});
+        let patch = json!({"metadata": {"finalizers": finalizers}});
         api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
         ctx.metrics.api_write("finalizer");
+        ctx.finalized
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(uid.clone(), true);
     }
 
     let now = SystemTime::now();
@@ -212,6 +233,12 @@ pub async fn reconcile(wf: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action, E
         .collect();
 
     // The round: synchronous plugin calls, off the async workers.
+    let pins = old
+        .nodes
+        .values()
+        .filter_map(|n| n.plugin.as_ref())
+        .filter_map(|p| weft_plugin::Digest::parse(&p.digest))
+        .collect();
     let mut exec = PluginExecutor::new(
         ctx.registry.clone(),
         ctx.children.clone(),
@@ -219,7 +246,8 @@ pub async fn reconcile(wf: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action, E
         &name,
         &uid,
         &ns,
-    );
+    )
+    .with_pins(pins);
     let spec = wf.spec.spec.clone();
     let started = Instant::now();
     let (status, exec, outcome) = tokio::task::spawn_blocking(move || {
@@ -252,17 +280,27 @@ pub async fn reconcile(wf: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action, E
         ctx.metrics
             .transition(&format!("{:?}", t.from), &format!("{:?}", t.to));
     }
-    if !outcome.transitions.is_empty() {
-        let (kind, reason) = if outcome
-            .transitions
-            .iter()
-            .any(|t| t.to == weft_dag::NodePhase::Failed)
-        {
-            ("Warning", "NodeFailed")
+    // Events for the transitions a user must hear about (failures and
+    // retries) and for the workflow's end: one Event per round at most, so
+    // Events do not multiply API writes per node.
+    let troubles: Vec<Transition> = outcome
+        .transitions
+        .iter()
+        .filter(|t| {
+            matches!(
+                t.to,
+                weft_dag::NodePhase::Failed | weft_dag::NodePhase::Retrying
+            )
+        })
+        .cloned()
+        .collect();
+    if !troubles.is_empty() {
+        let reason = if troubles.iter().any(|t| t.to == weft_dag::NodePhase::Failed) {
+            "NodeFailed"
         } else {
-            ("Normal", "NodesProgressed")
+            "NodeRetrying"
         };
-        publish(&ctx, &wf, kind, reason, &describe(&outcome.transitions)).await;
+        publish(&ctx, &wf, "Warning", reason, &describe(&troubles)).await;
     }
     if outcome.workflow_changed && status.phase.is_terminal() {
         let kind = if status.phase == weft_dag::WorkflowPhase::Succeeded {
@@ -284,7 +322,7 @@ pub async fn reconcile(wf: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action, E
         .await;
     }
     if status.phase.is_terminal() {
-        if deleting || has_finalizer {
+        if deleting {
             remove_finalizer(&api, &wf, &ctx).await.ok();
         }
         return Ok(Action::await_change());
@@ -349,6 +387,7 @@ async fn write_status(
 async fn remove_finalizer(api: &Api<Workflow>, wf: &Workflow, ctx: &Context) -> Result<(), Error> {
     let finalizers: Vec<&String> = wf.finalizers().iter().filter(|f| *f != FINALIZER).collect();
     let patch = json!({"metadata": {"finalizers": finalizers}});
+    let uid = wf.uid().unwrap_or_default();
     match api
         .patch(
             &wf.name_any(),
@@ -359,6 +398,10 @@ async fn remove_finalizer(api: &Api<Workflow>, wf: &Workflow, ctx: &Context) -> 
     {
         Ok(_) => {
             ctx.metrics.api_write("finalizer");
+            ctx.finalized
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(uid, false);
             Ok(())
         }
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),

@@ -24,6 +24,9 @@ pub fn root() -> PathBuf {
 /// A dev cluster with the controller running against it.
 pub struct Env {
     pub client: Client,
+    pub registry: std::sync::Arc<weft_plugin::Registry>,
+    pub ctx: std::sync::Arc<weft::controller::Context>,
+    pub loader: Option<std::sync::Arc<weft::hotload::HotLoader>>,
     pub cluster: Option<weft_cluster::DevCluster>,
     pub dir: tempfile::TempDir,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
@@ -33,6 +36,15 @@ pub struct Env {
 impl Env {
     /// Starts everything in a fresh directory.
     pub async fn start() -> Env {
+        Self::start_with(None).await
+    }
+
+    /// Starts everything, with plugins also hot-loaded from ConfigMaps.
+    pub async fn start_hotload(config: weft::hotload::HotloadConfig) -> Env {
+        Self::start_with(Some(config)).await
+    }
+
+    async fn start_with(hotload: Option<weft::hotload::HotloadConfig>) -> Env {
         let dir = tempfile::tempdir().unwrap();
         let cluster = weft::dev::start(dir.path()).await.expect("dev cluster");
         let client = weft::runtime::client_for(&cluster.base_url()).unwrap();
@@ -41,17 +53,34 @@ impl Env {
             plugins.join("pod.wasm").is_file(),
             "build the plugins first: make guests"
         );
-        let (_engine, registry) =
+        let (engine, registry) =
             weft::runtime::load_plugins(&plugins, Some(&root().join("target/weft-test-cache")))
                 .unwrap();
         weft::runtime::install_crd(&client).await.unwrap();
         let (stop, rx) = tokio::sync::oneshot::channel::<()>();
-        let (_ctx, controller) =
-            weft::runtime::spawn_controller(client.clone(), registry, None, async {
+        let (ctx, controller) =
+            weft::runtime::spawn_controller(client.clone(), registry.clone(), None, async {
                 let _ = rx.await;
             });
+        let loader = hotload.map(|config| {
+            let (loader, _task) = weft::runtime::spawn_hotload(
+                client.clone(),
+                engine,
+                registry.clone(),
+                ctx.metrics.clone(),
+                config,
+                futures::future::pending(),
+            );
+            loader
+        });
+        if let Some(l) = &loader {
+            l.synced().await;
+        }
         Env {
             client,
+            registry,
+            ctx,
+            loader,
             cluster: Some(cluster),
             dir,
             stop: Some(stop),

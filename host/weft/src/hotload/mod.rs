@@ -1,0 +1,826 @@
+//! Hot loading: plugins from ConfigMaps, without restarting the host.
+//!
+//! A kube-runtime watcher follows ConfigMaps labelled `weft.dev/plugin` in
+//! the configured namespaces (format: [`package`]). For each change: read
+//! the head, fetch its parts, decompress under a size cap, verify the
+//! digest, parse the manifest, compile off the async runtime (the engine's
+//! digest-keyed cache makes a known version cheap), then publish the new
+//! version in the registry in one atomic swap. Calls already running finish
+//! on the version they started with.
+//!
+//! - **Rejection**: anything wrong (no manifest, bad digest, oversize, not a
+//!   component, wrong world, compile failure, a name another ConfigMap owns)
+//!   leaves the previous version serving and is recorded as a Warning Event
+//!   on the ConfigMap, the `weft.dev/plugin-error` annotation, a log line
+//!   and `weft_plugin_loads_total{result="rejected"}`.
+//! - **Pinning**: the registry keeps replaced versions; every few seconds
+//!   the loader lists running Workflows and unloads versions none of their
+//!   nodes used (the previous version of each plugin always stays, as the
+//!   rollback target). A plugin with `data.pinning: latest` ignores pins.
+//! - **Circuit breaker**: the registry counts sandbox faults per version
+//!   and rolls back; the loader records the trip (Event, metric, status).
+//! - **Removal**: deleting the ConfigMap withdraws the plugin from new work
+//!   at once; its versions go when no running Workflow pins them.
+//! - **Status**: the loader keeps a `weft.dev/plugin-status` annotation (JSON,
+//!   [`PluginStatus`]) on each head ConfigMap, which `weft plugin status` reads:
+//!   it works with nothing but API access, on any cluster.
+//!
+//! The loader only reads and annotates ConfigMaps; it never writes them.
+//! Run one per host (with leader election, the leader's).
+
+pub mod package;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::{FutureExt, StreamExt, stream::BoxStream};
+use k8s_openapi::api::core::v1::{ConfigMap, Event as CoreEvent, ObjectReference};
+use kube::{
+    Api, Client, ResourceExt,
+    api::{ListParams, Patch, PatchParams, PostParams},
+    runtime::watcher,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use weft_plugin::{
+    Manifest, Pinning, Plugin, PluginEngine, Registry, breaker::BreakerConfig, engine::Digest,
+    registry::Trip,
+};
+
+use crate::api::Workflow;
+use crate::controller::{MANAGER, metrics::Metrics};
+use package::{ANNOTATION_ERROR, ANNOTATION_STATUS, Body, Head, LABEL_PLUGIN, Problem};
+
+/// How the loader is set up.
+#[derive(Debug, Clone)]
+pub struct HotloadConfig {
+    /// Namespaces whose plugin ConfigMaps are loaded; empty: all namespaces.
+    pub namespaces: Vec<String>,
+    /// Namespace of the Workflows whose pins count; `None`: all namespaces.
+    pub workflow_namespace: Option<String>,
+    /// The largest component (uncompressed) accepted.
+    pub max_size: usize,
+    /// When the circuit breaker trips.
+    pub breaker: BreakerConfig,
+    /// How often unpinned versions are unloaded and status refreshed.
+    pub prune_every: Duration,
+}
+
+impl Default for HotloadConfig {
+    fn default() -> Self {
+        HotloadConfig {
+            namespaces: Vec::new(),
+            workflow_namespace: None,
+            max_size: 64 << 20,
+            breaker: BreakerConfig::default(),
+            prune_every: Duration::from_secs(2),
+        }
+    }
+}
+
+/// Why a plugin ConfigMap was rejected.
+#[derive(Debug, thiserror::Error)]
+pub enum Rejection {
+    /// The ConfigMap's layout (see [`package`]).
+    #[error(transparent)]
+    Package(#[from] Problem),
+    /// The manifest.
+    #[error(transparent)]
+    Manifest(#[from] weft_plugin::manifest::Error),
+    /// The component (not Wasm, wrong world, compile or link failure).
+    #[error(transparent)]
+    Load(#[from] weft_plugin::plugin::LoadError),
+    /// Another ConfigMap already provides a plugin of this name.
+    #[error("plugin {name:?} is already loaded from configmap {other}")]
+    Duplicate {
+        /// The plugin name.
+        name: String,
+        /// The ConfigMap that has it.
+        other: String,
+    },
+    /// A part could not be read from the API.
+    #[error("cannot read part {name}: {source}")]
+    Fetch {
+        /// The part.
+        name: String,
+        /// Why.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+impl Rejection {
+    /// A short label for metrics.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Rejection::Package(p) => p.metric_label(),
+            Rejection::Manifest(_) => "manifest",
+            Rejection::Load(e) => match e.problem {
+                weft_plugin::plugin::LoadProblem::NotWasm => "not_wasm",
+                weft_plugin::plugin::LoadProblem::CoreModule => "core_module",
+                weft_plugin::plugin::LoadProblem::Compile(_) => "compile",
+                weft_plugin::plugin::LoadProblem::WrongWorld { .. } => "wrong_world",
+                weft_plugin::plugin::LoadProblem::Link(_) => "link",
+                weft_plugin::plugin::LoadProblem::MemoryOverLimit { .. } => "memory_over_limit",
+                weft_plugin::plugin::LoadProblem::Properties(_) => "properties",
+            },
+            Rejection::Duplicate { .. } => "duplicate",
+            Rejection::Fetch { .. } => "missing_part",
+        }
+    }
+}
+
+/// What the loader knows of a plugin, as kept in the `weft.dev/plugin-status`
+/// annotation of its head ConfigMap.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PluginStatus {
+    /// The plugin name (from the manifest).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub plugin: String,
+    /// The version serving new work (manifest version).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// The digest serving new work.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serving: Option<String>,
+    /// The digest the ConfigMap holds (differs from `serving` after a
+    /// rejection or a rollback).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desired: Option<String>,
+    /// `pinned` or `latest`.
+    #[serde(default)]
+    pub pinning: String,
+    /// Other loaded versions, with how many running Workflows pin each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retained: Vec<RetainedVersion>,
+    /// Running Workflows pinned to the serving digest.
+    #[serde(default)]
+    pub pins: usize,
+    /// Why the last change was rejected, if it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The circuit breaker's last trip, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub breaker: Option<BreakerStatus>,
+}
+
+/// A loaded version that is not the serving one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RetainedVersion {
+    /// Its digest.
+    pub digest: String,
+    /// Its manifest version.
+    pub version: String,
+    /// Running Workflows pinned to it.
+    pub pins: usize,
+}
+
+/// The circuit breaker's last trip of a plugin.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BreakerStatus {
+    /// The version that faulted.
+    pub tripped: String,
+    /// The version it was rolled back to (none: it had no earlier version).
+    pub rolled_back_to: Option<String>,
+    /// Faults counted in the window.
+    pub faults: u32,
+    /// The last fault.
+    pub last_error: String,
+}
+
+/// What the loader remembers of one head ConfigMap.
+#[derive(Debug, Clone, Default)]
+struct Source {
+    /// Hash of the ConfigMap's data and binaryData: a change of only
+    /// annotations or labels (our own status writes) is not a new version.
+    fingerprint: Option<Digest>,
+    uid: Option<String>,
+    /// The plugin it provides, once a version of it loaded.
+    plugin: Option<String>,
+    /// Its digest as last seen.
+    desired: Option<Digest>,
+    error: Option<String>,
+    /// The status annotation last written.
+    written: Option<String>,
+}
+
+/// The loader. Create with [`HotLoader::new`], drive with [`HotLoader::run`].
+pub struct HotLoader {
+    client: Client,
+    engine: PluginEngine,
+    registry: Arc<Registry>,
+    metrics: Arc<Metrics>,
+    config: HotloadConfig,
+    sources: Mutex<BTreeMap<(String, String), Source>>,
+    trips: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<Trip>>>,
+    synced: tokio::sync::watch::Sender<bool>,
+}
+
+fn key_of(cm: &ConfigMap) -> (String, String) {
+    (cm.namespace().unwrap_or_default(), cm.name_any())
+}
+
+fn fingerprint(cm: &ConfigMap) -> Digest {
+    let v = serde_json::to_vec(&(&cm.data, &cm.binary_data)).unwrap_or_default();
+    Digest::of(&v)
+}
+
+impl HotLoader {
+    /// A loader publishing into `registry`, compiling with `engine`.
+    pub fn new(
+        client: Client,
+        engine: PluginEngine,
+        registry: Arc<Registry>,
+        metrics: Arc<Metrics>,
+        config: HotloadConfig,
+    ) -> Arc<Self> {
+        registry.set_breaker(config.breaker);
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        registry.on_trip(move |t| {
+            let _ = tx.send(t.clone());
+        });
+        Arc::new(HotLoader {
+            client,
+            engine,
+            registry,
+            metrics,
+            config,
+            sources: Mutex::new(BTreeMap::new()),
+            trips: Mutex::new(Some(rx)),
+            synced: tokio::sync::watch::Sender::new(false),
+        })
+    }
+
+    /// Waits until the ConfigMaps present at start have been loaded (or rejected).
+    pub async fn synced(&self) {
+        let mut rx = self.synced.subscribe();
+        let _ = rx.wait_for(|s| *s).await;
+    }
+
+    /// The registry it publishes into.
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    fn sources(&self) -> std::sync::MutexGuard<'_, BTreeMap<(String, String), Source>> {
+        self.sources.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn watch(&self) -> BoxStream<'static, Result<watcher::Event<ConfigMap>, watcher::Error>> {
+        let cfg = watcher::Config::default().labels(LABEL_PLUGIN);
+        if self.config.namespaces.is_empty() {
+            watcher::watcher(Api::<ConfigMap>::all(self.client.clone()), cfg).boxed()
+        } else {
+            futures::stream::select_all(self.config.namespaces.iter().map(|ns| {
+                watcher::watcher(
+                    Api::<ConfigMap>::namespaced(self.client.clone(), ns),
+                    cfg.clone(),
+                )
+                .boxed()
+            }))
+            .boxed()
+        }
+    }
+
+    /// Follows plugin ConfigMaps until `shutdown` resolves.
+    pub async fn run(self: Arc<Self>, shutdown: impl std::future::Future<Output = ()> + Send) {
+        let mut trips = self
+            .trips
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .expect("HotLoader::run is called once");
+        let mut events = self.watch();
+        let mut tick = tokio::time::interval(self.config.prune_every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut shutdown = std::pin::pin!(shutdown);
+        // ConfigMaps seen during a (re)list, to notice deletions missed while
+        // the watch was down.
+        let mut listing: Option<BTreeSet<(String, String)>> = None;
+        let mut lists_to_sync = self.config.namespaces.len().max(1);
+        loop {
+            let first = tokio::select! {
+                _ = &mut shutdown => return,
+                ev = events.next() => match ev {
+                    Some(ev) => ev,
+                    None => return,
+                },
+                Some(trip) = trips.recv() => {
+                    self.tripped(trip).await;
+                    continue;
+                }
+                _ = tick.tick() => {
+                    self.prune().await;
+                    continue;
+                }
+            };
+            // Coalesce what is already queued: only the last state of each
+            // ConfigMap matters.
+            let mut batch = vec![first];
+            while let Some(Some(ev)) = events.next().now_or_never() {
+                batch.push(ev);
+            }
+            let mut changes: BTreeMap<(String, String), Option<ConfigMap>> = BTreeMap::new();
+            let mut listed = 0;
+            for ev in batch {
+                match ev {
+                    Ok(watcher::Event::Init) => listing = Some(BTreeSet::new()),
+                    Ok(watcher::Event::InitApply(cm)) => {
+                        if let Some(l) = listing.as_mut() {
+                            l.insert(key_of(&cm));
+                        }
+                        changes.insert(key_of(&cm), Some(cm));
+                    }
+                    Ok(watcher::Event::InitDone) => {
+                        listed += 1;
+                        if let Some(seen) = listing.take() {
+                            let gone: Vec<_> = self
+                                .sources()
+                                .keys()
+                                .filter(|k| {
+                                    !seen.contains(*k)
+                                        && (self.config.namespaces.is_empty()
+                                            || self.config.namespaces.contains(&k.0))
+                                })
+                                .cloned()
+                                .collect();
+                            for k in gone {
+                                changes.entry(k).or_insert(None);
+                            }
+                        }
+                    }
+                    Ok(watcher::Event::Apply(cm)) => {
+                        changes.insert(key_of(&cm), Some(cm));
+                    }
+                    Ok(watcher::Event::Delete(cm)) => {
+                        changes.insert(key_of(&cm), None);
+                    }
+                    Err(e) => tracing::warn!("plugin ConfigMap watch: {e}"),
+                }
+            }
+            for (key, change) in changes {
+                match change {
+                    Some(cm) => self.apply(cm).await,
+                    None => self.deleted(&key).await,
+                }
+            }
+            if lists_to_sync > 0 {
+                lists_to_sync = lists_to_sync.saturating_sub(listed);
+                if lists_to_sync == 0 {
+                    self.synced.send_replace(true);
+                }
+            }
+        }
+    }
+
+    /// One head ConfigMap created or changed.
+    async fn apply(&self, cm: ConfigMap) {
+        let key = key_of(&cm);
+        let fp = fingerprint(&cm);
+        {
+            let mut sources = self.sources();
+            let s = sources.entry(key.clone()).or_default();
+            if s.fingerprint == Some(fp) {
+                return;
+            }
+            s.fingerprint = Some(fp);
+            s.uid = cm.uid();
+        }
+        let started = Instant::now();
+        match self.load(&cm).await {
+            Ok((plugin, pinning, source)) => {
+                let name = plugin.manifest().name.clone();
+                let version = plugin.manifest().version.clone();
+                let digest = plugin.digest();
+                let previous_name = {
+                    let mut sources = self.sources();
+                    let s = sources.entry(key.clone()).or_default();
+                    let prev = s.plugin.replace(name.clone());
+                    s.desired = Some(digest);
+                    s.error = None;
+                    prev
+                };
+                if let Some(prev) = previous_name.filter(|p| *p != name) {
+                    self.registry.withdraw(&prev);
+                }
+                self.registry.set_pinning(&name, pinning);
+                let replaced = self.registry.publish(plugin);
+                let took = started.elapsed();
+                self.metrics.plugin_load_latency(took);
+                self.metrics
+                    .plugin_load(&name, "loaded", &format!("{source:?}").to_lowercase());
+                tracing::info!(
+                    configmap = %format!("{}/{}", key.0, key.1),
+                    plugin = %name, %version, %digest,
+                    replaced = ?replaced.map(|d| d.to_string()),
+                    compile = ?source, took_ms = took.as_millis() as u64,
+                    "plugin loaded from ConfigMap"
+                );
+                if cm.annotations().contains_key(ANNOTATION_ERROR) {
+                    self.annotate(&key, json!({ANNOTATION_ERROR: null})).await;
+                }
+                self.publish_event(
+                    &cm,
+                    "Normal",
+                    "PluginLoaded",
+                    &format!("plugin {name} {version} ({digest}) is serving"),
+                )
+                .await;
+                self.write_status(&key, &BTreeMap::new()).await;
+            }
+            Err(rejection) => {
+                let message = rejection.to_string();
+                let plugin = self
+                    .sources()
+                    .get(&key)
+                    .and_then(|s| s.plugin.clone())
+                    .or_else(|| cm.labels().get(LABEL_PLUGIN).cloned())
+                    .unwrap_or_default();
+                {
+                    let mut sources = self.sources();
+                    let s = sources.entry(key.clone()).or_default();
+                    s.error = Some(message.clone());
+                    s.desired = Head::parse(&cm).ok().and_then(|h| h.digest);
+                }
+                self.metrics
+                    .plugin_load(&plugin, "rejected", rejection.metric_label());
+                tracing::warn!(
+                    configmap = %format!("{}/{}", key.0, key.1),
+                    reason = rejection.metric_label(),
+                    "plugin ConfigMap rejected, the previous version keeps serving: {message}"
+                );
+                self.annotate(&key, json!({ANNOTATION_ERROR: message.clone()}))
+                    .await;
+                self.publish_event(&cm, "Warning", "PluginRejected", &message)
+                    .await;
+                self.write_status(&key, &BTreeMap::new()).await;
+            }
+        }
+    }
+
+    /// Assemble, check and compile one head ConfigMap.
+    async fn load(
+        &self,
+        cm: &ConfigMap,
+    ) -> Result<(Plugin, Pinning, weft_plugin::engine::CompileSource), Rejection> {
+        let (ns, name) = key_of(cm);
+        let origin = format!("configmap {ns}/{name}");
+        let head = Head::parse(cm)?;
+        let packed = match head.body {
+            Body::Inline(b) => b,
+            Body::Parts(names) => {
+                let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &ns);
+                let mut packed = Vec::new();
+                for part in names {
+                    let cm = api.get(&part).await.map_err(|source| Rejection::Fetch {
+                        name: part.clone(),
+                        source,
+                    })?;
+                    let bytes = package::part_bytes(&cm).ok_or_else(|| Problem::Part {
+                        name: part.clone(),
+                        problem: format!("no binaryData.{}", package::KEY_PART),
+                    })?;
+                    if packed.len() + bytes.len() > self.config.max_size {
+                        return Err(Problem::TooLarge {
+                            limit: self.config.max_size,
+                        }
+                        .into());
+                    }
+                    packed.extend_from_slice(bytes);
+                }
+                packed
+            }
+        };
+        let manifest = Manifest::parse(&head.manifest, &origin)?;
+        {
+            let sources = self.sources();
+            let other = sources.iter().find(|(k, s)| {
+                **k != (ns.clone(), name.clone())
+                    && s.plugin.as_deref() == Some(manifest.name.as_str())
+            });
+            if let Some(((ons, oname), _)) = other {
+                return Err(Rejection::Duplicate {
+                    name: manifest.name,
+                    other: format!("{ons}/{oname}"),
+                });
+            }
+        }
+        let engine = self.engine.clone();
+        let cap = self.config.max_size;
+        let digest = head.digest;
+        let pinning = head.pinning;
+        tokio::task::spawn_blocking(move || -> Result<_, Rejection> {
+            let (bytes, _) = package::unpack(&packed, digest, cap)?;
+            let (plugin, source) = Plugin::load(&engine, &bytes, manifest, &origin)?;
+            Ok((plugin, pinning, source))
+        })
+        .await
+        .unwrap_or_else(|e| {
+            Err(Rejection::Load(weft_plugin::plugin::LoadError {
+                origin: format!("configmap {ns}/{name}"),
+                problem: weft_plugin::plugin::LoadProblem::Compile(format!(
+                    "compilation panicked: {e}"
+                )),
+            }))
+        })
+    }
+
+    /// A head ConfigMap was deleted: new work no longer gets its plugin.
+    async fn deleted(&self, key: &(String, String)) {
+        let Some(source) = self.sources().remove(key) else {
+            return;
+        };
+        if let Some(name) = source.plugin {
+            if let Some(d) = self.registry.withdraw(&name) {
+                tracing::info!(
+                    configmap = %format!("{}/{}", key.0, key.1),
+                    plugin = %name, digest = %d,
+                    "plugin ConfigMap deleted: no longer serving new work; unloading once unpinned"
+                );
+            }
+            self.prune().await;
+        }
+    }
+
+    /// The breaker rolled a plugin back (or could not).
+    async fn tripped(&self, trip: Trip) {
+        self.metrics.plugin_rollback(&trip.plugin);
+        let key = self
+            .sources()
+            .iter()
+            .find(|(_, s)| s.plugin.as_deref() == Some(trip.plugin.as_str()))
+            .map(|(k, _)| k.clone());
+        let message = match trip.to {
+            Some(to) => format!(
+                "plugin {} {} faulted {} times; rolled back to {to}: {}",
+                trip.plugin, trip.from, trip.faults, trip.last_error
+            ),
+            None => format!(
+                "plugin {} {} faulted {} times and has no earlier version to roll back to: {}",
+                trip.plugin, trip.from, trip.faults, trip.last_error
+            ),
+        };
+        let Some(key) = key else { return };
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &key.0);
+        if let Ok(cm) = api.get(&key.1).await {
+            self.publish_event(&cm, "Warning", "PluginRolledBack", &message)
+                .await;
+        }
+        self.write_status(&key, &BTreeMap::new()).await;
+    }
+
+    /// Unloads versions no running Workflow pins, and refreshes status.
+    pub async fn prune(&self) {
+        let pins = match self.pins().await {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::debug!("cannot list Workflows for plugin pins: {e}");
+                return;
+            }
+        };
+        for (name, digest) in self
+            .registry
+            .prune(|n, d| pins.contains_key(&(n.to_string(), d)))
+        {
+            let snap = self.registry.snapshot();
+            if snap.version(digest).is_none() {
+                self.engine.forget(digest);
+            }
+            self.metrics.plugin_unload(&name);
+            tracing::info!(plugin = %name, %digest, "plugin version unloaded: no running workflow pins it");
+        }
+        let keys: Vec<_> = self.sources().keys().cloned().collect();
+        for key in keys {
+            self.write_status(&key, &pins).await;
+        }
+    }
+
+    /// (plugin, digest) -> running Workflows whose nodes used it.
+    async fn pins(&self) -> Result<BTreeMap<(String, Digest), usize>, kube::Error> {
+        let api: Api<Workflow> = match &self.config.workflow_namespace {
+            Some(ns) => Api::namespaced(self.client.clone(), ns),
+            None => Api::all(self.client.clone()),
+        };
+        let mut pins = BTreeMap::new();
+        for wf in api.list(&ListParams::default()).await? {
+            let Some(status) = wf.status else { continue };
+            if status.phase.is_terminal() {
+                continue;
+            }
+            let used: BTreeSet<(String, Digest)> = status
+                .nodes
+                .values()
+                .filter_map(|n| n.plugin.as_ref())
+                .filter_map(|p| Some((p.name.clone(), Digest::parse(&p.digest)?)))
+                .collect();
+            for u in used {
+                *pins.entry(u).or_insert(0) += 1;
+            }
+        }
+        Ok(pins)
+    }
+
+    /// The status of the plugin of one head ConfigMap.
+    pub fn status(
+        &self,
+        key: &(String, String),
+        pins: &BTreeMap<(String, Digest), usize>,
+    ) -> Option<PluginStatus> {
+        let source = self.sources().get(key).cloned()?;
+        let snap = self.registry.snapshot();
+        let name = source.plugin.clone().unwrap_or_default();
+        let current = snap.plugins().get(&name);
+        let pin = |d: Digest| pins.get(&(name.clone(), d)).copied().unwrap_or(0);
+        let retained = snap
+            .retained()
+            .iter()
+            .filter(|(_, p)| p.manifest().name == name)
+            .map(|(d, p)| RetainedVersion {
+                digest: d.to_string(),
+                version: p.manifest().version.clone(),
+                pins: pin(*d),
+            })
+            .collect();
+        let trips = self.registry.trips();
+        Some(PluginStatus {
+            plugin: name.clone(),
+            version: current.map(|p| p.manifest().version.clone()),
+            serving: current.map(|p| p.digest().to_string()),
+            desired: source.desired.map(|d| d.to_string()),
+            pinning: match snap.pinning(&name) {
+                Pinning::Pinned => "pinned".into(),
+                Pinning::Latest => "latest".into(),
+            },
+            retained,
+            pins: current.map(|p| pin(p.digest())).unwrap_or(0),
+            error: source.error.clone(),
+            breaker: trips.get(&name).map(|t| BreakerStatus {
+                tripped: t.from.to_string(),
+                rolled_back_to: t.to.map(|d| d.to_string()),
+                faults: t.faults,
+                last_error: t.last_error.clone(),
+            }),
+        })
+    }
+
+    async fn write_status(&self, key: &(String, String), pins: &BTreeMap<(String, Digest), usize>) {
+        let Some(status) = self.status(key, pins) else {
+            return;
+        };
+        let text = serde_json::to_string(&status).unwrap_or_default();
+        if self.sources().get(key).and_then(|s| s.written.clone()) == Some(text.clone()) {
+            return;
+        }
+        if self.annotate(key, json!({ANNOTATION_STATUS: text})).await
+            && let Some(s) = self.sources().get_mut(key)
+        {
+            s.written = Some(text);
+        }
+    }
+
+    async fn annotate(&self, key: &(String, String), annotations: serde_json::Value) -> bool {
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &key.0);
+        let patch = json!({"metadata": {"annotations": annotations}});
+        match api
+            .patch(&key.1, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => {
+                self.metrics.api_write("configmap");
+                true
+            }
+            Err(e) => {
+                tracing::debug!("cannot annotate configmap {}/{}: {e}", key.0, key.1);
+                false
+            }
+        }
+    }
+
+    async fn publish_event(&self, cm: &ConfigMap, kind: &str, reason: &str, message: &str) {
+        let ns = cm.namespace().unwrap_or_default();
+        let api: Api<CoreEvent> = Api::namespaced(self.client.clone(), &ns);
+        let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::now(),
+        );
+        let ev = CoreEvent {
+            metadata: kube::api::ObjectMeta {
+                generate_name: Some(format!("{}.", cm.name_any())),
+                namespace: Some(ns.clone()),
+                ..Default::default()
+            },
+            involved_object: ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("ConfigMap".into()),
+                name: Some(cm.name_any()),
+                namespace: Some(ns),
+                uid: cm.uid(),
+                resource_version: cm.resource_version(),
+                ..Default::default()
+            },
+            reason: Some(reason.into()),
+            message: Some(message.chars().take(1024).collect()),
+            type_: Some(kind.into()),
+            first_timestamp: Some(now.clone()),
+            last_timestamp: Some(now),
+            count: Some(1),
+            source: Some(k8s_openapi::api::core::v1::EventSource {
+                component: Some(MANAGER.into()),
+                host: None,
+            }),
+            reporting_component: Some(MANAGER.into()),
+            ..Default::default()
+        };
+        match api.create(&PostParams::default(), &ev).await {
+            Ok(_) => self.metrics.api_write("event"),
+            Err(e) => tracing::debug!("cannot record event: {e}"),
+        }
+    }
+}
+
+/// Reads the status annotations of every plugin ConfigMap in `namespace`
+/// (all when `None`), for `weft plugin status`.
+pub async fn read_status(
+    client: &Client,
+    namespace: Option<&str>,
+) -> Result<Vec<(String, String, Option<PluginStatus>, Option<String>)>, kube::Error> {
+    let api: Api<ConfigMap> = match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let list = api
+        .list(&ListParams::default().labels(LABEL_PLUGIN))
+        .await?;
+    Ok(list
+        .items
+        .into_iter()
+        .map(|cm| {
+            let status = cm
+                .annotations()
+                .get(ANNOTATION_STATUS)
+                .and_then(|s| serde_json::from_str(s).ok());
+            let desired = cm
+                .data
+                .as_ref()
+                .and_then(|d| d.get(package::KEY_DIGEST).cloned());
+            (
+                cm.namespace().unwrap_or_default(),
+                cm.name_any(),
+                status,
+                desired,
+            )
+        })
+        .collect())
+}
+
+/// The field manager of `weft plugin push`.
+pub const PUSH_MANAGER: &str = "weft-plugin-push";
+
+/// Creates or updates the ConfigMap(s) of a plugin (server-side apply):
+/// the parts first, then the head, so a head never references a missing
+/// part; then the parts are made owned by the head (deleting it deletes
+/// them) and parts of earlier pushes are deleted. What `weft plugin push` does.
+pub async fn push(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    component: &[u8],
+    manifest: &str,
+    pinning: Pinning,
+) -> anyhow::Result<package::Packed> {
+    use anyhow::Context as _;
+    let parsed = Manifest::parse(manifest, "--manifest")?;
+    let packed = package::pack(name, &parsed.name, component, manifest, pinning);
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let apply = PatchParams::apply(PUSH_MANAGER).force();
+    for part in &packed.parts {
+        let part_name = part.name_any();
+        api.patch(&part_name, &apply, &Patch::Apply(part))
+            .await
+            .with_context(|| format!("writing configmap {namespace}/{part_name}"))?;
+    }
+    let head = api
+        .patch(name, &apply, &Patch::Apply(&packed.head))
+        .await
+        .with_context(|| format!("writing configmap {namespace}/{name}"))?;
+    let owner = package::owned_by(&head);
+    let current: BTreeSet<String> = packed.parts.iter().map(|p| p.name_any()).collect();
+    for part in api
+        .list(&ListParams::default().labels(&format!("{}={name}", package::LABEL_PART)))
+        .await?
+    {
+        let part_name = part.name_any();
+        if current.contains(&part_name) {
+            let patch = json!({"metadata": {"ownerReferences": [owner]}});
+            api.patch(&part_name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .with_context(|| format!("owning configmap {namespace}/{part_name}"))?;
+        } else {
+            let _ = api.delete(&part_name, &Default::default()).await;
+        }
+    }
+    Ok(packed)
+}

@@ -1,0 +1,464 @@
+//! How a plugin is packed into ConfigMaps, shared by the loader and
+//! `weft plugin push`. No API calls here: ConfigMaps in, bytes out, and back.
+//!
+//! A plugin is one *head* ConfigMap labelled `weft.dev/plugin=<plugin name>`:
+//!
+//! ```yaml
+//! data:
+//!   manifest.yaml: |          # the plugin manifest, as beside a .wasm file
+//!     name: echo
+//!     ...
+//!   digest: sha256:...        # of the whole uncompressed component; required with parts
+//!   pinning: pinned           # or latest (optional)
+//!   parts: echo-part-3f2a9c01d2e4-0,echo-part-3f2a9c01d2e4-1   # only when split
+//! binaryData:
+//!   component.wasm: ...       # only when not split; raw, zstd or gzip (by magic bytes)
+//! ```
+//!
+//! A component whose compressed form is over [`PART_SIZE`] is split into
+//! numbered *part* ConfigMaps (label `weft.dev/plugin-part=<head>`, one
+//! `binaryData.part` each, owned by the head so deleting it deletes them);
+//! the concatenation of the parts is the (compressed) component. Part names
+//! carry the digest, so a push never rewrites the parts an older head
+//! still references, and a head always points at a consistent set.
+//!
+//! The plain `kubectl` path, for a component under 1 MiB:
+//! `kubectl create configmap echo --from-file=component.wasm=echo.wasm
+//! --from-file=manifest.yaml=echo.yaml && kubectl label configmap echo weft.dev/plugin=echo`.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+
+use k8s_openapi::{
+    ByteString, api::core::v1::ConfigMap, apimachinery::pkg::apis::meta::v1::OwnerReference,
+};
+use kube::api::ObjectMeta;
+use weft_plugin::{Pinning, engine::Digest};
+
+/// Label of a plugin's head ConfigMap; its value is the plugin name (informative).
+pub const LABEL_PLUGIN: &str = "weft.dev/plugin";
+/// Label of a part ConfigMap; its value is the head's name.
+pub const LABEL_PART: &str = "weft.dev/plugin-part";
+/// Annotation the loader sets on a head it rejected (removed once a version loads).
+pub const ANNOTATION_ERROR: &str = "weft.dev/plugin-error";
+/// Annotation the loader keeps on each head: what serves, pins, breaker (JSON).
+pub const ANNOTATION_STATUS: &str = "weft.dev/plugin-status";
+/// The manifest's key in `data`.
+pub const KEY_MANIFEST: &str = "manifest.yaml";
+/// The component's key in `binaryData`.
+pub const KEY_COMPONENT: &str = "component.wasm";
+/// The digest of the whole component in `data`.
+pub const KEY_DIGEST: &str = "digest";
+/// The comma-separated part ConfigMap names in `data`.
+pub const KEY_PARTS: &str = "parts";
+/// The pinning policy in `data`: `pinned` (default) or `latest`.
+pub const KEY_PINNING: &str = "pinning";
+/// The chunk's key in a part's `binaryData`.
+pub const KEY_PART: &str = "part";
+/// Kubernetes refuses ConfigMaps whose data is over 1 MiB.
+pub const CONFIGMAP_LIMIT: usize = 1 << 20;
+/// The most component bytes one ConfigMap carries, leaving room for the
+/// manifest and metadata under [`CONFIGMAP_LIMIT`].
+pub const PART_SIZE: usize = 900 << 10;
+
+/// Why a plugin ConfigMap cannot be assembled into a component.
+#[derive(Debug, thiserror::Error)]
+pub enum Problem {
+    /// No `data.manifest.yaml`.
+    #[error("no data.{KEY_MANIFEST}")]
+    NoManifest,
+    /// Neither `binaryData.component.wasm` (or another single `*.wasm*` key) nor `data.parts`.
+    #[error("no component: expected binaryData.{KEY_COMPONENT} or data.{KEY_PARTS}")]
+    NoComponent,
+    /// Split without `data.digest`, or a digest that does not parse.
+    #[error("data.{KEY_DIGEST} {0}")]
+    BadDigest(String),
+    /// `data.pinning` is neither `pinned` nor `latest`.
+    #[error("data.{KEY_PINNING} is {0:?}: expected pinned or latest")]
+    BadPinning(String),
+    /// A part is missing or has no `binaryData.part`.
+    #[error("part {name}: {problem}")]
+    Part {
+        /// The part ConfigMap.
+        name: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// The component decompresses to more than the cap.
+    #[error("component is over the size limit of {limit} bytes")]
+    TooLarge {
+        /// The cap.
+        limit: usize,
+    },
+    /// The compressed stream is corrupt.
+    #[error("cannot decompress {codec} component: {message}")]
+    Decompress {
+        /// `zstd` or `gzip`.
+        codec: &'static str,
+        /// The decoder's complaint.
+        message: String,
+    },
+    /// The assembled component is not what `data.digest` says.
+    #[error("digest mismatch: data.{KEY_DIGEST} says {expected} but the component is {actual}")]
+    DigestMismatch {
+        /// Declared.
+        expected: Digest,
+        /// Computed.
+        actual: Digest,
+    },
+}
+
+impl Problem {
+    /// A short label for metrics.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Problem::NoManifest => "no_manifest",
+            Problem::NoComponent => "no_component",
+            Problem::BadDigest(_) => "bad_digest",
+            Problem::BadPinning(_) => "bad_pinning",
+            Problem::Part { .. } => "missing_part",
+            Problem::TooLarge { .. } => "too_large",
+            Problem::Decompress { .. } => "decompress",
+            Problem::DigestMismatch { .. } => "digest_mismatch",
+        }
+    }
+}
+
+/// Where the component bytes of a head are.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Body {
+    /// In the head itself.
+    Inline(Vec<u8>),
+    /// In these part ConfigMaps, in order.
+    Parts(Vec<String>),
+}
+
+/// What a head ConfigMap says.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Head {
+    /// The manifest text.
+    pub manifest: String,
+    /// The digest of the whole uncompressed component, when declared.
+    pub digest: Option<Digest>,
+    /// The pinning policy.
+    pub pinning: Pinning,
+    /// The component, or where it is.
+    pub body: Body,
+}
+
+impl Head {
+    /// Reads a head ConfigMap.
+    pub fn parse(cm: &ConfigMap) -> Result<Head, Problem> {
+        let data = cm.data.clone().unwrap_or_default();
+        let binary = cm.binary_data.clone().unwrap_or_default();
+        let manifest = data.get(KEY_MANIFEST).ok_or(Problem::NoManifest)?.clone();
+        let digest = match data.get(KEY_DIGEST).map(|s| s.trim()) {
+            None | Some("") => None,
+            Some(s) => Some(
+                Digest::parse(s)
+                    .ok_or_else(|| Problem::BadDigest(format!("{s:?} is not sha256:<64 hex>")))?,
+            ),
+        };
+        let pinning = match data.get(KEY_PINNING).map(|s| s.trim()) {
+            None | Some("") | Some("pinned") => Pinning::Pinned,
+            Some("latest") => Pinning::Latest,
+            Some(other) => return Err(Problem::BadPinning(other.into())),
+        };
+        let parts: Vec<String> = data
+            .get(KEY_PARTS)
+            .map(|s| {
+                s.split([',', '\n', ' '])
+                    .filter(|p| !p.is_empty())
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let body = if !parts.is_empty() {
+            if digest.is_none() {
+                return Err(Problem::BadDigest(
+                    "is required when the component is split into parts".into(),
+                ));
+            }
+            Body::Parts(parts)
+        } else if let Some(b) = binary.get(KEY_COMPONENT) {
+            Body::Inline(b.0.clone())
+        } else {
+            // `kubectl create configmap --from-file=echo.wasm` keeps the file name.
+            let mut wasm = binary.iter().filter(|(k, _)| k.contains(".wasm"));
+            match (wasm.next(), wasm.next()) {
+                (Some((_, b)), None) => Body::Inline(b.0.clone()),
+                _ => return Err(Problem::NoComponent),
+            }
+        };
+        Ok(Head {
+            manifest,
+            digest,
+            pinning,
+            body,
+        })
+    }
+}
+
+/// The chunk of a part ConfigMap.
+pub fn part_bytes(cm: &ConfigMap) -> Option<&[u8]> {
+    cm.binary_data
+        .as_ref()?
+        .get(KEY_PART)
+        .map(|b| b.0.as_slice())
+}
+
+/// Decompresses (zstd or gzip, by magic bytes; anything else is taken as
+/// is), refusing to produce more than `cap` bytes, then checks the digest.
+pub fn unpack(
+    packed: &[u8],
+    expected: Option<Digest>,
+    cap: usize,
+) -> Result<(Vec<u8>, Digest), Problem> {
+    let bytes = match packed {
+        [0x28, 0xb5, 0x2f, 0xfd, ..] => {
+            let decoder = ruzstd::decoding::StreamingDecoder::new(packed).map_err(|e| {
+                Problem::Decompress {
+                    codec: "zstd",
+                    message: e.to_string(),
+                }
+            })?;
+            read_capped(decoder, cap, "zstd")?
+        }
+        [0x1f, 0x8b, ..] => read_capped(flate2::read::GzDecoder::new(packed), cap, "gzip")?,
+        raw if raw.len() > cap => return Err(Problem::TooLarge { limit: cap }),
+        raw => raw.to_vec(),
+    };
+    let actual = Digest::of(&bytes);
+    if let Some(expected) = expected
+        && expected != actual
+    {
+        return Err(Problem::DigestMismatch { expected, actual });
+    }
+    Ok((bytes, actual))
+}
+
+fn read_capped(r: impl Read, cap: usize, codec: &'static str) -> Result<Vec<u8>, Problem> {
+    let mut out = Vec::new();
+    r.take(cap as u64 + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| Problem::Decompress {
+            codec,
+            message: e.to_string(),
+        })?;
+    if out.len() > cap {
+        return Err(Problem::TooLarge { limit: cap });
+    }
+    Ok(out)
+}
+
+/// Compresses with zstd when that makes the component smaller.
+pub fn compress(component: &[u8]) -> Vec<u8> {
+    let z =
+        ruzstd::encoding::compress_to_vec(component, ruzstd::encoding::CompressionLevel::Fastest);
+    if z.len() < component.len() {
+        z
+    } else {
+        component.to_vec()
+    }
+}
+
+/// The ConfigMaps of one plugin: the parts (if any) first, then the head.
+/// Apply them in this order, so a head never references a missing part.
+#[derive(Debug, Clone)]
+pub struct Packed {
+    /// Part ConfigMaps (each owned by the head once it exists: see [`owned_by`]).
+    pub parts: Vec<ConfigMap>,
+    /// The head ConfigMap.
+    pub head: ConfigMap,
+    /// The component's digest.
+    pub digest: Digest,
+}
+
+/// Packs a component and its manifest as ConfigMap `name`.
+pub fn pack(
+    name: &str,
+    plugin: &str,
+    component: &[u8],
+    manifest: &str,
+    pinning: Pinning,
+) -> Packed {
+    let digest = Digest::of(component);
+    let packed = compress(component);
+    let mut data = BTreeMap::from([
+        (KEY_MANIFEST.to_string(), manifest.to_string()),
+        (KEY_DIGEST.to_string(), digest.to_string()),
+    ]);
+    if pinning == Pinning::Latest {
+        data.insert(KEY_PINNING.into(), "latest".into());
+    }
+    let meta = |name: String, labels: BTreeMap<String, String>| ObjectMeta {
+        name: Some(name),
+        labels: Some(labels),
+        ..Default::default()
+    };
+    let mut parts = Vec::new();
+    let mut binary = BTreeMap::new();
+    if packed.len() <= PART_SIZE {
+        binary.insert(KEY_COMPONENT.to_string(), ByteString(packed));
+    } else {
+        let short = &digest.hex()[..12];
+        let mut names = Vec::new();
+        for (i, chunk) in packed.chunks(PART_SIZE).enumerate() {
+            let part = format!("{name}-part-{short}-{i}");
+            names.push(part.clone());
+            parts.push(ConfigMap {
+                metadata: meta(
+                    part,
+                    BTreeMap::from([(LABEL_PART.to_string(), name.to_string())]),
+                ),
+                binary_data: Some(BTreeMap::from([(
+                    KEY_PART.to_string(),
+                    ByteString(chunk.to_vec()),
+                )])),
+                ..Default::default()
+            });
+        }
+        data.insert(KEY_PARTS.into(), names.join(","));
+    }
+    let head = ConfigMap {
+        metadata: meta(
+            name.to_string(),
+            BTreeMap::from([(LABEL_PLUGIN.to_string(), plugin.to_string())]),
+        ),
+        data: Some(data),
+        binary_data: (!binary.is_empty()).then_some(binary),
+        ..Default::default()
+    };
+    Packed {
+        parts,
+        head,
+        digest,
+    }
+}
+
+/// The owner reference that makes a part go when its head is deleted.
+pub fn owned_by(head: &ConfigMap) -> Option<OwnerReference> {
+    Some(OwnerReference {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        name: head.metadata.name.clone()?,
+        uid: head.metadata.uid.clone()?,
+        ..Default::default()
+    })
+}
+
+/// The payload size of a ConfigMap as Kubernetes counts it against 1 MiB.
+pub fn payload_size(cm: &ConfigMap) -> usize {
+    let d: usize = cm
+        .data
+        .iter()
+        .flatten()
+        .map(|(k, v)| k.len() + v.len())
+        .sum();
+    let b: usize = cm
+        .binary_data
+        .iter()
+        .flatten()
+        .map(|(k, v)| k.len() + v.0.len())
+        .sum();
+    d + b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn component(len: usize) -> Vec<u8> {
+        // Half incompressible, half zeros: compresses, but not below one part.
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut v = b"\0asm\x0d\0\x01\0".to_vec();
+        while v.len() < len / 2 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            v.extend(x.to_le_bytes());
+        }
+        v.resize(len, 0);
+        v
+    }
+
+    fn join(p: &Packed) -> Vec<u8> {
+        match Head::parse(&p.head).unwrap().body {
+            Body::Inline(b) => b,
+            Body::Parts(names) => names
+                .iter()
+                .map(|n| {
+                    let cm = p
+                        .parts
+                        .iter()
+                        .find(|c| c.metadata.name.as_deref() == Some(n))
+                        .unwrap();
+                    part_bytes(cm).unwrap().to_vec()
+                })
+                .collect::<Vec<_>>()
+                .concat(),
+        }
+    }
+
+    #[test]
+    fn small_components_go_inline_compressed() {
+        let c = vec![7u8; 200_000];
+        let p = pack("x", "x", &c, "m", Pinning::Latest);
+        assert!(p.parts.is_empty());
+        let head = Head::parse(&p.head).unwrap();
+        assert_eq!(head.pinning, Pinning::Latest);
+        let packed = join(&p);
+        assert!(packed.len() < 10_000, "zstd: {}", packed.len());
+        let (bytes, d) = unpack(&packed, head.digest, 1 << 20).unwrap();
+        assert_eq!((bytes, d), (c, p.digest));
+    }
+
+    #[test]
+    fn large_components_are_split_under_the_configmap_limit() {
+        let c = component(3 << 20);
+        let p = pack("big", "big", &c, "m", Pinning::Pinned);
+        assert!(p.parts.len() >= 2, "{} parts", p.parts.len());
+        for cm in p.parts.iter().chain([&p.head]) {
+            assert!(payload_size(cm) <= CONFIGMAP_LIMIT);
+        }
+        let head = Head::parse(&p.head).unwrap();
+        let (bytes, _) = unpack(&join(&p), head.digest, 8 << 20).unwrap();
+        assert_eq!(bytes, c);
+    }
+
+    #[test]
+    fn caps_digests_and_gzip() {
+        use std::io::Write;
+        let c = vec![1u8; 100_000];
+        let z = compress(&c);
+        assert!(matches!(
+            unpack(&z, None, 50_000),
+            Err(Problem::TooLarge { .. })
+        ));
+        let wrong = Digest::of(b"other");
+        assert!(matches!(
+            unpack(&z, Some(wrong), 1 << 20),
+            Err(Problem::DigestMismatch { .. })
+        ));
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(&c).unwrap();
+        let gz = gz.finish().unwrap();
+        assert_eq!(unpack(&gz, Some(Digest::of(&c)), 1 << 20).unwrap().0, c);
+        assert!(matches!(
+            unpack(&z[..z.len() / 2], None, 1 << 20),
+            Err(Problem::Decompress { .. })
+        ));
+    }
+
+    #[test]
+    fn heads_need_a_manifest_and_a_digest_for_parts() {
+        let mut p = pack("x", "x", b"\0asm", "m", Pinning::Pinned);
+        p.head.data.as_mut().unwrap().remove(KEY_MANIFEST);
+        assert!(matches!(Head::parse(&p.head), Err(Problem::NoManifest)));
+        let mut p = pack("x", "x", b"\0asm", "m", Pinning::Pinned);
+        let data = p.head.data.as_mut().unwrap();
+        data.insert(KEY_PARTS.into(), "a,b".into());
+        data.remove(KEY_DIGEST);
+        assert!(matches!(Head::parse(&p.head), Err(Problem::BadDigest(_))));
+    }
+}

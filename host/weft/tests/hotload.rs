@@ -1,0 +1,590 @@
+//! Hot loading from ConfigMaps against the embedded dev cluster, with the
+//! real controller and real components (`make guests`): swaps under load,
+//! rejection, compression and splitting, pinning, the circuit breaker and
+//! removal.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use common::{Env, node, root};
+use k8s_openapi::api::core::v1::{ConfigMap, Event};
+use kube::{
+    Api, ResourceExt,
+    api::{DeleteParams, ListParams, Patch, PatchParams},
+};
+use serde_json::json;
+use weft::hotload::{HotloadConfig, PluginStatus, package};
+use weft_dag::WorkflowPhase;
+use weft_plugin::{Pinning, TaskContext, breaker::BreakerConfig, engine::Digest};
+
+fn config() -> HotloadConfig {
+    HotloadConfig {
+        namespaces: vec!["default".into()],
+        prune_every: Duration::from_millis(200),
+        breaker: BreakerConfig {
+            max_faults: 2,
+            window: Duration::from_secs(60),
+        },
+        ..Default::default()
+    }
+}
+
+fn guest(name: &str) -> Vec<u8> {
+    let path = root().join(format!("target/test-guests/{name}.wasm"));
+    std::fs::read(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}: build the guests first: make guests",
+            path.display()
+        )
+    })
+}
+
+fn leb128(mut n: usize, out: &mut Vec<u8>) {
+    loop {
+        let byte = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            out.push(byte);
+            return;
+        }
+        out.push(byte | 0x80);
+    }
+}
+
+/// A component with a custom section appended: it loads and behaves like
+/// the original, with another digest (and size).
+fn salted(mut component: Vec<u8>, payload: &[u8]) -> Vec<u8> {
+    let name = b"weft-test-salt";
+    let mut body = Vec::new();
+    leb128(name.len(), &mut body);
+    body.extend(name);
+    body.extend(payload);
+    component.push(0);
+    leb128(body.len(), &mut component);
+    component.extend(body);
+    component
+}
+
+/// A version of `guest` distinguished by `salt`.
+fn version(guest_name: &str, salt: &str) -> Vec<u8> {
+    salted(guest(guest_name), salt.as_bytes())
+}
+
+fn manifest(plugin: &str, task_type: &str, version: &str) -> String {
+    format!(
+        "name: {plugin}\nversion: {version}\nworld: k8s-task-plugin\ntaskTypes: [{task_type}]\nresources: [{{apiVersion: v1, kind: Pod}}]\n"
+    )
+}
+
+async fn push(env: &Env, name: &str, component: &[u8], manifest: &str) -> Digest {
+    weft::hotload::push(
+        &env.client,
+        "default",
+        name,
+        component,
+        manifest,
+        Pinning::Pinned,
+    )
+    .await
+    .expect("push")
+    .digest
+}
+
+/// The digest serving `task_type` now, if any.
+fn serving(env: &Env, task_type: &str) -> Option<Digest> {
+    env.registry.task_plugin(task_type).ok().map(|p| p.digest())
+}
+
+/// Polls until `task_type` is served by `digest`; returns how long it took.
+async fn served_by(env: &Env, task_type: &str, digest: Digest, secs: u64) -> Duration {
+    let start = Instant::now();
+    while serving(env, task_type) != Some(digest) {
+        assert!(
+            start.elapsed() < Duration::from_secs(secs),
+            "{task_type} not served by {digest} after {secs}s (serving {:?})",
+            serving(env, task_type)
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    start.elapsed()
+}
+
+async fn events_for(env: &Env, configmap: &str) -> Vec<Event> {
+    let api: Api<Event> = Api::namespaced(env.client.clone(), "default");
+    api.list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.involved_object.kind.as_deref() == Some("ConfigMap")
+                && e.involved_object.name.as_deref() == Some(configmap)
+        })
+        .collect()
+}
+
+async fn wait_event(env: &Env, configmap: &str, reason: &str) -> Event {
+    for _ in 0..200 {
+        if let Some(e) = events_for(env, configmap)
+            .await
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some(reason))
+        {
+            return e;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("no {reason} event on configmap {configmap}");
+}
+
+fn configmaps(env: &Env) -> Api<ConfigMap> {
+    Api::namespaced(env.client.clone(), "default")
+}
+
+async fn status_of(env: &Env, configmap: &str) -> Option<PluginStatus> {
+    let cm = configmaps(env).get(configmap).await.ok()?;
+    serde_json::from_str(cm.annotations().get(package::ANNOTATION_STATUS)?).ok()
+}
+
+async fn wait_status(
+    env: &Env,
+    configmap: &str,
+    what: &str,
+    ok: impl Fn(&PluginStatus) -> bool,
+) -> PluginStatus {
+    let mut last = None;
+    for _ in 0..200 {
+        last = status_of(env, configmap).await;
+        if let Some(s) = &last
+            && ok(s)
+        {
+            return s.clone();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("status of {configmap} never showed {what}: {last:?}");
+}
+
+fn task(task_type: &str, node: &str) -> TaskContext {
+    TaskContext::for_attempt(
+        "load",
+        "uid-load",
+        "default",
+        node,
+        0,
+        task_type,
+        json!({}),
+        json!({}),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_updated_configmap_is_serving_within_a_second() {
+    let env = Env::start_hotload(config()).await;
+    let m = manifest("hot", "hot", "0.1.0");
+    let d1 = push(&env, "hot", &version("echo", "serve-1"), &m).await;
+    served_by(&env, "hot", d1, 30).await;
+    let d2 = push(&env, "hot", &version("echo", "serve-2"), &m).await;
+    let took = served_by(&env, "hot", d2, 10).await;
+    eprintln!("update served after {took:?} (compile included unless cached)");
+    let loaded = wait_event(&env, "hot", "PluginLoaded").await;
+    assert!(loaded.message.unwrap().contains("hot 0.1.0"));
+    let s = wait_status(&env, "hot", "the new digest", |s| {
+        s.serving == Some(d2.to_string())
+    })
+    .await;
+    assert_eq!(s.desired, Some(d2.to_string()));
+    assert_eq!(s.retained.len(), 1, "the previous version stays: {s:?}");
+    assert!(env.ctx.metrics.plugin_loads_total("loaded") >= 2);
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_swaps_under_continuous_calls_fail_no_call() {
+    let env = Env::start_hotload(config()).await;
+    let m = manifest("swap", "swap", "1.0.0");
+    let mut digests = vec![push(&env, "swap", &version("echo", "swap-0"), &m).await];
+    served_by(&env, "swap", digests[0], 30).await;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let calls = Arc::new(AtomicU64::new(0));
+    let failures = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let seen = Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new()));
+    let workers: Vec<_> = (0..3)
+        .map(|w| {
+            let (registry, stop, calls, failures, seen) = (
+                env.registry.clone(),
+                stop.clone(),
+                calls.clone(),
+                failures.clone(),
+                seen.clone(),
+            );
+            std::thread::spawn(move || {
+                let ctx = task("swap", &format!("w{w}"));
+                while !stop.load(Ordering::Relaxed) {
+                    // What the executor does: one lookup, then calls on that version.
+                    let result = registry.task_plugin("swap").map_err(|e| e.to_string());
+                    let result = result.and_then(|p| {
+                        let (pod, _) = p.build_resource(&ctx).map_err(|e| e.to_string())?;
+                        let obs = json!({"status": {"phase": "Succeeded"}});
+                        p.get_task_phase(&ctx, &obs).map_err(|e| e.to_string())?;
+                        Ok((p.digest(), pod))
+                    });
+                    calls.fetch_add(1, Ordering::Relaxed);
+                    match result {
+                        Ok((d, pod)) if pod["kind"] == "Pod" => {
+                            seen.lock().unwrap().insert(d);
+                        }
+                        Ok((d, pod)) => failures.lock().unwrap().push(format!("{d}: {pod}")),
+                        Err(e) => failures.lock().unwrap().push(e),
+                    }
+                }
+            })
+        })
+        .collect();
+    let mut took = Vec::new();
+    for i in 1..=20 {
+        let d = push(&env, "swap", &version("echo", &format!("swap-{i}")), &m).await;
+        took.push(served_by(&env, "swap", d, 30).await);
+        digests.push(d);
+    }
+    stop.store(true, Ordering::Relaxed);
+    for w in workers {
+        w.join().unwrap();
+    }
+    let failures = failures.lock().unwrap().clone();
+    let seen = seen.lock().unwrap().clone();
+    let n = calls.load(Ordering::Relaxed);
+    took.sort();
+    eprintln!(
+        "{n} calls during 20 swaps; {} versions served; swap p50 {:?} max {:?}",
+        seen.len(),
+        took[took.len() / 2],
+        took.last().unwrap()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} failed: {:?}",
+        failures.len(),
+        &failures[..failures.len().min(5)]
+    );
+    assert!(n > 20, "the workers called ({n})");
+    assert!(
+        seen.iter().all(|d| digests.contains(d)),
+        "every call was served by a pushed version"
+    );
+    assert!(seen.len() >= 2, "calls saw the swaps: {seen:?}");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_plugin_is_rejected_with_an_event_and_the_old_one_keeps_serving() {
+    let env = Env::start_hotload(config()).await;
+    let m = manifest("good", "good", "0.1.0");
+    let d1 = push(&env, "good", &version("echo", "good-1"), &m).await;
+    served_by(&env, "good", d1, 30).await;
+
+    // Not WebAssembly at all.
+    push(&env, "good", b"this is not a component", &m).await;
+    let ev = wait_event(&env, "good", "PluginRejected").await;
+    assert_eq!(ev.type_.as_deref(), Some("Warning"));
+    assert!(
+        ev.message
+            .as_deref()
+            .unwrap()
+            .contains("not a WebAssembly binary"),
+        "{ev:?}"
+    );
+    let s = wait_status(&env, "good", "the error", |s| s.error.is_some()).await;
+    assert_eq!(
+        s.serving,
+        Some(d1.to_string()),
+        "the old version serves: {s:?}"
+    );
+    let cm = configmaps(&env).get("good").await.unwrap();
+    assert!(cm.annotations()[package::ANNOTATION_ERROR].contains("not a WebAssembly binary"));
+    assert_eq!(serving(&env, "good"), Some(d1));
+    let p = env.registry.task_plugin("good").unwrap();
+    p.build_resource(&task("good", "n")).unwrap();
+
+    // A middleware where the manifest promises a task plugin: wrong world.
+    push(&env, "good", &guest("mw-test"), &m).await;
+    wait_status(&env, "good", "the wrong world", |s| {
+        s.error
+            .as_deref()
+            .is_some_and(|e| e.contains("does not implement world"))
+    })
+    .await;
+    // A digest that does not match.
+    let mut cm = configmaps(&env).get("good").await.unwrap();
+    cm.data
+        .as_mut()
+        .unwrap()
+        .insert(package::KEY_DIGEST.into(), Digest::of(b"x").to_string());
+    cm.metadata.managed_fields = None;
+    configmaps(&env)
+        .replace("good", &Default::default(), &cm)
+        .await
+        .unwrap();
+    wait_status(&env, "good", "the digest mismatch", |s| {
+        s.error
+            .as_deref()
+            .is_some_and(|e| e.contains("digest mismatch"))
+    })
+    .await;
+    assert_eq!(serving(&env, "good"), Some(d1));
+    assert!(env.ctx.metrics.plugin_loads_total("rejected") >= 3);
+    assert!(env.ctx.metrics.render().contains("reason=\"wrong_world\""));
+
+    // A good version clears the error.
+    let d2 = push(&env, "good", &version("echo", "good-2"), &m).await;
+    served_by(&env, "good", d2, 30).await;
+    let s = wait_status(&env, "good", "no error", |s| s.error.is_none()).await;
+    assert_eq!(s.serving, Some(d2.to_string()));
+    let cm = configmaps(&env).get("good").await.unwrap();
+    assert!(!cm.annotations().contains_key(package::ANNOTATION_ERROR));
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_component_over_a_mib_loads_through_compression_and_splitting() {
+    let env = Env::start_hotload(config()).await;
+    // 1.5 MiB that does not compress and 1.5 MiB that does: 3 MiB, about
+    // 1.5 MiB compressed, so two parts.
+    let mut payload = Vec::with_capacity(3 << 20);
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    while payload.len() < 3 << 19 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        payload.extend(x.to_le_bytes());
+    }
+    payload.resize(3 << 20, 0);
+    let big = salted(guest("echo"), &payload);
+    assert!(big.len() > 3 << 20);
+    let d = push(&env, "big", &big, &manifest("big", "big", "0.1.0")).await;
+    assert_eq!(d, Digest::of(&big));
+    let cms = configmaps(&env)
+        .list(&ListParams::default().labels(&format!("{}=big", package::LABEL_PART)))
+        .await
+        .unwrap()
+        .items;
+    assert!(cms.len() >= 2, "split into {} parts", cms.len());
+    for cm in &cms {
+        assert!(package::payload_size(cm) <= package::CONFIGMAP_LIMIT);
+        assert_eq!(cm.owner_references()[0].name, "big", "owned by the head");
+    }
+    let head = configmaps(&env).get("big").await.unwrap();
+    assert!(package::payload_size(&head) <= package::CONFIGMAP_LIMIT);
+    let took = served_by(&env, "big", d, 60).await;
+    eprintln!(
+        "{} byte component in {} parts served after {took:?}",
+        big.len(),
+        cms.len()
+    );
+    let p = env.registry.task_plugin("big").unwrap();
+    p.build_resource(&task("big", "n")).unwrap();
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pinned_workflow_finishes_on_its_digest_while_a_new_one_uses_the_new_digest() {
+    let env = Env::start_hotload(config()).await;
+    let m = manifest("pin", "pin", "1.0.0");
+    let d1 = push(&env, "pin", &version("echo", "pin-1"), &m).await;
+    served_by(&env, "pin", d1, 30).await;
+    env.submit(
+        "old",
+        "nodes:\n  - {id: first, task: {type: pin}}\n  - {id: ok, dependsOn: [first], gate: {approval: {}}}\n  - {id: second, dependsOn: [ok], task: {type: pin}}\n",
+    )
+    .await;
+    env.wait_for("old", 30, |wf| {
+        wf.status
+            .as_ref()
+            .and_then(|s| s.nodes.get("ok"))
+            .is_some_and(|n| n.task_phase.as_deref() == Some("waiting-for-approval"))
+    })
+    .await;
+
+    // Two upgrades: d1 is then neither current nor the rollback target,
+    // only pinned.
+    let m2 = manifest("pin", "pin", "2.0.0");
+    let d2 = push(&env, "pin", &version("echo", "pin-2"), &m2).await;
+    served_by(&env, "pin", d2, 30).await;
+    let d3 = push(&env, "pin", &version("echo", "pin-3"), &m2).await;
+    served_by(&env, "pin", d3, 30).await;
+    env.submit("new", "nodes:\n  - {id: first, task: {type: pin}}\n")
+        .await;
+    let new = env.finish("new", 30).await;
+    assert_eq!(new.status.as_ref().unwrap().phase, WorkflowPhase::Succeeded);
+    assert_eq!(
+        node(&new, "first").plugin.as_ref().unwrap().digest,
+        d3.to_string()
+    );
+
+    let s = wait_status(&env, "pin", "the pin on d1", |s| {
+        s.retained
+            .iter()
+            .any(|r| r.digest == d1.to_string() && r.pins == 1)
+    })
+    .await;
+    assert_eq!(s.serving, Some(d3.to_string()));
+    assert!(
+        env.registry.snapshot().version(d1).is_some(),
+        "d1 stays loaded while pinned"
+    );
+
+    let patch = json!({"metadata": {"annotations": {"approve.weft.dev/ok": "true"}}});
+    env.workflows()
+        .patch("old", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    let old = env.finish("old", 30).await;
+    assert_eq!(old.status.as_ref().unwrap().phase, WorkflowPhase::Succeeded);
+    for n in ["first", "second"] {
+        assert_eq!(
+            node(&old, n).plugin.as_ref().unwrap().digest,
+            d1.to_string(),
+            "node {n} of the pinned workflow"
+        );
+    }
+    // Unpinned now: unloaded at the next prune.
+    let start = Instant::now();
+    while env.registry.snapshot().version(d1).is_some() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "d1 was never unloaded"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        env.registry.snapshot().version(d2).is_some(),
+        "the rollback target stays"
+    );
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_breaker_rolls_back_a_version_that_traps() {
+    let env = Env::start_hotload(config()).await;
+    let good = version("echo", "flaky-good");
+    let dg = push(&env, "flaky", &good, &manifest("flaky", "flaky", "1.0.0")).await;
+    served_by(&env, "flaky", dg, 30).await;
+    let db = push(
+        &env,
+        "flaky",
+        &guest("panic"),
+        &manifest("flaky", "flaky", "2.0.0"),
+    )
+    .await;
+    served_by(&env, "flaky", db, 30).await;
+
+    env.submit(
+        "trips",
+        "nodes:\n  - {id: t, retries: {limit: 0, systemLimit: 6, backoff: 100ms}, task: {type: flaky}}\n",
+    )
+    .await;
+    served_by(&env, "flaky", dg, 60).await;
+    let ev = wait_event(&env, "flaky", "PluginRolledBack").await;
+    let message = ev.message.unwrap();
+    assert!(
+        message.contains(&format!("rolled back to {dg}")),
+        "{message}"
+    );
+    assert!(message.contains("guest panicked on purpose"), "{message}");
+    let s = wait_status(&env, "flaky", "the breaker", |s| s.breaker.is_some()).await;
+    let b = s.breaker.unwrap();
+    assert_eq!(
+        (b.tripped, b.rolled_back_to),
+        (db.to_string(), Some(dg.to_string()))
+    );
+    assert_eq!(
+        s.desired,
+        Some(db.to_string()),
+        "the ConfigMap still holds the bad one"
+    );
+    assert!(
+        env.ctx
+            .metrics
+            .render()
+            .contains("weft_plugin_rollbacks_total{plugin=\"flaky\"} 1")
+    );
+
+    // The workflow's retry runs on the good version.
+    let wf = env.finish("trips", 60).await;
+    let t = node(&wf, "t");
+    assert_eq!(
+        wf.status.as_ref().unwrap().phase,
+        WorkflowPhase::Succeeded,
+        "{t:?}"
+    );
+    assert_eq!(t.plugin.as_ref().unwrap().digest, dg.to_string());
+    assert!(t.system_failures >= 3, "{t:?}");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_the_configmap_unloads_the_plugin_and_the_cli_shows_status() {
+    let env = Env::start_hotload(config()).await;
+    let server = env.cluster.as_ref().unwrap().base_url();
+    let dir = tempfile::tempdir().unwrap();
+    let wasm = dir.path().join("gone.wasm");
+    std::fs::write(&wasm, version("echo", "gone")).unwrap();
+    let yaml = dir.path().join("gone.yaml");
+    std::fs::write(&yaml, manifest("gone", "gone", "0.3.0")).unwrap();
+    let weft = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_weft"))
+            .args(args)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(
+            out.status.success(),
+            "weft {args:?}: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+    };
+    let pushed = weft(&[
+        "plugin",
+        "push",
+        wasm.to_str().unwrap(),
+        "--manifest",
+        yaml.to_str().unwrap(),
+        "--server",
+        &server,
+    ]);
+    assert!(pushed.contains("plugin gone 0.3.0 sha256:"), "{pushed}");
+    let d = Digest::of(&std::fs::read(&wasm).unwrap());
+    served_by(&env, "gone", d, 30).await;
+    wait_status(&env, "gone", "serving", |s| s.serving.is_some()).await;
+    let table = weft(&["plugin", "status", "--server", &server]);
+    assert!(table.contains("default/gone"), "{table}");
+    assert!(table.contains(&d.hex()[..12]), "{table}");
+    assert!(
+        table.contains("0.3.0") && table.contains("pinned"),
+        "{table}"
+    );
+
+    configmaps(&env)
+        .delete("gone", &DeleteParams::default())
+        .await
+        .unwrap();
+    let start = Instant::now();
+    while env.registry.snapshot().version(d).is_some() {
+        assert!(start.elapsed() < Duration::from_secs(10), "never unloaded");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let err = env.registry.task_plugin("gone").unwrap_err().to_string();
+    assert!(err.contains("no plugin serves task type \"gone\""), "{err}");
+    assert!(
+        env.ctx
+            .metrics
+            .render()
+            .contains("weft_plugin_unloads_total{plugin=\"gone\"} 1")
+    );
+    env.stop().await;
+}
