@@ -168,6 +168,14 @@ async fn wait_status(
     panic!("status of {configmap} never showed {what}: {last:?}");
 }
 
+/// Records a failed call, keeping the first few messages only.
+fn note(failures: &std::sync::Mutex<Vec<String>>, message: String) {
+    let mut f = failures.lock().unwrap();
+    if f.len() < 100 {
+        f.push(message);
+    }
+}
+
 fn task(task_type: &str, node: &str) -> TaskContext {
     TaskContext::for_attempt(
         "load",
@@ -204,12 +212,29 @@ async fn an_updated_configmap_is_serving_within_a_second() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn twenty_swaps_under_continuous_calls_fail_no_call() {
-    let env = Env::start_hotload(config()).await;
+    // No breaker here: a fault must show up as a failed call, not be hidden
+    // by a rollback.
+    let env = Env::start_hotload(HotloadConfig {
+        breaker: BreakerConfig {
+            max_faults: 0,
+            window: Duration::from_secs(60),
+        },
+        ..config()
+    })
+    .await;
     let m = manifest("swap", "swap", "1.0.0");
     let mut digests = vec![push(&env, "swap", &version("echo", "swap-0"), &m).await];
     served_by(&env, "swap", digests[0], 30).await;
 
+    /// Stops the workers however the test ends (a panic included).
+    struct StopOnDrop(Arc<AtomicBool>);
+    impl Drop for StopOnDrop {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
     let stop = Arc::new(AtomicBool::new(false));
+    let _stop_guard = StopOnDrop(stop.clone());
     let calls = Arc::new(AtomicU64::new(0));
     let failures = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     let seen = Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new()));
@@ -238,8 +263,8 @@ async fn twenty_swaps_under_continuous_calls_fail_no_call() {
                         Ok((d, pod)) if pod["kind"] == "Pod" => {
                             seen.lock().unwrap().insert(d);
                         }
-                        Ok((d, pod)) => failures.lock().unwrap().push(format!("{d}: {pod}")),
-                        Err(e) => failures.lock().unwrap().push(e),
+                        Ok((d, pod)) => note(&failures, format!("{d}: {pod}")),
+                        Err(e) => note(&failures, e),
                     }
                 }
             })
@@ -535,11 +560,17 @@ async fn deleting_the_configmap_unloads_the_plugin_and_the_cli_shows_status() {
     std::fs::write(&wasm, version("echo", "gone")).unwrap();
     let yaml = dir.path().join("gone.yaml");
     std::fs::write(&yaml, manifest("gone", "gone", "0.3.0")).unwrap();
-    let weft = |args: &[&str]| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_weft"))
-            .args(args)
-            .output()
-            .unwrap();
+    // Off the async workers: the dev cluster serving the CLI runs on them.
+    let weft = async |args: &[&str]| {
+        let argv: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let out = tokio::task::spawn_blocking(move || {
+            std::process::Command::new(env!("CARGO_BIN_EXE_weft"))
+                .args(&argv)
+                .output()
+                .unwrap()
+        })
+        .await
+        .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout).to_string();
         assert!(
             out.status.success(),
@@ -556,12 +587,13 @@ async fn deleting_the_configmap_unloads_the_plugin_and_the_cli_shows_status() {
         yaml.to_str().unwrap(),
         "--server",
         &server,
-    ]);
+    ])
+    .await;
     assert!(pushed.contains("plugin gone 0.3.0 sha256:"), "{pushed}");
     let d = Digest::of(&std::fs::read(&wasm).unwrap());
     served_by(&env, "gone", d, 30).await;
     wait_status(&env, "gone", "serving", |s| s.serving.is_some()).await;
-    let table = weft(&["plugin", "status", "--server", &server]);
+    let table = weft(&["plugin", "status", "--server", &server]).await;
     assert!(table.contains("default/gone"), "{table}");
     assert!(table.contains(&d.hex()[..12]), "{table}");
     assert!(

@@ -52,6 +52,9 @@ use crate::api::Workflow;
 use crate::controller::{MANAGER, metrics::Metrics};
 use package::{ANNOTATION_ERROR, ANNOTATION_STATUS, Body, Head, LABEL_PLUGIN, Problem};
 
+/// Most watch events coalesced into one batch.
+const MAX_BATCH: usize = 1024;
+
 /// How the loader is set up.
 #[derive(Debug, Clone)]
 pub struct HotloadConfig {
@@ -271,15 +274,20 @@ impl HotLoader {
     }
 
     fn watch(&self) -> BoxStream<'static, Result<watcher::Event<ConfigMap>, watcher::Error>> {
+        use kube::runtime::WatchStreamExt as _;
         let cfg = watcher::Config::default().labels(LABEL_PLUGIN);
+        // With backoff: an unreachable API server must not become a busy loop.
         if self.config.namespaces.is_empty() {
-            watcher::watcher(Api::<ConfigMap>::all(self.client.clone()), cfg).boxed()
+            watcher::watcher(Api::<ConfigMap>::all(self.client.clone()), cfg)
+                .default_backoff()
+                .boxed()
         } else {
             futures::stream::select_all(self.config.namespaces.iter().map(|ns| {
                 watcher::watcher(
                     Api::<ConfigMap>::namespaced(self.client.clone(), ns),
                     cfg.clone(),
                 )
+                .default_backoff()
                 .boxed()
             }))
             .boxed()
@@ -321,7 +329,9 @@ impl HotLoader {
             // Coalesce what is already queued: only the last state of each
             // ConfigMap matters.
             let mut batch = vec![first];
-            while let Some(Some(ev)) = events.next().now_or_never() {
+            while batch.len() < MAX_BATCH
+                && let Some(Some(ev)) = events.next().now_or_never()
+            {
                 batch.push(ev);
             }
             let mut changes: BTreeMap<(String, String), Option<ConfigMap>> = BTreeMap::new();

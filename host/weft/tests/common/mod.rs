@@ -30,6 +30,7 @@ pub struct Env {
     pub cluster: Option<weft_cluster::DevCluster>,
     pub dir: tempfile::TempDir,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
+    stop_hotload: Option<tokio::sync::oneshot::Sender<()>>,
     controller: Option<tokio::task::JoinHandle<()>>,
 }
 
@@ -62,6 +63,7 @@ impl Env {
             weft::runtime::spawn_controller(client.clone(), registry.clone(), None, async {
                 let _ = rx.await;
             });
+        let (stop_hotload, hotload_rx) = tokio::sync::oneshot::channel::<()>();
         let loader = hotload.map(|config| {
             let (loader, _task) = weft::runtime::spawn_hotload(
                 client.clone(),
@@ -69,7 +71,9 @@ impl Env {
                 registry.clone(),
                 ctx.metrics.clone(),
                 config,
-                futures::future::pending(),
+                async {
+                    let _ = hotload_rx.await;
+                },
             );
             loader
         });
@@ -84,12 +88,16 @@ impl Env {
             cluster: Some(cluster),
             dir,
             stop: Some(stop),
+            stop_hotload: Some(stop_hotload),
             controller: Some(controller),
         }
     }
 
     /// Stops the controller, then the cluster.
     pub async fn stop(mut self) {
+        if let Some(s) = self.stop_hotload.take() {
+            let _ = s.send(());
+        }
         if let Some(s) = self.stop.take() {
             let _ = s.send(());
         }
