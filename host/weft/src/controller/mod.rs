@@ -444,25 +444,31 @@ async fn delete_child(ctx: &Context, ns: &str, d: &executor::Deletion) {
 /// Records a core/v1 Event on the Workflow (one per round, not per node,
 /// to keep API writes per node low).
 async fn publish(ctx: &Context, wf: &Workflow, kind: &str, reason: &str, message: &str) {
-    let ns = wf.namespace().unwrap_or_default();
-    let api: Api<CoreEvent> = Api::namespaced(ctx.client.clone(), &ns);
+    record_event(&ctx.client, &ctx.metrics, wf, kind, reason, message).await;
+}
+
+/// Records a core/v1 Event about any object (a Workflow, a plugin
+/// ConfigMap). Events are best effort: a failure is logged, never returned.
+pub async fn record_event<K: Resource<DynamicType = ()>>(
+    client: &Client,
+    metrics: &Metrics,
+    obj: &K,
+    kind: &str,
+    reason: &str,
+    message: &str,
+) {
+    let ns = obj.meta().namespace.clone().unwrap_or_default();
+    let api: Api<CoreEvent> = Api::namespaced(client.clone(), &ns);
     let now =
         k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
+    let name = obj.meta().name.clone().unwrap_or_default();
     let ev = CoreEvent {
         metadata: kube::api::ObjectMeta {
-            generate_name: Some(format!("{}.", wf.name_any())),
-            namespace: Some(ns.clone()),
-            ..Default::default()
-        },
-        involved_object: ObjectReference {
-            api_version: Some(Workflow::api_version(&()).into_owned()),
-            kind: Some("Workflow".into()),
-            name: Some(wf.name_any()),
+            generate_name: Some(format!("{name}.")),
             namespace: Some(ns),
-            uid: wf.uid(),
-            resource_version: wf.resource_version(),
             ..Default::default()
         },
+        involved_object: obj.object_ref(&()),
         reason: Some(reason.into()),
         message: Some(message.chars().take(1024).collect()),
         type_: Some(kind.into()),
@@ -477,7 +483,7 @@ async fn publish(ctx: &Context, wf: &Workflow, kind: &str, reason: &str, message
         ..Default::default()
     };
     match api.create(&PostParams::default(), &ev).await {
-        Ok(_) => ctx.metrics.api_write("event"),
+        Ok(_) => metrics.api_write("event"),
         Err(e) => tracing::debug!("cannot record event: {e}"),
     }
 }

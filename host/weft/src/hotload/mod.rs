@@ -35,10 +35,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::{FutureExt, StreamExt, stream::BoxStream};
-use k8s_openapi::api::core::v1::{ConfigMap, Event as CoreEvent, ObjectReference};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{
     Api, Client, ResourceExt,
-    api::{ListParams, Patch, PatchParams, PostParams},
+    api::{ListParams, Patch, PatchParams},
     runtime::watcher,
 };
 use serde::{Deserialize, Serialize};
@@ -49,7 +49,7 @@ use weft_plugin::{
 };
 
 use crate::api::Workflow;
-use crate::controller::{MANAGER, metrics::Metrics};
+use crate::controller::metrics::Metrics;
 use package::{ANNOTATION_ERROR, ANNOTATION_STATUS, Body, Head, LABEL_PLUGIN, Problem};
 
 /// Most watch events coalesced into one batch.
@@ -711,43 +711,8 @@ impl HotLoader {
     }
 
     async fn publish_event(&self, cm: &ConfigMap, kind: &str, reason: &str, message: &str) {
-        let ns = cm.namespace().unwrap_or_default();
-        let api: Api<CoreEvent> = Api::namespaced(self.client.clone(), &ns);
-        let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-            k8s_openapi::jiff::Timestamp::now(),
-        );
-        let ev = CoreEvent {
-            metadata: kube::api::ObjectMeta {
-                generate_name: Some(format!("{}.", cm.name_any())),
-                namespace: Some(ns.clone()),
-                ..Default::default()
-            },
-            involved_object: ObjectReference {
-                api_version: Some("v1".into()),
-                kind: Some("ConfigMap".into()),
-                name: Some(cm.name_any()),
-                namespace: Some(ns),
-                uid: cm.uid(),
-                resource_version: cm.resource_version(),
-                ..Default::default()
-            },
-            reason: Some(reason.into()),
-            message: Some(message.chars().take(1024).collect()),
-            type_: Some(kind.into()),
-            first_timestamp: Some(now.clone()),
-            last_timestamp: Some(now),
-            count: Some(1),
-            source: Some(k8s_openapi::api::core::v1::EventSource {
-                component: Some(MANAGER.into()),
-                host: None,
-            }),
-            reporting_component: Some(MANAGER.into()),
-            ..Default::default()
-        };
-        match api.create(&PostParams::default(), &ev).await {
-            Ok(_) => self.metrics.api_write("event"),
-            Err(e) => tracing::debug!("cannot record event: {e}"),
-        }
+        crate::controller::record_event(&self.client, &self.metrics, cm, kind, reason, message)
+            .await;
     }
 }
 
