@@ -169,11 +169,16 @@ impl Executor for PluginExecutor {
             Err(obs) => return *obs,
         };
         let ctx = self.context(req);
-        let desired = match self.build(&plugin, &ctx) {
-            Ok(v) => v,
-            Err(obs) => return *obs,
+        // After the first round the child's identity is in the node status:
+        // observe it without asking the plugin to build it again, and build
+        // only when it must be (re)created.
+        let (r, mut desired) = match req.resource {
+            Some(r) => (r.clone(), None),
+            None => match self.build(&plugin, &ctx) {
+                Ok(v) => (resource_ref(&v), Some(v)),
+                Err(obs) => return *obs,
+            },
         };
-        let r = resource_ref(&desired);
         let observed = self
             .children
             .get(&r.api_version, &r.kind, &self.namespace, &r.name);
@@ -199,6 +204,13 @@ impl Executor for PluginExecutor {
             }
             // Missing from the cache: create it (or, right after creating
             // it, apply the same object again: a no-op).
+            let desired = match desired.take() {
+                Some(d) => d,
+                None => match self.build(&plugin, &ctx) {
+                    Ok(v) => v,
+                    Err(obs) => return *obs,
+                },
+            };
             self.applies.push(desired);
             let mut obs = TaskObservation::in_progress("submitted");
             obs.resource = Some(r);
