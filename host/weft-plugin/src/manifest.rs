@@ -117,6 +117,15 @@ pub struct MiddlewareSettings {
     /// What happens when the plugin faults.
     #[serde(default)]
     pub fail_strategy: FailStrategy,
+    /// Whether the host calls the plugin a second time once the call is
+    /// answered, so an audit log can record the outcome. The WIT hook sees
+    /// only requests; the host marks this second call with the metadata
+    /// `x-weft-phase: outcome`, `x-weft-outcome` (the gRPC code name, e.g.
+    /// `OK`, `PERMISSION_DENIED`) and `x-weft-outcome-message`, and ignores
+    /// its verdict. It happens off the answer's path, so it adds no latency;
+    /// plugins whose request phase rejected a call still get its outcome.
+    #[serde(default)]
+    pub observe_outcome: bool,
 }
 
 /// Per-call limits, as written in the manifest.

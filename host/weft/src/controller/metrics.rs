@@ -33,6 +33,8 @@ pub struct Metrics {
     plugin_load_latency: Histogram,
     plugin_rollbacks: Family<Labels, Counter>,
     plugin_unloads: Family<Labels, Counter>,
+    grpc_requests: Family<Labels, Counter>,
+    grpc_latency: Family<Labels, Histogram, fn() -> Histogram>,
 }
 
 impl Default for Metrics {
@@ -51,7 +53,19 @@ impl Default for Metrics {
             plugin_load_latency: latency_buckets(),
             plugin_rollbacks: Family::default(),
             plugin_unloads: Family::default(),
+            grpc_requests: Family::default(),
+            grpc_latency: Family::new_with_constructor(latency_buckets),
         };
+        registry.register(
+            "grpc_requests",
+            "Admin API calls answered, by method and gRPC code",
+            m.grpc_requests.clone(),
+        );
+        registry.register(
+            "grpc_request_duration_seconds",
+            "Admin API call latency (middleware included), by method",
+            m.grpc_latency.clone(),
+        );
         registry.register(
             "plugin_loads",
             "Plugin versions hot-loaded from ConfigMaps, by plugin, result (loaded, rejected) and reason",
@@ -136,6 +150,19 @@ impl Metrics {
                 ("to".into(), to.into()),
             ])
             .inc();
+    }
+
+    /// An admin API call was answered with `code` (e.g. `OK`) after `took`.
+    pub fn grpc_request(&self, method: &str, code: &str, took: Duration) {
+        self.grpc_requests
+            .get_or_create(&vec![
+                ("method".into(), method.into()),
+                ("code".into(), code.into()),
+            ])
+            .inc();
+        self.grpc_latency
+            .get_or_create(&vec![("method".into(), method.into())])
+            .observe(took.as_secs_f64());
     }
 
     /// A plugin call completed.

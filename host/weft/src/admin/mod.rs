@@ -1,0 +1,207 @@
+//! The admin API: flyteadmin's execution calls over gRPC (tonic), with
+//! request policy in WebAssembly middleware.
+//!
+//! Served by `weft controller`, `weft dev` and `weft run --serve`, with the
+//! standard `grpc.health.v1` and server reflection services beside it.
+//! Every AdminService call passes the [`chain`]: built-in recovery, request
+//! ids and metrics, then the Wasm plugins of the `unary-middleware` slot;
+//! the service then checks the namespace [`Authorization`].
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use http::HeaderValue;
+use kube::Client;
+use serde::Deserialize;
+use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
+use weft_plugin::Registry;
+
+use crate::controller::metrics::Metrics;
+
+pub mod chain;
+pub mod service;
+
+pub use chain::{Caller, Chain, Selection};
+pub use service::{AdminService, Authorization};
+
+/// The generated protobuf messages, client and server of `weft.admin.v1`.
+#[allow(missing_docs, clippy::all)]
+pub mod pb {
+    tonic::include_proto!("weft.admin.v1");
+
+    /// The encoded descriptors of `admin.proto`, for server reflection.
+    pub const FILE_DESCRIPTOR_SET: &[u8] =
+        include_bytes!(concat!(env!("OUT_DIR"), "/admin_descriptor.bin"));
+}
+
+/// The largest request the admin API takes unless configured: 4 MiB, gRPC's default.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 4 << 20;
+
+/// How the admin API is served (the `--admin-config` file, YAML).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AdminConfig {
+    /// Where to listen. Loopback unless said otherwise: the dev commands
+    /// must not open the API to the network by accident.
+    #[serde(default = "default_listen")]
+    pub listen: SocketAddr,
+    /// TLS; plaintext when absent.
+    #[serde(default)]
+    pub tls: Option<TlsConfig>,
+    /// The Wasm middleware to run, in order, by plugin name. Absent: every
+    /// plugin of the `unary-middleware` slot, in the registry's order.
+    #[serde(default)]
+    pub middleware: Option<Vec<String>>,
+    /// Which namespaces each principal may act on. Absent: no check (every
+    /// caller the middleware lets through may act on every namespace).
+    #[serde(default)]
+    pub authorization: Option<Authorization>,
+    /// Requests larger than this are answered RESOURCE_EXHAUSTED.
+    #[serde(default = "default_max_message_bytes")]
+    pub max_message_bytes: usize,
+}
+
+fn default_listen() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 8081))
+}
+
+fn default_max_message_bytes() -> usize {
+    DEFAULT_MAX_MESSAGE_BYTES
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        AdminConfig {
+            listen: default_listen(),
+            tls: None,
+            middleware: None,
+            authorization: None,
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+        }
+    }
+}
+
+/// Server certificate and key (PEM), and the CA that client certificates
+/// must chain to when clients authenticate with certificates.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TlsConfig {
+    /// The server's certificate chain (PEM).
+    pub cert: PathBuf,
+    /// The server's private key (PEM).
+    pub key: PathBuf,
+    /// Require client certificates signed by this CA (PEM).
+    #[serde(default)]
+    pub client_ca: Option<PathBuf>,
+    /// With `clientCa`: accept clients without a certificate too.
+    #[serde(default)]
+    pub client_auth_optional: bool,
+}
+
+impl AdminConfig {
+    /// Reads a config file; errors name the file and the problem.
+    pub fn load(path: &Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("admin config {}: cannot read", path.display()))?;
+        serde_yaml::from_str(&text)
+            .with_context(|| format!("admin config {}: invalid", path.display()))
+    }
+
+    fn tls(&self) -> anyhow::Result<Option<ServerTlsConfig>> {
+        let Some(tls) = &self.tls else {
+            return Ok(None);
+        };
+        let read = |p: &Path, what: &str| {
+            std::fs::read(p)
+                .with_context(|| format!("admin TLS {what} {}: cannot read", p.display()))
+        };
+        let mut config = ServerTlsConfig::new().identity(Identity::from_pem(
+            read(&tls.cert, "certificate")?,
+            read(&tls.key, "key")?,
+        ));
+        if let Some(ca) = &tls.client_ca {
+            config = config
+                .client_ca_root(Certificate::from_pem(read(ca, "client CA")?))
+                .client_auth_optional(tls.client_auth_optional);
+        }
+        Ok(Some(config))
+    }
+}
+
+/// A running admin server.
+pub struct AdminServer {
+    /// The address it listens on (the real port when the config asked for 0).
+    pub addr: SocketAddr,
+    /// The server task; it ends when the shutdown future resolves.
+    pub task: tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
+}
+
+/// Binds and serves the admin API until `shutdown` resolves.
+pub async fn serve(
+    config: &AdminConfig,
+    client: Client,
+    registry: Arc<Registry>,
+    metrics: Arc<Metrics>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<AdminServer> {
+    let selection = match &config.middleware {
+        Some(names) => Selection::Named(names.clone()),
+        None => Selection::Slot,
+    };
+    let chain = Chain::new(registry.clone(), selection, metrics.clone());
+    let service = AdminService::new(
+        client,
+        registry,
+        chain,
+        config.authorization.clone(),
+        metrics,
+    );
+    let admin = pb::admin_service_server::AdminServiceServer::new(service)
+        .max_decoding_message_size(config.max_message_bytes);
+    let (health_reporter, health) = tonic_health::server::health_reporter();
+    health_reporter
+        .set_serving::<pb::admin_service_server::AdminServiceServer<AdminService>>()
+        .await;
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()
+        .context("admin API: server reflection")?;
+
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("admin API: cannot listen on {}", config.listen))?;
+    let addr = listener.local_addr()?;
+    let mut builder = Server::builder();
+    if let Some(tls) = config.tls()? {
+        builder = builder.tls_config(tls).context("admin API: TLS")?;
+    }
+    let router = builder
+        .layer(tower::util::MapResponseLayer::new(
+            oversized_is_resource_exhausted,
+        ))
+        .add_service(health)
+        .add_service(reflection)
+        .add_service(admin);
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    let task = tokio::spawn(router.serve_with_incoming_shutdown(incoming, shutdown));
+    tracing::info!(%addr, tls = config.tls.is_some(), "serving the admin API");
+    Ok(AdminServer { addr, task })
+}
+
+/// tonic answers a request over the size limit with OUT_OF_RANGE; gRPC's
+/// own servers (and clients' retry logic) use RESOURCE_EXHAUSTED for it.
+fn oversized_is_resource_exhausted<B>(mut resp: http::Response<B>) -> http::Response<B> {
+    let headers = resp.headers_mut();
+    let oversized = headers.get("grpc-status").is_some_and(|s| s == "11")
+        && headers
+            .get("grpc-message")
+            .and_then(|m| m.to_str().ok())
+            .is_some_and(|m| m.contains("length%20too%20large") || m.contains("length too large"));
+    if oversized {
+        headers.insert("grpc-status", HeaderValue::from_static("8"));
+    }
+    resp
+}

@@ -1,0 +1,581 @@
+//! The AdminService handlers: Workflow resources through kube-rs, each call
+//! behind the middleware chain and the namespace authorization.
+
+use std::collections::{BTreeMap, HashSet};
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures::{Stream, StreamExt};
+use kube::{
+    Api, Client, ResourceExt,
+    api::{ListParams, Patch, PatchParams, PostParams},
+    runtime::watcher,
+};
+use serde::Deserialize;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+use weft_dag::{NodePhase, WorkflowSpec};
+
+use super::chain::{Caller, Chain};
+use super::pb;
+use crate::api::{Workflow, WorkflowResourceSpec};
+use crate::controller::{metrics::Metrics, record_event};
+
+/// The annotation naming the principal that created a Workflow through the API.
+pub const CREATED_BY: &str = "weft.dev/created-by";
+
+/// Which namespaces each principal may act on.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Authorization {
+    /// Principal → namespaces; `"*"` is every namespace. A call with no
+    /// principal is checked as `anonymous`.
+    pub principals: BTreeMap<String, Vec<String>>,
+}
+
+impl Authorization {
+    /// Whether `caller` may act on `namespace` (`None`: every namespace, as
+    /// a cluster-wide list asks).
+    fn check(&self, caller: &Caller, namespace: Option<&str>) -> Result<(), Status> {
+        let who = caller.principal.as_deref().unwrap_or("anonymous");
+        let Some(allowed) = self.principals.get(who) else {
+            return Err(match &caller.principal {
+                None => Status::unauthenticated(
+                    "the admin API requires a principal; send credentials an authentication middleware accepts",
+                ),
+                Some(p) => {
+                    Status::permission_denied(format!("principal {p} may not act on any namespace"))
+                }
+            });
+        };
+        let ok = allowed
+            .iter()
+            .any(|a| a == "*" || Some(a.as_str()) == namespace);
+        if ok {
+            return Ok(());
+        }
+        Err(Status::permission_denied(format!(
+            "principal {who} may not act on {} (allowed: {})",
+            namespace.map_or("every namespace".to_string(), |n| format!("namespace {n}")),
+            allowed.join(", ")
+        )))
+    }
+}
+
+/// The admin service.
+pub struct AdminService {
+    client: Client,
+    registry: Arc<weft_plugin::Registry>,
+    chain: Chain,
+    authorization: Option<Authorization>,
+    metrics: Arc<Metrics>,
+}
+
+impl AdminService {
+    /// A service over `client`, validating specs against `registry`'s task types.
+    pub fn new(
+        client: Client,
+        registry: Arc<weft_plugin::Registry>,
+        chain: Chain,
+        authorization: Option<Authorization>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        AdminService {
+            client,
+            registry,
+            chain,
+            authorization,
+            metrics,
+        }
+    }
+
+    fn authorize(&self, caller: &Caller, namespace: Option<&str>) -> Result<(), Status> {
+        match &self.authorization {
+            Some(a) => a.check(caller, namespace),
+            None => Ok(()),
+        }
+    }
+
+    /// Resolves an id, authorizes it and reads the Workflow.
+    async fn fetch(
+        &self,
+        caller: &Caller,
+        id: Option<pb::ExecutionId>,
+    ) -> Result<(Api<Workflow>, Workflow), Status> {
+        let id = id.ok_or_else(|| Status::invalid_argument("id: required"))?;
+        if id.namespace.is_empty() || id.name.is_empty() {
+            return Err(Status::invalid_argument(
+                "id: namespace and name are required",
+            ));
+        }
+        self.authorize(caller, Some(&id.namespace))?;
+        let api: Api<Workflow> = Api::namespaced(self.client.clone(), &id.namespace);
+        let wf = api
+            .get(&id.name)
+            .await
+            .map_err(|e| kube_status(e, &format!("execution {}/{}", id.namespace, id.name)))?;
+        Ok((api, wf))
+    }
+
+    async fn create(
+        &self,
+        caller: Caller,
+        req: pb::CreateExecutionRequest,
+    ) -> Result<pb::Execution, Status> {
+        if req.namespace.is_empty() {
+            return Err(Status::invalid_argument("namespace: required"));
+        }
+        self.authorize(&caller, Some(&req.namespace))?;
+        let name = match (req.name.is_empty(), req.generate_name.is_empty()) {
+            (false, true) => Some(req.name.clone()),
+            (true, false) => None,
+            _ => {
+                return Err(Status::invalid_argument(
+                    "exactly one of name and generate_name is required",
+                ));
+            }
+        };
+        let spec = parse_spec(&req.spec)?;
+        let snapshot = self.registry.snapshot();
+        let known: HashSet<&str> = snapshot.task_types().collect();
+        weft_dag::compile(&spec, &|t| known.contains(t)).map_err(|problems| {
+            Status::invalid_argument(format!(
+                "invalid workflow spec:\n{}",
+                weft_dag::compile::describe(&problems)
+            ))
+        })?;
+        let mut wf = Workflow::new(
+            name.as_deref().unwrap_or_default(),
+            WorkflowResourceSpec { spec },
+        );
+        if name.is_none() {
+            wf.metadata.name = None;
+            wf.metadata.generate_name = Some(req.generate_name.clone());
+        }
+        wf.metadata.labels = Some(req.labels.into_iter().collect());
+        if let Some(p) = &caller.principal {
+            wf.annotations_mut().insert(CREATED_BY.into(), p.clone());
+        }
+        let api: Api<Workflow> = Api::namespaced(self.client.clone(), &req.namespace);
+        let created = api.create(&PostParams::default(), &wf).await.map_err(|e| {
+            let what = name.unwrap_or_else(|| format!("{}*", req.generate_name));
+            kube_status(e, &format!("execution {}/{what}", req.namespace))
+        })?;
+        self.metrics.api_write("workflow");
+        tracing::info!(
+            namespace = req.namespace,
+            name = created.name_any(),
+            principal = caller.principal,
+            request_id = caller.request_id,
+            "execution created"
+        );
+        Ok(execution(&created))
+    }
+
+    async fn list(
+        &self,
+        caller: Caller,
+        req: pb::ListExecutionsRequest,
+    ) -> Result<pb::ListExecutionsResponse, Status> {
+        let ns = (!req.namespace.is_empty()).then_some(req.namespace.as_str());
+        self.authorize(&caller, ns)?;
+        let api: Api<Workflow> = match ns {
+            Some(ns) => Api::namespaced(self.client.clone(), ns),
+            None => Api::all(self.client.clone()),
+        };
+        let mut lp = ListParams::default().limit(match req.limit {
+            0 => 100,
+            n => n.min(500),
+        });
+        if !req.label_selector.is_empty() {
+            lp = lp.labels(&req.label_selector);
+        }
+        if !req.page_token.is_empty() {
+            lp = lp.continue_token(&req.page_token);
+        }
+        let list = api
+            .list(&lp)
+            .await
+            .map_err(|e| kube_status(e, "executions"))?;
+        Ok(pb::ListExecutionsResponse {
+            executions: list.items.iter().map(execution).collect(),
+            next_page_token: list.metadata.continue_.unwrap_or_default(),
+        })
+    }
+
+    async fn abort(
+        &self,
+        caller: Caller,
+        req: pb::AbortExecutionRequest,
+    ) -> Result<pb::Execution, Status> {
+        let (api, wf) = self.fetch(&caller, req.id).await?;
+        let phase = wf.status.as_ref().map(|s| s.phase);
+        if let Some(p) = phase.filter(|p| p.is_terminal()) {
+            return Err(Status::failed_precondition(format!(
+                "execution {}/{} already ended ({p:?})",
+                wf.namespace().unwrap_or_default(),
+                wf.name_any()
+            )));
+        }
+        let patch = serde_json::json!({"spec": {"abort": true}});
+        let wf = api
+            .patch(
+                &wf.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+            .map_err(|e| kube_status(e, &format!("execution {}", wf.name_any())))?;
+        self.metrics.api_write("workflow");
+        let reason = if req.reason.is_empty() {
+            "no reason given".to_string()
+        } else {
+            req.reason
+        };
+        let by = caller.principal.as_deref().unwrap_or("anonymous");
+        record_event(
+            &self.client,
+            &self.metrics,
+            &wf,
+            "Normal",
+            "AbortRequested",
+            &format!("abort requested by {by} through the admin API: {reason}"),
+        )
+        .await;
+        Ok(execution(&wf))
+    }
+
+    async fn approve(
+        &self,
+        caller: Caller,
+        req: pb::ApproveGateRequest,
+    ) -> Result<pb::Execution, Status> {
+        let (api, wf) = self.fetch(&caller, req.id).await?;
+        let full = format!("{}/{}", wf.namespace().unwrap_or_default(), wf.name_any());
+        let node = wf
+            .spec
+            .spec
+            .nodes
+            .iter()
+            .find(|n| n.id == req.node_id)
+            .ok_or_else(|| {
+                Status::not_found(format!("execution {full} has no node {:?}", req.node_id))
+            })?;
+        if node
+            .gate
+            .as_ref()
+            .and_then(|g| g.approval.as_ref())
+            .is_none()
+        {
+            return Err(Status::failed_precondition(format!(
+                "node {} of execution {full} is not an approval gate",
+                req.node_id
+            )));
+        }
+        let done = wf
+            .status
+            .as_ref()
+            .and_then(|s| s.nodes.get(&req.node_id))
+            .is_some_and(|n| n.phase.is_terminal());
+        if done {
+            return Err(Status::failed_precondition(format!(
+                "gate {} of execution {full} has already ended",
+                req.node_id
+            )));
+        }
+        let annotation = weft_dag::spec::approval_annotation(&req.node_id);
+        let patch = serde_json::json!({"metadata": {"annotations": {annotation: "true"}}});
+        let wf = api
+            .patch(
+                &wf.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+            .map_err(|e| kube_status(e, &format!("execution {full}")))?;
+        self.metrics.api_write("workflow");
+        let by = caller.principal.as_deref().unwrap_or("anonymous");
+        record_event(
+            &self.client,
+            &self.metrics,
+            &wf,
+            "Normal",
+            "GateApproved",
+            &format!(
+                "gate {} approved by {by} through the admin API",
+                req.node_id
+            ),
+        )
+        .await;
+        Ok(execution(&wf))
+    }
+
+    async fn watch(
+        &self,
+        caller: Caller,
+        req: pb::WatchExecutionRequest,
+    ) -> Result<WatchStream, Status> {
+        let (api, wf) = self.fetch(&caller, req.id).await?;
+        let name = wf.name_any();
+        let (tx, rx) = tokio::sync::mpsc::channel(16);
+        tokio::spawn(async move {
+            let mut last: Option<String> = None;
+            let events = watcher::watch_object(api, &name);
+            futures::pin_mut!(events);
+            loop {
+                let event = tokio::select! {
+                    _ = tx.closed() => return,
+                    e = events.next() => e,
+                };
+                let item = match event {
+                    Some(Ok(Some(wf))) => {
+                        let ex = execution(&wf);
+                        let key = fingerprint(&ex);
+                        if last.as_ref() == Some(&key) {
+                            continue;
+                        }
+                        last = Some(key);
+                        Ok(ex)
+                    }
+                    Some(Ok(None)) => {
+                        Err(Status::not_found(format!("execution {name} was deleted")))
+                    }
+                    Some(Err(e)) => {
+                        tracing::debug!("watching execution {name}: {e}");
+                        continue;
+                    }
+                    None => return,
+                };
+                let end = item.as_ref().map_or(true, |ex| terminal_phase(&ex.phase));
+                if tx.send(item).await.is_err() || end {
+                    return;
+                }
+            }
+        });
+        Ok(Box::pin(ReceiverStream::new(rx)))
+    }
+}
+
+/// The stream WatchExecution answers with.
+pub type WatchStream = Pin<Box<dyn Stream<Item = Result<pb::Execution, Status>> + Send>>;
+
+/// The full method path middleware see, e.g. `/weft.admin.v1.AdminService/GetExecution`.
+macro_rules! method {
+    ($name:literal) => {
+        concat!("/weft.admin.v1.AdminService/", $name)
+    };
+}
+
+#[tonic::async_trait]
+impl pb::admin_service_server::AdminService for AdminService {
+    async fn create_execution(
+        &self,
+        request: Request<pb::CreateExecutionRequest>,
+    ) -> Result<Response<pb::Execution>, Status> {
+        self.chain
+            .call(method!("CreateExecution"), request, |c, r| {
+                self.create(c, r)
+            })
+            .await
+    }
+
+    async fn get_execution(
+        &self,
+        request: Request<pb::GetExecutionRequest>,
+    ) -> Result<Response<pb::Execution>, Status> {
+        self.chain
+            .call(method!("GetExecution"), request, |c, r| async move {
+                let (_, wf) = self.fetch(&c, r.id).await?;
+                Ok(execution(&wf))
+            })
+            .await
+    }
+
+    async fn list_executions(
+        &self,
+        request: Request<pb::ListExecutionsRequest>,
+    ) -> Result<Response<pb::ListExecutionsResponse>, Status> {
+        self.chain
+            .call(method!("ListExecutions"), request, |c, r| self.list(c, r))
+            .await
+    }
+
+    async fn abort_execution(
+        &self,
+        request: Request<pb::AbortExecutionRequest>,
+    ) -> Result<Response<pb::Execution>, Status> {
+        self.chain
+            .call(method!("AbortExecution"), request, |c, r| self.abort(c, r))
+            .await
+    }
+
+    type WatchExecutionStream = WatchStream;
+
+    async fn watch_execution(
+        &self,
+        request: Request<pb::WatchExecutionRequest>,
+    ) -> Result<Response<WatchStream>, Status> {
+        self.chain
+            .call(method!("WatchExecution"), request, |c, r| self.watch(c, r))
+            .await
+    }
+
+    async fn approve_gate(
+        &self,
+        request: Request<pb::ApproveGateRequest>,
+    ) -> Result<Response<pb::Execution>, Status> {
+        self.chain
+            .call(method!("ApproveGate"), request, |c, r| self.approve(c, r))
+            .await
+    }
+}
+
+/// A spec from JSON or YAML text (YAML is a superset of JSON).
+fn parse_spec(text: &str) -> Result<WorkflowSpec, Status> {
+    if text.trim().is_empty() {
+        return Err(Status::invalid_argument(
+            "spec: required (a Workflow spec as JSON or YAML)",
+        ));
+    }
+    serde_yaml::from_str(text).map_err(|e| Status::invalid_argument(format!("spec: {e}")))
+}
+
+/// A kube error as the gRPC status a client can act on.
+fn kube_status(e: kube::Error, what: &str) -> Status {
+    match &e {
+        kube::Error::Api(s) => {
+            let msg = format!("{what}: {}", s.message);
+            match s.code {
+                404 => Status::not_found(msg),
+                409 => Status::already_exists(msg),
+                400 | 422 => Status::invalid_argument(msg),
+                403 => Status::permission_denied(msg),
+                429 => Status::resource_exhausted(msg),
+                _ => Status::unavailable(msg),
+            }
+        }
+        _ => Status::unavailable(format!("{what}: the cluster did not answer: {e}")),
+    }
+}
+
+fn terminal_phase(phase: &str) -> bool {
+    matches!(phase, "Succeeded" | "Failed" | "Aborted")
+}
+
+/// What a watcher is told about: the workflow's and its nodes' phases.
+fn fingerprint(ex: &pb::Execution) -> String {
+    let mut key = format!("{}|{}", ex.phase, ex.message);
+    for n in &ex.nodes {
+        key.push_str(&format!("|{}={}#{}", n.id, n.phase, n.attempts));
+    }
+    key
+}
+
+fn phase_name<T: serde::Serialize>(p: &T) -> String {
+    serde_json::to_value(p)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// A Workflow as the API shows it.
+pub fn execution(wf: &Workflow) -> pb::Execution {
+    let status = wf.status.as_ref();
+    let nodes = wf
+        .spec
+        .spec
+        .nodes
+        .iter()
+        .map(|n| {
+            let s = status.and_then(|s| s.nodes.get(&n.id));
+            pb::NodeExecution {
+                id: n.id.clone(),
+                phase: phase_name(&s.map_or(NodePhase::Pending, |s| s.phase)),
+                attempts: s.map_or(0, |s| s.attempts),
+                message: s.and_then(|s| s.message.clone()).unwrap_or_default(),
+                outputs: s
+                    .and_then(|s| s.outputs.as_ref())
+                    .map(|o| serde_json::Value::Object(o.clone()).to_string())
+                    .unwrap_or_default(),
+            }
+        })
+        .collect();
+    pb::Execution {
+        id: Some(pb::ExecutionId {
+            namespace: wf.namespace().unwrap_or_default(),
+            name: wf.name_any(),
+        }),
+        uid: wf.uid().unwrap_or_default(),
+        labels: wf.labels().clone().into_iter().collect(),
+        phase: status.map(|s| phase_name(&s.phase)).unwrap_or_default(),
+        message: status.and_then(|s| s.message.clone()).unwrap_or_default(),
+        created_at: wf
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0.to_string())
+            .unwrap_or_default(),
+        started_at: status
+            .and_then(|s| s.started_at.clone())
+            .unwrap_or_default(),
+        finished_at: status
+            .and_then(|s| s.finished_at.clone())
+            .unwrap_or_default(),
+        nodes,
+        abort_requested: wf.spec.spec.abort,
+        resource_version: wf.resource_version().unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caller(p: Option<&str>) -> Caller {
+        Caller {
+            principal: p.map(str::to_string),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn authorization_names_the_principal_and_the_namespace() {
+        let a = Authorization {
+            principals: [
+                ("alice".to_string(), vec!["team-a".to_string()]),
+                ("admin".to_string(), vec!["*".to_string()]),
+            ]
+            .into(),
+        };
+        assert!(a.check(&caller(Some("alice")), Some("team-a")).is_ok());
+        let e = a.check(&caller(Some("alice")), Some("team-b")).unwrap_err();
+        assert_eq!(e.code(), tonic::Code::PermissionDenied);
+        assert!(
+            e.message().contains("alice") && e.message().contains("team-b"),
+            "{}",
+            e.message()
+        );
+        assert!(a.check(&caller(Some("alice")), None).is_err());
+        assert!(a.check(&caller(Some("admin")), None).is_ok());
+        assert_eq!(
+            a.check(&caller(None), Some("team-a")).unwrap_err().code(),
+            tonic::Code::Unauthenticated
+        );
+        assert_eq!(
+            a.check(&caller(Some("mallory")), Some("team-a"))
+                .unwrap_err()
+                .code(),
+            tonic::Code::PermissionDenied
+        );
+    }
+
+    #[test]
+    fn specs_parse_from_json_and_yaml_with_clear_errors() {
+        assert!(parse_spec(r#"{"nodes": [{"id": "a", "task": {"type": "pod"}}]}"#).is_ok());
+        assert!(parse_spec("nodes:\n- id: a\n  task: {type: pod}\n").is_ok());
+        let e = parse_spec("").unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+        let e = parse_spec("nodes: 7").unwrap_err();
+        assert!(e.message().starts_with("spec: "), "{}", e.message());
+    }
+}

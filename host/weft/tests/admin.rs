@@ -1,0 +1,745 @@
+//! The admin API end to end: a real tonic client over a real socket, the
+//! real middleware components built from plugins/, the controller and the
+//! dev cluster.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{Env, root};
+use futures::StreamExt;
+use serde_json::{Value, json};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
+use tonic::{Code, Request};
+use weft::admin::{self, AdminConfig, Authorization, pb};
+use weft_plugin::{Plugin, PluginEngine, manifest::Manifest};
+
+type Client = pb::admin_service_client::AdminServiceClient<Channel>;
+
+const HELLO: &str = r#"{"nodes": [{"id": "greet", "task": {"type": "pod", "config": {"image": "busybox", "command": ["sh", "-c", "echo hi; printf '{\"n\": 1}' > /dev/termination-log"]}}}]}"#;
+
+struct Admin {
+    client: Client,
+    addr: std::net::SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Admin {
+    async fn start(env: &Env, config: AdminConfig) -> Admin {
+        let (stop, rx) = tokio::sync::oneshot::channel::<()>();
+        let server = admin::serve(
+            &config,
+            env.client.clone(),
+            env.registry.clone(),
+            env.ctx.metrics.clone(),
+            async {
+                let _ = rx.await;
+            },
+        )
+        .await
+        .expect("admin server");
+        let client = Client::connect(format!("http://{}", server.addr))
+            .await
+            .expect("connect");
+        Admin {
+            client,
+            addr: server.addr,
+            stop: Some(stop),
+        }
+    }
+}
+
+impl Drop for Admin {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+    }
+}
+
+fn loopback() -> AdminConfig {
+    AdminConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        middleware: Some(vec![]),
+        ..Default::default()
+    }
+}
+
+fn id(ns: &str, name: &str) -> Option<pb::ExecutionId> {
+    Some(pb::ExecutionId {
+        namespace: ns.into(),
+        name: name.into(),
+    })
+}
+
+fn create(ns: &str, name: &str, spec: &str) -> pb::CreateExecutionRequest {
+    pb::CreateExecutionRequest {
+        namespace: ns.into(),
+        name: name.into(),
+        spec: spec.into(),
+        ..Default::default()
+    }
+}
+
+fn with_token<T>(msg: T, token: &str) -> Request<T> {
+    let mut r = Request::new(msg);
+    r.metadata_mut()
+        .insert("authorization", format!("Bearer {token}").parse().unwrap());
+    r
+}
+
+/// Replaces a middleware's configuration in the registry, as an operator's
+/// manifest would.
+fn configure(env: &Env, name: &str, config: Value) {
+    let snapshot = env.registry.snapshot();
+    let Some(Plugin::Middleware(m)) = snapshot.plugins().get(name) else {
+        panic!("{name} is not loaded: build the plugins first (make guests)");
+    };
+    let mut m = (**m).clone();
+    m.set_config_overrides(config.as_object().unwrap());
+    env.registry.upsert(Plugin::Middleware(Arc::new(m)));
+}
+
+/// Loads the test middleware (plugins/testing/mw-test) with its manifest
+/// edited by `edit`, under its own name.
+fn load_mw_test(env: &Env, engine: &PluginEngine, edit: impl Fn(String) -> String) {
+    let dir = root().join("target/test-guests");
+    let bytes =
+        std::fs::read(dir.join("mw-test.wasm")).expect("build the test guests: make guests");
+    let text = edit(std::fs::read_to_string(dir.join("mw-test.yaml")).unwrap());
+    let manifest = Manifest::parse(&text, "mw-test.yaml").unwrap();
+    let (plugin, _) = Plugin::load(engine, &bytes, manifest, "mw-test.wasm").unwrap();
+    env.registry.upsert(plugin);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_then_watch_to_completion_and_list_and_get() {
+    let env = Env::start().await;
+    let mut admin = Admin::start(&env, loopback()).await;
+
+    // It naps, so the stream has a running phase to show.
+    let napping = HELLO.replace("echo hi;", "sleep 1; echo hi;");
+    let mut req = create("default", "", &napping);
+    req.generate_name = "hello-".into();
+    req.labels.insert("team".into(), "ml".into());
+    let created = admin.client.create_execution(req).await.unwrap();
+    assert!(created.metadata().get("x-request-id").is_some());
+    let created = created.into_inner();
+    let name = created.id.clone().unwrap().name;
+    assert!(name.starts_with("hello-"), "{name}");
+    assert_eq!(created.nodes[0].id, "greet");
+
+    let mut stream = admin
+        .client
+        .watch_execution(pb::WatchExecutionRequest {
+            id: id("default", &name),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut phases = Vec::new();
+    let last = tokio::time::timeout(Duration::from_secs(60), async {
+        let mut last = None;
+        while let Some(item) = stream.next().await {
+            let ex = item.expect("stream item");
+            phases.push(format!("{}/{}", ex.phase, ex.nodes[0].phase));
+            last = Some(ex);
+        }
+        last
+    })
+    .await
+    .expect("the stream ends when the execution ends")
+    .expect("at least one update");
+    assert_eq!(last.phase, "Succeeded", "{phases:?}");
+    assert_eq!(last.nodes[0].outputs, r#"{"n":1}"#);
+    assert!(
+        phases.iter().any(|p| p.starts_with("Running")),
+        "the stream showed it running: {phases:?}"
+    );
+    let unique: std::collections::BTreeSet<_> = phases.iter().collect();
+    assert_eq!(
+        unique.len(),
+        phases.len(),
+        "no repeated updates: {phases:?}"
+    );
+
+    let got = admin
+        .client
+        .get_execution(pb::GetExecutionRequest {
+            id: id("default", &name),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(got.phase, "Succeeded");
+    assert!(!got.finished_at.is_empty());
+
+    // Two more; a label selector and pagination.
+    for n in ["page-a", "page-b"] {
+        admin
+            .client
+            .create_execution(create("default", n, HELLO))
+            .await
+            .unwrap();
+    }
+    let ml = admin
+        .client
+        .list_executions(pb::ListExecutionsRequest {
+            namespace: "default".into(),
+            label_selector: "team=ml".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(ml.executions.len(), 1);
+    let mut seen = Vec::new();
+    let mut token = String::new();
+    loop {
+        let page = admin
+            .client
+            .list_executions(pb::ListExecutionsRequest {
+                namespace: "default".into(),
+                limit: 2,
+                page_token: token.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(page.executions.len() <= 2);
+        seen.extend(page.executions.into_iter().map(|e| e.id.unwrap().name));
+        if page.next_page_token.is_empty() {
+            break;
+        }
+        token = page.next_page_token;
+    }
+    seen.sort();
+    assert_eq!(seen.len(), 3, "{seen:?}");
+
+    // The standard health service.
+    let channel = Channel::from_shared(format!("http://{}", admin.addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
+    let status = health
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: "weft.admin.v1.AdminService".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(status.status, 1, "SERVING");
+
+    let text = env.ctx.metrics.render();
+    assert!(
+        text.contains(r#"weft_grpc_requests_total{method="/weft.admin.v1.AdminService/CreateExecution",code="OK"} 3"#),
+        "{text}"
+    );
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_get_clear_errors() {
+    let env = Env::start().await;
+    let mut admin = Admin::start(
+        &env,
+        AdminConfig {
+            max_message_bytes: 2048,
+            ..loopback()
+        },
+    )
+    .await;
+    let c = &mut admin.client;
+
+    let cycle = r#"{"nodes": [
+        {"id": "a", "dependsOn": ["b"], "task": {"type": "pod", "config": {}}},
+        {"id": "b", "dependsOn": ["a"], "task": {"type": "nosuch", "config": {}}}]}"#;
+    let e = c
+        .create_execution(create("default", "cyclic", cycle))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    assert!(e.message().contains("cycle"), "{}", e.message());
+    assert!(e.message().contains("nosuch"), "{}", e.message());
+
+    let e = c
+        .create_execution(create("default", "broken", "nodes: [oops"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().starts_with("spec: "), "{}", e.message());
+
+    let mut both = create("default", "x", HELLO);
+    both.generate_name = "x-".into();
+    let e = c.create_execution(both).await.unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+
+    let e = c
+        .get_execution(pb::GetExecutionRequest {
+            id: id("default", "nope"),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::NotFound);
+    assert!(e.message().contains("default/nope"), "{}", e.message());
+
+    c.create_execution(create("default", "twice", HELLO))
+        .await
+        .unwrap();
+    let e = c
+        .create_execution(create("default", "twice", HELLO))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::AlreadyExists);
+
+    let huge = format!(
+        r#"{{"nodes": [{{"id": "a", "task": {{"type": "pod", "config": {{"pad": "{}"}}}}}}]}}"#,
+        "x".repeat(4096)
+    );
+    let e = c
+        .create_execution(create("default", "huge", &huge))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::ResourceExhausted, "{e:?}");
+    // The server is fine afterwards.
+    c.get_execution(pb::GetExecutionRequest {
+        id: id("default", "twice"),
+    })
+    .await
+    .unwrap();
+    env.stop().await;
+}
+
+/// An HS256 JWT, signed here as an identity provider would.
+fn hs256(secret: &str, claims: Value) -> String {
+    use base64::Engine as _;
+    use hmac::Mac as _;
+    let b64 = |v: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v);
+    let head = b64(br#"{"alg":"HS256","typ":"JWT"}"#);
+    let body = b64(claims.to_string().as_bytes());
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+    mac.update(format!("{head}.{body}").as_bytes());
+    format!("{head}.{body}.{}", b64(&mac.finalize().into_bytes()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_party_middleware_chain_authenticates_authorizes_and_limits() {
+    let env = Env::start().await;
+    let secret = "a-shared-secret-of-at-least-32-bytes!";
+    configure(
+        &env,
+        "auth-token",
+        json!({
+            "tokens": {"alice-token": "alice", "bob-token": "bob"},
+            "jwt": {"hs256Secrets": [secret]},
+        }),
+    );
+    configure(
+        &env,
+        "rate-limit",
+        json!({"rate": 100, "burst": 100, "overrides": {"bob": {"rate": 0.01, "burst": 3}}}),
+    );
+    let config = AdminConfig {
+        middleware: Some(
+            ["request-id", "auth-token", "rate-limit", "audit"]
+                .map(String::from)
+                .to_vec(),
+        ),
+        authorization: Some(Authorization {
+            principals: [
+                ("alice".to_string(), vec!["default".to_string()]),
+                ("bob".to_string(), vec!["*".to_string()]),
+                ("carol".to_string(), vec!["team-c".to_string()]),
+            ]
+            .into(),
+        }),
+        ..loopback()
+    };
+    let mut admin = Admin::start(&env, config).await;
+    let c = &mut admin.client;
+    let get = |ns: &str| pb::GetExecutionRequest {
+        id: id(ns, "nothing-here"),
+    };
+
+    // No token, an unknown one, a forged JWT.
+    let e = c.get_execution(get("default")).await.unwrap_err();
+    assert_eq!(e.code(), Code::Unauthenticated, "{e:?}");
+    assert!(e.message().contains("authorization"), "{}", e.message());
+    let e = c
+        .get_execution(with_token(get("default"), "mallory-token"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::Unauthenticated);
+    let far = 4_000_000_000u64;
+    let forged = hs256(
+        "not-the-secret-but-just-as-long-!!!",
+        json!({"sub": "alice", "exp": far}),
+    );
+    let e = c
+        .get_execution(with_token(get("default"), &forged))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::Unauthenticated);
+
+    // Allowed: the call reaches the service (nothing there: NOT_FOUND).
+    let e = c
+        .get_execution(with_token(get("default"), "alice-token"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::NotFound, "{e:?}");
+    assert!(e.metadata().get("x-request-id").is_some());
+    let created = c
+        .create_execution(with_token(
+            create("default", "by-alice", HELLO),
+            "alice-token",
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(created.phase, "");
+    let wf = env.workflows().get("by-alice").await.unwrap();
+    assert_eq!(
+        wf.metadata.annotations.unwrap()["weft.dev/created-by"],
+        "alice"
+    );
+
+    // A JWT principal, and the namespaces it may act on.
+    let jwt = hs256(secret, json!({"sub": "carol", "exp": far}));
+    let e = c
+        .get_execution(with_token(get("team-c"), &jwt))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::NotFound, "carol may act on team-c: {e:?}");
+    let e = c
+        .get_execution(with_token(get("default"), &jwt))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied);
+    assert!(
+        e.message().contains("carol") && e.message().contains("default"),
+        "{}",
+        e.message()
+    );
+    let expired = hs256(secret, json!({"sub": "carol", "exp": 1_000_000_000u64}));
+    let e = c
+        .get_execution(with_token(get("team-c"), &expired))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::Unauthenticated);
+    assert!(e.message().contains("expired"), "{}", e.message());
+
+    // Over the rate: bob has a bucket of 3.
+    for _ in 0..3 {
+        let e = c
+            .get_execution(with_token(get("default"), "bob-token"))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), Code::NotFound);
+    }
+    let e = c
+        .get_execution(with_token(get("default"), "bob-token"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::ResourceExhausted, "{e:?}");
+    assert!(e.message().contains("bob"), "{}", e.message());
+    // Others are not limited by bob's bucket.
+    let e = c
+        .get_execution(with_token(get("default"), "alice-token"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::NotFound);
+
+    let text = env.ctx.metrics.render();
+    for want in [
+        r#"code="UNAUTHENTICATED""#,
+        r#"code="PERMISSION_DENIED""#,
+        r#"code="RESOURCE_EXHAUSTED""#,
+        r#"plugin="audit",call="on-outcome""#,
+        r#"plugin="auth-token",call="on-request""#,
+    ] {
+        assert!(text.contains(want), "{want} in\n{text}");
+    }
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_faulting_middleware_fails_closed_or_open_as_its_manifest_says() {
+    let env = Env::start().await;
+    let engine = PluginEngine::new(Default::default()).unwrap();
+    load_mw_test(&env, &engine, |m| m);
+    let mut admin = Admin::start(
+        &env,
+        AdminConfig {
+            middleware: Some(vec!["mw-test".into()]),
+            ..loopback()
+        },
+    )
+    .await;
+    let c = &mut admin.client;
+    let get = |test: &str| {
+        let mut r = Request::new(pb::GetExecutionRequest {
+            id: id("default", "nothing-here"),
+        });
+        r.metadata_mut().insert("x-test", test.parse().unwrap());
+        r
+    };
+
+    for (fault, words) in [("trap", "trapped"), ("loop", "deadline")] {
+        let e = c.get_execution(get(fault)).await.unwrap_err();
+        assert_eq!(e.code(), Code::Unavailable, "{fault}: {e:?}");
+        assert!(
+            e.message().contains("mw-test") && e.message().contains(words),
+            "{fault}: {}",
+            e.message()
+        );
+        // The next call works.
+        let e = c.get_execution(get("none")).await.unwrap_err();
+        assert_eq!(e.code(), Code::NotFound, "after {fault}: {e:?}");
+    }
+    let e = c.get_execution(get("reject")).await.unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied);
+
+    load_mw_test(&env, &engine, |m| {
+        m.replace("failStrategy: closed", "failStrategy: open")
+    });
+    for fault in ["trap", "loop"] {
+        let e = c.get_execution(get(fault)).await.unwrap_err();
+        assert_eq!(
+            e.code(),
+            Code::NotFound,
+            "fail-open lets {fault} through: {e:?}"
+        );
+    }
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn swapping_a_middleware_under_load_drops_no_call() {
+    let env = Env::start().await;
+    let engine = PluginEngine::new(Default::default()).unwrap();
+    load_mw_test(&env, &engine, |m| m);
+    let admin = Admin::start(
+        &env,
+        AdminConfig {
+            middleware: Some(vec!["mw-test".into()]),
+            ..loopback()
+        },
+    )
+    .await;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut callers = Vec::new();
+    for _ in 0..4 {
+        let mut c = admin.client.clone();
+        let stop = stop.clone();
+        callers.push(tokio::spawn(async move {
+            let mut calls = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let e = c
+                    .get_execution(pb::GetExecutionRequest {
+                        id: id("default", "nothing-here"),
+                    })
+                    .await
+                    .unwrap_err();
+                assert_eq!(e.code(), Code::NotFound, "call {calls} was dropped: {e:?}");
+                calls += 1;
+            }
+            calls
+        }));
+    }
+    for i in 0..20 {
+        let engine = engine.clone();
+        let v = format!("version: 0.1.{i}");
+        load_mw_test(&env, &engine, move |m| m.replace("version: 0.1.0", &v));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut total = 0;
+    for c in callers {
+        total += c.await.expect("no caller saw a dropped call");
+    }
+    assert!(total > 20, "{total} calls during 20 swaps");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abort_and_approve_through_the_api() {
+    let env = Env::start().await;
+    let mut admin = Admin::start(&env, loopback()).await;
+    let c = &mut admin.client;
+    let gated = r#"{"nodes": [
+        {"id": "wait", "gate": {"approval": {"message": "ship it?"}}},
+        {"id": "after", "dependsOn": ["wait"], "task": {"type": "pod", "config": {"image": "busybox", "command": ["true"]}}}]}"#;
+    c.create_execution(create("default", "gated", gated))
+        .await
+        .unwrap();
+    env.wait_for("gated", 30, |wf| {
+        wf.status.as_ref().is_some_and(|s| {
+            s.nodes
+                .get("wait")
+                .is_some_and(|n| n.phase == weft_dag::NodePhase::Running)
+        })
+    })
+    .await;
+    let e = c
+        .approve_gate(pb::ApproveGateRequest {
+            id: id("default", "gated"),
+            node_id: "after".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+    c.approve_gate(pb::ApproveGateRequest {
+        id: id("default", "gated"),
+        node_id: "wait".into(),
+    })
+    .await
+    .unwrap();
+    let wf = env.finish("gated", 60).await;
+    assert_eq!(wf.status.unwrap().phase, weft_dag::WorkflowPhase::Succeeded);
+
+    let slow = r#"{"nodes": [{"id": "nap", "gate": {"sleep": "1h"}}]}"#;
+    c.create_execution(create("default", "slow", slow))
+        .await
+        .unwrap();
+    let ex = c
+        .abort_execution(pb::AbortExecutionRequest {
+            id: id("default", "slow"),
+            reason: "changed my mind".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(ex.abort_requested);
+    let wf = env.finish("slow", 60).await;
+    assert_eq!(wf.status.unwrap().phase, weft_dag::WorkflowPhase::Aborted);
+    let e = c
+        .abort_execution(pb::AbortExecutionRequest {
+            id: id("default", "slow"),
+            reason: String::new(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::FailedPrecondition);
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_with_client_certificates() {
+    let env = Env::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::from_params(&ca_params, &ca_key);
+    let issue = |name: &str| {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec![name.to_string()])
+            .unwrap()
+            .signed_by(&key, &issuer)
+            .unwrap();
+        (cert.pem(), key.serialize_pem())
+    };
+    let (server_cert, server_key) = issue("localhost");
+    let (client_cert, client_key) = issue("robot");
+    for (f, text) in [
+        ("server.pem", &server_cert),
+        ("server.key", &server_key),
+        ("ca.pem", &ca.pem()),
+    ] {
+        std::fs::write(dir.path().join(f), text).unwrap();
+    }
+    let config: AdminConfig = serde_yaml::from_str(&format!(
+        "listen: 127.0.0.1:0\nmiddleware: []\ntls: {{cert: {0}/server.pem, key: {0}/server.key, clientCa: {0}/ca.pem}}\n",
+        dir.path().display()
+    ))
+    .unwrap();
+    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
+    let server = admin::serve(
+        &config,
+        env.client.clone(),
+        env.registry.clone(),
+        env.ctx.metrics.clone(),
+        async {
+            let _ = rx.await;
+        },
+    )
+    .await
+    .unwrap();
+    let url = format!("https://localhost:{}", server.addr.port());
+    let tls = ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(ca.pem()))
+        .domain_name("localhost");
+
+    let with_cert = Channel::from_shared(url.clone())
+        .unwrap()
+        .tls_config(
+            tls.clone()
+                .identity(Identity::from_pem(&client_cert, &client_key)),
+        )
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let e = Client::new(with_cert)
+        .get_execution(pb::GetExecutionRequest {
+            id: id("default", "nothing-here"),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e.code(),
+        Code::NotFound,
+        "a client with a certificate is served: {e:?}"
+    );
+
+    let without = match Channel::from_shared(url)
+        .unwrap()
+        .tls_config(tls)
+        .unwrap()
+        .connect()
+        .await
+    {
+        Err(_) => None,
+        Ok(ch) => Some(
+            Client::new(ch)
+                .get_execution(pb::GetExecutionRequest {
+                    id: id("default", "nothing-here"),
+                })
+                .await
+                .unwrap_err(),
+        ),
+    };
+    if let Some(e) = without {
+        // The handshake is refused: the connection breaks, never an answer.
+        assert!(
+            matches!(
+                e.code(),
+                Code::Unknown | Code::Cancelled | Code::Unavailable
+            ),
+            "no certificate, no service: {e:?}"
+        );
+        assert!(
+            std::error::Error::source(&e).is_some(),
+            "a transport error: {e:?}"
+        );
+    }
+    let plain = Client::connect(format!("http://{}", server.addr)).await;
+    if let Ok(mut plain) = plain {
+        assert!(
+            plain
+                .get_execution(pb::GetExecutionRequest {
+                    id: id("default", "nothing-here"),
+                })
+                .await
+                .is_err(),
+            "plaintext is refused"
+        );
+    }
+    let _ = stop.send(());
+    env.stop().await;
+}
