@@ -6,7 +6,7 @@ SHELL := /bin/bash
 
 EXAMPLE ?= examples/hello.yaml
 
-.PHONY: run test toolchain guests host lint bench clean-guests
+.PHONY: run test plugin-tests toolchain guests host lint bench clean-guests
 
 ## Install the guest toolchain (rustup wasm32 target if present, else Debian's rustc-web) and wasm-tools.
 toolchain:
@@ -29,6 +29,12 @@ test: guests
 	cargo fmt --all --check
 	cargo clippy --locked --workspace --all-targets -- -D warnings
 	cargo test --locked --workspace
+	$(MAKE) plugin-tests
+
+## The first-party plugins' own logic, natively (the host's tests run the components).
+plugin-tests:
+	cd plugins && cargo fmt --all --check
+	cd plugins && CARGO_TARGET_DIR=target-native cargo test --locked -q $(addprefix -p weft-plugin-,auth-token request-id rate-limit audit)
 
 ## Benchmarks (not part of `make test`): figures go to docs/benchmarks.md.
 bench: guests

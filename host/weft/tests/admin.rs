@@ -743,3 +743,73 @@ async fn tls_with_client_certificates() {
     let _ = stop.send(());
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn weft_dev_serves_the_admin_api_until_sigterm() {
+    use tokio::io::AsyncBufReadExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_weft"))
+        .args(["dev", "--admin-listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path())
+        .current_dir(root())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("weft dev");
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let addr = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if let Some(a) = line.strip_prefix("admin API at ") {
+                return a.to_string();
+            }
+        }
+        panic!("weft dev ended without serving");
+    })
+    .await
+    .expect("weft dev serves within a minute");
+    let mut c = Client::connect(format!("http://{addr}")).await.unwrap();
+    c.create_execution(create("default", "from-grpc", HELLO))
+        .await
+        .unwrap();
+    let mut stream = c
+        .watch_execution(pb::WatchExecutionRequest {
+            id: id("default", "from-grpc"),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut last = None;
+    while let Some(ex) = tokio::time::timeout(Duration::from_secs(60), stream.next())
+        .await
+        .expect("updates keep coming")
+    {
+        last = Some(ex.unwrap());
+    }
+    assert_eq!(last.unwrap().phase, "Succeeded");
+
+    // kubectl, a real client of the same dev cluster, sees the execution.
+    let out = std::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(dir.path().join("kubeconfig"))
+        .args([
+            "get",
+            "workflows",
+            "from-grpc",
+            "-o",
+            "jsonpath={.status.phase}",
+        ])
+        .output()
+        .expect("kubectl");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "Succeeded", "{out:?}");
+
+    let pid = child.id().unwrap().to_string();
+    std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("weft dev stops on SIGTERM")
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+}

@@ -43,6 +43,12 @@ pub struct ControllerArgs {
     /// The circuit breaker's window.
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     pub breaker_window: std::time::Duration,
+    /// The admin API.
+    #[command(flatten)]
+    pub admin: super::dev::AdminArgs,
+    /// Do not serve the admin API.
+    #[arg(long)]
+    pub no_admin: bool,
 }
 
 impl ControllerArgs {
@@ -67,6 +73,9 @@ impl ControllerArgs {
 
 /// Run `weft controller`: kubeconfig or in-cluster config, as kube-rs finds it.
 pub fn controller(args: ControllerArgs) -> anyhow::Result<ExitCode> {
+    let admin_config = (!args.no_admin)
+        .then(|| args.admin.config(false))
+        .transpose()?;
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {
         let client = Client::try_default().await?;
@@ -81,9 +90,22 @@ pub fn controller(args: ControllerArgs) -> anyhow::Result<ExitCode> {
             registry.clone(),
             args.namespace.clone(),
             async {
-                let _ = tokio::signal::ctrl_c().await;
+                super::dev::shutdown_signal().await;
             },
         );
+        let admin = match &admin_config {
+            Some(config) => Some(
+                crate::admin::serve(
+                    config,
+                    client.clone(),
+                    registry.clone(),
+                    ctx.metrics.clone(),
+                    super::dev::shutdown_signal(),
+                )
+                .await?,
+            ),
+            None => None,
+        };
         let loader = (!args.no_hotload).then(|| {
             runtime::spawn_hotload(
                 client,
@@ -101,6 +123,9 @@ pub fn controller(args: ControllerArgs) -> anyhow::Result<ExitCode> {
         task.await?;
         if let Some(l) = loader {
             l.abort();
+        }
+        if let Some(a) = admin {
+            a.task.abort();
         }
         Ok(ExitCode::SUCCESS)
     })

@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 use crate::telemetry::LogFormat;
 
 pub mod controller;
+pub mod dev;
 pub mod plugin;
 pub mod run;
 
@@ -33,6 +34,8 @@ pub enum Command {
     Plugin(plugin::PluginCommand),
     /// Run a workflow end to end on the embedded dev cluster, showing its progress.
     Run(run::RunArgs),
+    /// The dev cluster, controller, hot loading and admin API, until Ctrl-C.
+    Dev(dev::DevArgs),
     /// Run the controller against a cluster (kubeconfig or in-cluster).
     Controller(controller::ControllerArgs),
     /// Show a Workflow, or its DAG as dot or Mermaid with node phases.
@@ -57,6 +60,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Plugin(cmd) => plugin::run(cmd),
         Command::Run(args) => run::run(args),
+        Command::Dev(args) => dev::dev(args),
         Command::Controller(args) => controller::controller(args),
         Command::Get(args) => controller::get(args),
         Command::Crd => {

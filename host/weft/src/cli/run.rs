@@ -46,6 +46,13 @@ pub struct RunArgs {
     /// the namespace (push them with `weft plugin push --server URL`).
     #[arg(long)]
     pub hotload: bool,
+    /// Also serve the admin API (gRPC) during the run, and keep serving
+    /// after it until Ctrl-C.
+    #[arg(long)]
+    pub serve: bool,
+    /// The admin API (with --serve).
+    #[command(flatten)]
+    pub admin: super::dev::AdminArgs,
 }
 
 /// Reads a Workflow manifest, naming it after the file when it has no name.
@@ -67,6 +74,7 @@ pub fn read_workflow(path: &Path) -> anyhow::Result<Workflow> {
 /// Run `weft run`.
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let wf = read_workflow(&args.file)?;
+    let admin_config = args.serve.then(|| args.admin.config(true)).transpose()?;
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {
         let (client, cluster) = match &args.server {
@@ -104,7 +112,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             runtime::spawn_hotload(
                 client.clone(),
                 engine,
-                registry,
+                registry.clone(),
                 ctx.metrics.clone(),
                 config,
                 futures::future::pending(),
@@ -114,7 +122,31 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             l.synced().await;
         }
         let loader = loader.map(|(_, task)| task);
+        let (stop_admin, admin_stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = match &admin_config {
+            Some(config) => {
+                let server = crate::admin::serve(
+                    config,
+                    client.clone(),
+                    registry.clone(),
+                    ctx.metrics.clone(),
+                    async {
+                        let _ = admin_stopped.await;
+                    },
+                )
+                .await?;
+                println!("admin API at {}", server.addr);
+                Some(server)
+            }
+            None => None,
+        };
         let code = submit_and_follow(&client, &args.namespace, wf, args.timeout).await;
+        if let Some(server) = server {
+            println!("admin API at {} until Ctrl-C", server.addr);
+            super::dev::shutdown_signal().await;
+            let _ = stop_admin.send(());
+            let _ = server.task.await;
+        }
         let _ = stop_tx.send(());
         if let Some(l) = loader {
             l.abort();

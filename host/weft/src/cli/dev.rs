@@ -1,0 +1,136 @@
+//! `weft dev`: the embedded dev cluster, the controller, plugin hot loading
+//! and the admin API in one process, until Ctrl-C: what a plugin or client
+//! author develops against. And the admin API flags the serving commands share.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+
+use crate::admin::{self, AdminConfig};
+use crate::runtime;
+
+/// Admin API flags of `weft controller`, `weft dev` and `weft run --serve`.
+#[derive(Debug, Clone, Args)]
+pub struct AdminArgs {
+    /// The admin API's configuration (YAML: listen, tls, middleware,
+    /// authorization, maxMessageBytes).
+    #[arg(long, env = "WEFT_ADMIN_CONFIG", value_name = "FILE")]
+    pub admin_config: Option<PathBuf>,
+    /// Where the admin API listens (overrides the config's `listen`;
+    /// default 127.0.0.1:8081, loopback only).
+    #[arg(long, env = "WEFT_ADMIN_LISTEN", value_name = "ADDR")]
+    pub admin_listen: Option<SocketAddr>,
+}
+
+impl AdminArgs {
+    /// The admin configuration these flags ask for. Without a config file,
+    /// the dev commands run no Wasm middleware (the first-party plugins
+    /// beside the pod plugin would otherwise ask for tokens nobody has
+    /// configured); `weft controller` runs every loaded middleware.
+    pub fn config(&self, dev: bool) -> anyhow::Result<AdminConfig> {
+        let mut config = match &self.admin_config {
+            Some(path) => AdminConfig::load(path)?,
+            None => AdminConfig {
+                middleware: dev.then(Vec::new),
+                ..AdminConfig::default()
+            },
+        };
+        if let Some(addr) = self.admin_listen {
+            config.listen = addr;
+        }
+        Ok(config)
+    }
+}
+
+/// Arguments of `weft dev`.
+#[derive(Debug, Args)]
+pub struct DevArgs {
+    /// Where the dev cluster keeps its data.
+    #[arg(long, default_value = ".weft/dev")]
+    pub data_dir: PathBuf,
+    /// Plugin directory (components with their manifests).
+    #[arg(long, default_value = "target/plugins")]
+    pub plugins: PathBuf,
+    /// The namespace whose plugin ConfigMaps are hot-loaded.
+    #[arg(short, long, default_value = "default")]
+    pub namespace: String,
+    /// The admin API.
+    #[command(flatten)]
+    pub admin: AdminArgs,
+}
+
+/// Run `weft dev`.
+pub fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
+    let config = args.admin.config(true)?;
+    let rt = tokio::runtime::Runtime::new()?;
+    rt.block_on(async move {
+        let cluster = crate::dev::start(&args.data_dir).await?;
+        let client = runtime::client_for(&cluster.base_url())?;
+        let (engine, registry) =
+            runtime::load_plugins(&args.plugins, Some(&args.data_dir.join("cache")))?;
+        runtime::install_crd(&client).await?;
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let (ctx, controller) =
+            runtime::spawn_controller(client.clone(), registry.clone(), None, async {
+                let _ = stop_rx.await;
+            });
+        let hotload = crate::hotload::HotloadConfig {
+            namespaces: vec![args.namespace.clone()],
+            workflow_namespace: None,
+            ..Default::default()
+        };
+        let (_, loader) = runtime::spawn_hotload(
+            client.clone(),
+            engine,
+            registry.clone(),
+            ctx.metrics.clone(),
+            hotload,
+            futures::future::pending(),
+        );
+        let server = admin::serve(
+            &config,
+            client,
+            registry,
+            ctx.metrics.clone(),
+            shutdown_signal(),
+        )
+        .await?;
+        println!("dev cluster at {}", cluster.base_url());
+        println!(
+            "kubectl --kubeconfig {}",
+            args.data_dir.join("kubeconfig").display()
+        );
+        println!("admin API at {}", server.addr);
+        println!("Ctrl-C to stop");
+        server.task.await??;
+        let _ = stop_tx.send(());
+        loader.abort();
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), controller).await;
+        cluster.shutdown().await;
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// Resolves on Ctrl-C or SIGTERM (how a pod is stopped).
+pub async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = async {
+                match term.as_mut() {
+                    Some(t) => { t.recv().await; }
+                    None => futures::future::pending::<()>().await,
+                }
+            } => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
