@@ -234,6 +234,35 @@ async fn create_then_watch_to_completion_and_list_and_get() {
         .into_inner();
     assert_eq!(status.status, 1, "SERVING");
 
+    // Server reflection: what grpcurl asks first.
+    use tonic_reflection::pb::v1 as reflection;
+    let channel = Channel::from_shared(format!("http://{}", admin.addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut refl = reflection::server_reflection_client::ServerReflectionClient::new(channel);
+    let ask = reflection::ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(
+            reflection::server_reflection_request::MessageRequest::ListServices(String::new()),
+        ),
+    };
+    let mut answers = refl
+        .server_reflection_info(futures::stream::iter([ask]))
+        .await
+        .unwrap()
+        .into_inner();
+    let Some(reflection::server_reflection_response::MessageResponse::ListServicesResponse(list)) =
+        answers.next().await.unwrap().unwrap().message_response
+    else {
+        panic!("not a service list");
+    };
+    let names: Vec<_> = list.service.into_iter().map(|s| s.name).collect();
+    for want in ["weft.admin.v1.AdminService", "grpc.health.v1.Health"] {
+        assert!(names.iter().any(|n| n == want), "{want} in {names:?}");
+    }
+
     let text = env.ctx.metrics.render();
     assert!(
         text.contains(r#"weft_grpc_requests_total{method="/weft.admin.v1.AdminService/CreateExecution",code="OK"} 3"#),

@@ -1,0 +1,156 @@
+//! Admin API latency: GetExecution over a real socket with a real tonic
+//! client, with no Wasm middleware and with the four first-party plugins
+//! chained (request-id, auth-token, rate-limit, audit; built by `make
+//! guests`). The call reads a Workflow from the embedded dev cluster over
+//! HTTP, the same in every case, so the difference is the chain.
+//! `cargo bench -p weft --bench admin`; `CALLS` overrides 4,000 calls per case.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use tonic::Request;
+use weft::admin::{AdminConfig, pb};
+use weft_plugin::Plugin;
+
+type Client = pb::admin_service_client::AdminServiceClient<tonic::transport::Channel>;
+
+fn configure(registry: &weft_plugin::Registry, name: &str, config: serde_json::Value) {
+    let snapshot = registry.snapshot();
+    let Some(Plugin::Middleware(m)) = snapshot.plugins().get(name) else {
+        panic!("{name} is not in target/plugins: run `make guests`");
+    };
+    let mut m = (**m).clone();
+    m.set_config_overrides(config.as_object().unwrap());
+    registry.upsert(Plugin::Middleware(Arc::new(m)));
+}
+
+async fn calls(client: &mut Client, token: Option<&str>, n: usize) -> Vec<Duration> {
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let mut req = Request::new(pb::GetExecutionRequest {
+            id: Some(pb::ExecutionId {
+                namespace: "default".into(),
+                name: "bench".into(),
+            }),
+        });
+        if let Some(t) = token {
+            req.metadata_mut()
+                .insert("authorization", format!("Bearer {t}").parse().unwrap());
+        }
+        let t = Instant::now();
+        client.get_execution(req).await.expect("GetExecution");
+        out.push(t.elapsed());
+    }
+    out
+}
+
+fn pct(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 * p) as usize).min(sorted.len() - 1)]
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> anyhow::Result<()> {
+    let n: usize = std::env::var("CALLS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(4000);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = tempfile::tempdir()?;
+    let cluster = weft::dev::start(dir.path()).await?;
+    let client = weft::runtime::client_for(&cluster.base_url())?;
+    weft::runtime::install_crd(&client).await?;
+    let (_engine, registry) = weft::runtime::load_plugins(
+        &root.join("target/plugins"),
+        Some(&root.join("target/weft-test-cache")),
+    )?;
+    configure(
+        &registry,
+        "auth-token",
+        json!({"tokens": {"bench-token": "bench"}}),
+    );
+    configure(&registry, "rate-limit", json!({"rate": 1e9, "burst": 1e9}));
+    let metrics = Arc::new(weft::controller::metrics::Metrics::default());
+    let spec: weft_dag::WorkflowSpec = serde_json::from_value(
+        json!({"nodes": [{"id": "a", "task": {"type": "pod", "config": {"image": "x"}}}]}),
+    )?;
+    kube::Api::<weft::api::Workflow>::namespaced(client.clone(), "default")
+        .create(
+            &Default::default(),
+            &weft::api::Workflow::new("bench", weft::api::WorkflowResourceSpec { spec }),
+        )
+        .await?;
+
+    let mut servers = Vec::new();
+    for chain in [
+        vec![],
+        vec!["request-id", "auth-token", "rate-limit", "audit"],
+    ] {
+        let config = AdminConfig {
+            listen: "127.0.0.1:0".parse()?,
+            middleware: Some(chain.iter().map(|s| s.to_string()).collect()),
+            ..Default::default()
+        };
+        let server = weft::admin::serve(
+            &config,
+            client.clone(),
+            registry.clone(),
+            metrics.clone(),
+            std::future::pending(),
+        )
+        .await?;
+        servers.push(Client::connect(format!("http://{}", server.addr)).await?);
+    }
+    let (mut none, mut four) = (servers.remove(0), servers.remove(0));
+    // Warm up connections, the engine's instance pool and the API path.
+    calls(&mut none, None, 200).await;
+    calls(&mut four, Some("bench-token"), 200).await;
+
+    // Interleaved batches, so drift on a shared machine hits both alike.
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for _ in 0..10 {
+        a.extend(calls(&mut none, None, n / 10).await);
+        b.extend(calls(&mut four, Some("bench-token"), n / 10).await);
+    }
+    a.sort();
+    b.sort();
+    println!("GetExecution, {n} calls per case, sequential, one client");
+    println!("| chain | p50 | p90 | p99 |");
+    println!("|---|---|---|---|");
+    for (name, d) in [("no Wasm middleware", &a), ("four first-party plugins", &b)] {
+        println!(
+            "| {name} | {:.0} µs | {:.0} µs | {:.0} µs |",
+            pct(d, 0.5).as_secs_f64() * 1e6,
+            pct(d, 0.9).as_secs_f64() * 1e6,
+            pct(d, 0.99).as_secs_f64() * 1e6
+        );
+    }
+    println!(
+        "added: p50 {:.0} µs, p99 {:.0} µs",
+        (pct(&b, 0.5).as_secs_f64() - pct(&a, 0.5).as_secs_f64()) * 1e6,
+        (pct(&b, 0.99).as_secs_f64() - pct(&a, 0.99).as_secs_f64()) * 1e6
+    );
+    // Where the time goes: each plugin's mean call time, from the metrics.
+    let text = metrics.render();
+    for plugin in ["request-id", "auth-token", "rate-limit", "audit"] {
+        for call in ["on-request", "on-outcome"] {
+            let series = format!(r#"{{plugin="{plugin}",call="{call}"}}"#);
+            let get = |what: &str| {
+                text.lines()
+                    .find(|l| {
+                        l.starts_with(&format!("weft_plugin_call_duration_seconds_{what}{series}"))
+                    })
+                    .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            };
+            if let (Some(sum), Some(count)) = (get("sum"), get("count")) {
+                println!(
+                    "{plugin} {call}: mean {:.1} µs over {count} calls",
+                    sum / count * 1e6
+                );
+            }
+        }
+    }
+    cluster.shutdown().await;
+    Ok(())
+}
