@@ -30,6 +30,7 @@
 #[doc(hidden)]
 pub mod bindings;
 pub mod breaker;
+pub mod conformance;
 pub mod engine;
 mod host;
 pub mod manifest;

@@ -148,3 +148,55 @@ fn bad_input_is_named_and_fails() {
     assert!(!out.status.success());
     assert!(stderr(&out).contains("no manifest"), "{}", stderr(&out));
 }
+
+#[test]
+fn conformance_passes_the_pod_plugin_and_names_what_others_break() {
+    let task = root().join("examples/tasks/hello-pod.json");
+    let task = task.to_str().unwrap();
+    let out = weft(&[
+        "plugin",
+        "test",
+        pod().to_str().unwrap(),
+        "--task",
+        task,
+        "--conformance",
+    ]);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    assert_eq!(stdout(&out).matches("PASS").count(), 6, "{}", stdout(&out));
+
+    let guest = |name: &str| root().join(format!("target/test-guests/{name}.wasm"));
+    let out = weft(&[
+        "plugin",
+        "test",
+        guest("undeclared-kind").to_str().unwrap(),
+        "--task",
+        task,
+        "--conformance",
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("JSON");
+    let failed: Vec<&str> = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["passed"] == false)
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(failed, ["declared kinds cover what it builds"], "{report}");
+
+    let out = weft(&[
+        "plugin",
+        "test",
+        guest("loop-forever").to_str().unwrap(),
+        "--task",
+        task,
+        "--conformance",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stdout(&out).contains("FAIL  calls stay within the deadline and memory"),
+        "{}",
+        stdout(&out)
+    );
+}

@@ -84,8 +84,18 @@ pub struct TestArgs {
     /// The component (`.wasm`).
     pub file: PathBuf,
     /// The task, a JSON or YAML file: {workflow, namespace, nodeId, attempt, taskType, config, inputs}.
-    #[arg(long)]
-    pub task: PathBuf,
+    /// With --conformance, repeat it to check several tasks.
+    #[arg(long, required = true)]
+    pub task: Vec<PathBuf>,
+    /// Run the conformance checks every plugin must pass (deterministic
+    /// build, a phase for unknown and partial objects, declared abort
+    /// behaviour and kinds, JSON-object outputs, within deadline and
+    /// memory) instead of one call. Exit status 1 when one fails.
+    #[arg(long, conflicts_with = "observed")]
+    pub conformance: bool,
+    /// With --conformance: print the report as JSON.
+    #[arg(long, requires = "conformance")]
+    pub json: bool,
     /// The resource as last observed (JSON or YAML): runs get-task-phase instead of build-resource.
     #[arg(long)]
     pub observed: Option<PathBuf>,
@@ -357,16 +367,44 @@ fn read_structured(path: &Path, what: &str) -> anyhow::Result<Value> {
         .with_context(|| format!("{what} {}: not JSON or YAML", path.display()))
 }
 
+fn read_task(path: &Path) -> anyhow::Result<TaskFile> {
+    let task: TaskFile = serde_json::from_value(read_structured(path, "task")?)
+        .with_context(|| format!("task {}: invalid", path.display()))?;
+    if !task.config.is_object() || !task.inputs.is_object() {
+        bail!("task {}: config and inputs must be objects", path.display());
+    }
+    Ok(task)
+}
+
+impl TaskFile {
+    fn context(self, plugin: &weft_plugin::TaskPlugin) -> TaskContext {
+        let task_type = self
+            .task_type
+            .clone()
+            .or_else(|| plugin.manifest().task_types.first().cloned())
+            .unwrap_or_default();
+        TaskContext::for_attempt(
+            &self.workflow,
+            &self.workflow_uid,
+            &self.namespace,
+            &self.node_id,
+            self.attempt,
+            &task_type,
+            self.config,
+            self.inputs,
+        )
+    }
+}
+
 fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
     let manifest = manifest_for(&args.file, args.manifest.as_deref())?;
-    let task_value = read_structured(&args.task, "task")?;
-    let task: TaskFile = serde_json::from_value(task_value)
-        .with_context(|| format!("task {}: invalid", args.task.display()))?;
-    if !task.config.is_object() || !task.inputs.is_object() {
-        bail!(
-            "task {}: config and inputs must be objects",
-            args.task.display()
-        );
+    let tasks = args
+        .task
+        .iter()
+        .map(|p| read_task(p))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    if tasks.len() > 1 && !args.conformance {
+        bail!("--task once, unless with --conformance");
     }
     let observed = args
         .observed
@@ -392,21 +430,30 @@ fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
     if let Some(o) = &overrides {
         plugin.set_config_overrides(o);
     }
-    let task_type = task
-        .task_type
-        .clone()
-        .or_else(|| plugin.manifest().task_types.first().cloned())
-        .unwrap_or_default();
-    let ctx = TaskContext::for_attempt(
-        &task.workflow,
-        &task.workflow_uid,
-        &task.namespace,
-        &task.node_id,
-        task.attempt,
-        &task_type,
-        task.config,
-        task.inputs,
-    );
+    let mut contexts: Vec<TaskContext> = tasks.into_iter().map(|t| t.context(&plugin)).collect();
+    if args.conformance {
+        let report = weft_plugin::conformance::check(&plugin, &contexts);
+        if args.json {
+            super::out(&serde_json::to_string_pretty(&report)?)?;
+        } else {
+            let mut text = format!(
+                "conformance of {} {}\n",
+                plugin.name(),
+                plugin.manifest().version
+            );
+            for c in &report.checks {
+                let mark = if c.passed { "PASS" } else { "FAIL" };
+                text.push_str(&format!("  {mark}  {}: {}\n", c.name, c.detail));
+            }
+            super::out(&text)?;
+        }
+        return Ok(if report.passed() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        });
+    }
+    let ctx = contexts.remove(0);
     let result = match &observed {
         None => plugin
             .build_resource(&ctx)
