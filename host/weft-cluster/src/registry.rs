@@ -227,6 +227,29 @@ impl Registry {
             ),
             b("", "v1", "services", "Service", true, &["svc"], true).in_all(),
             b("", "v1", "nodes", "Node", false, &["no"], true),
+            // Stored only, with no controller behind them: task plugins
+            // create Jobs (tests play the job controller), and the deploy/
+            // manifests hold Deployments and PodDisruptionBudgets.
+            b("batch", "v1", "jobs", "Job", true, &[], true).in_all(),
+            b(
+                "apps",
+                "v1",
+                "deployments",
+                "Deployment",
+                true,
+                &["deploy"],
+                true,
+            )
+            .in_all(),
+            b(
+                "policy",
+                "v1",
+                "poddisruptionbudgets",
+                "PodDisruptionBudget",
+                true,
+                &["pdb"],
+                true,
+            ),
             // kube-runtime's event Recorder writes these; stored apart from
             // core/v1 Events (a real server shares the storage).
             b(
