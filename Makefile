@@ -12,9 +12,10 @@ EXAMPLE ?= examples/hello.yaml
 toolchain:
 	@bash .ci/guest-toolchain.sh
 
-## Build every Wasm component (plugins and test guests) from source into target/plugins and target/test-guests.
+## Build every Wasm component (plugins, test guests, SDK examples) from source into target/{plugins,test-guests,sdk-examples}.
 guests: toolchain
 	@bash .ci/build-guests.sh
+	@bash .ci/build-sdk-examples.sh
 
 ## Build the host.
 host:
@@ -31,10 +32,14 @@ test: guests
 	cargo test --locked --workspace
 	$(MAKE) plugin-tests
 
-## The first-party plugins' own logic, natively (the host's tests run the components).
+## The plugins' and SDK examples' own logic, natively (the host's tests run the components).
 plugin-tests:
 	cd plugins && cargo fmt --all --check
-	cd plugins && CARGO_TARGET_DIR=target-native cargo test --locked -q $(addprefix -p weft-plugin-,auth-token request-id rate-limit audit)
+	cd plugins && CARGO_TARGET_DIR=target-native cargo test --locked -q $(addprefix -p weft-plugin-,auth-token request-id rate-limit audit spark k8s-resource)
+	bash sdk/c/test.sh
+	cd sdk/python/examples/rayjob && PYTHONPATH=../.. python3 -m unittest -q
+	cd sdk/js/examples/k8s-job && node --import ../../testing/register.js --test
+	cd sdk/js/template && node --import ../testing/register.js --test
 
 ## Benchmarks (not part of `make test`): figures go to docs/benchmarks.md.
 bench: guests

