@@ -200,3 +200,37 @@ fn conformance_passes_the_pod_plugin_and_names_what_others_break() {
         stdout(&out)
     );
 }
+
+#[test]
+fn push_dry_run_prints_the_configmaps_the_loader_reads() {
+    let out = weft(&[
+        "plugin",
+        "push",
+        pod().to_str().unwrap(),
+        "--dry-run",
+        "-n",
+        "weft-system",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let docs: Vec<k8s_openapi::api::core::v1::ConfigMap> = text
+        .split("\n---\n")
+        .map(|d| serde_yaml::from_str(d).expect("a ConfigMap"))
+        .collect();
+    let head = docs.last().unwrap();
+    assert_eq!(head.metadata.name.as_deref(), Some("pod"));
+    assert_eq!(head.metadata.namespace.as_deref(), Some("weft-system"));
+    assert_eq!(
+        head.metadata.labels.as_ref().unwrap()["weft.dev/plugin"],
+        "pod"
+    );
+    let data = head.data.as_ref().unwrap();
+    assert!(data["manifest.yaml"].contains("name: pod"), "{data:?}");
+    assert!(data["digest"].starts_with("sha256:"), "{data:?}");
+    assert!(
+        head.binary_data
+            .as_ref()
+            .unwrap()
+            .contains_key("component.wasm")
+    );
+}

@@ -49,6 +49,10 @@ pub struct PushArgs {
     /// API server URL (default: kubeconfig, as kubectl finds it).
     #[arg(long)]
     pub server: Option<String>,
+    /// Print the ConfigMaps (parts, then the head) as YAML instead of
+    /// writing them: for kustomize, GitOps or `kubectl apply`.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 /// Arguments of `weft plugin status`.
@@ -183,6 +187,16 @@ fn push(args: PushArgs) -> anyhow::Result<ExitCode> {
     } else {
         weft_plugin::Pinning::Pinned
     };
+    if args.dry_run {
+        let packed = crate::hotload::package::pack(&name, &parsed.name, &bytes, &manifest, pinning);
+        let mut docs = Vec::new();
+        for mut cm in packed.parts.into_iter().chain([packed.head]) {
+            cm.metadata.namespace = Some(args.namespace.clone());
+            docs.push(serde_yaml::to_string(&cm)?);
+        }
+        super::out(&docs.join("---\n"))?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {
         let client = client(args.server.as_deref()).await?;
