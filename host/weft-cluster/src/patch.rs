@@ -609,7 +609,7 @@ pub(crate) fn server_side_apply(
                 continue;
             }
             let lv = live.and_then(|l| value_at(l, p));
-            if lv.is_some() && lv != value_at(applied, p) {
+            if lv.is_some() && !same_value(lv, value_at(applied, p)) {
                 conflicts.push((e.manager.clone(), e.api_version.clone(), p.clone()));
             }
         }
@@ -780,6 +780,16 @@ pub(crate) fn track_update(
     write_managed(new, &entries);
 }
 
+/// Whether two field values are the same as a real API server sees them:
+/// numbers by value (`0` and `0.0` are one quantity once decoded), the
+/// rest exactly.
+fn same_value(a: Option<&Value>, b: Option<&Value>) -> bool {
+    match (a, b) {
+        (Some(Value::Number(x)), Some(Value::Number(y))) => x.as_f64() == y.as_f64(),
+        _ => a == b,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -842,5 +852,18 @@ mod tests {
         let a3 = json!({"metadata": {"name": "c"}, "data": {}});
         let o3 = server_side_apply(Some(&o2), &a3, "m1", false, Scope::All, "v1", "t").unwrap();
         assert_eq!(o3["data"]["a"], "2");
+    }
+
+    #[test]
+    fn the_same_number_written_differently_is_no_conflict() {
+        // kustomize writes `minimum: 0` where Weft's CRD says `0.0`.
+        let a1 = json!({"metadata": {"name": "c"}, "spec": {"minimum": 0.0}});
+        let o1 = server_side_apply(None, &a1, "m1", false, Scope::All, "v1", "t").unwrap();
+        let a2 = json!({"metadata": {"name": "c"}, "spec": {"minimum": 0}});
+        assert!(server_side_apply(Some(&o1), &a2, "m2", false, Scope::All, "v1", "t").is_ok());
+        let a3 = json!({"metadata": {"name": "c"}, "spec": {"minimum": 1}});
+        let err =
+            server_side_apply(Some(&o1), &a3, "m2", false, Scope::All, "v1", "t").unwrap_err();
+        assert_eq!(err.code, 409);
     }
 }
