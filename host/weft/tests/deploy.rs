@@ -1,0 +1,739 @@
+//! `deploy/`: every overlay renders with `kubectl kustomize`, every document
+//! is a kind we mean to ship (read into its k8s-openapi type, with no field
+//! the type does not know), the controller's Deployment is locked down and
+//! its arguments and admin config parse as `weft` parses them, and the
+//! embedded dev cluster accepts each overlay with server-side apply.
+
+mod common;
+
+use std::process::{Command, Stdio};
+
+use clap::Parser;
+use common::root;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{
+    ConfigMap, Container, Namespace, PodSpec, Service, ServiceAccount,
+};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{
+    ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, Subject,
+};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::CustomResourceExt;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+const NAMESPACE: &str = "weft-system";
+const CONTROLLER: &str = "weft-controller";
+
+/// The overlays and the replicas each asks for.
+const OVERLAYS: &[(&str, i32)] = &[("dev", 1), ("production", 2)];
+
+/// One overlay's documents, by kind.
+#[derive(Default)]
+struct Rendered {
+    overlay: String,
+    namespaces: Vec<Namespace>,
+    service_accounts: Vec<ServiceAccount>,
+    cluster_roles: Vec<ClusterRole>,
+    cluster_role_bindings: Vec<ClusterRoleBinding>,
+    roles: Vec<Role>,
+    role_bindings: Vec<RoleBinding>,
+    deployments: Vec<Deployment>,
+    services: Vec<Service>,
+    pdbs: Vec<PodDisruptionBudget>,
+    config_maps: Vec<ConfigMap>,
+    crds: Vec<CustomResourceDefinition>,
+}
+
+/// `kubectl kustomize DIR` (a path relative to the repository root).
+fn kustomize(dir: &str) -> String {
+    let out = Command::new("kubectl")
+        .arg("kustomize")
+        .arg(root().join(dir))
+        .output()
+        .expect("kubectl (it renders kustomizations: kubectl kustomize)");
+    assert!(
+        out.status.success(),
+        "kubectl kustomize {dir}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8 YAML")
+}
+
+fn render(overlay: &str) -> Rendered {
+    parse(overlay, &kustomize(&format!("deploy/overlays/{overlay}")))
+}
+
+fn parse(overlay: &str, yaml: &str) -> Rendered {
+    let mut r = Rendered {
+        overlay: overlay.to_string(),
+        ..Default::default()
+    };
+    for doc in serde_yaml::Deserializer::from_str(yaml) {
+        let value = Value::deserialize(doc).unwrap_or_else(|e| panic!("{overlay}: bad YAML: {e}"));
+        if value.is_null() {
+            continue;
+        }
+        let kind = value["kind"].as_str().unwrap_or_default();
+        let what = format!(
+            "{overlay}: {kind} {}",
+            value["metadata"]["name"].as_str().unwrap_or("<no name>")
+        );
+        match kind {
+            "Namespace" => r.namespaces.push(typed(&what, &value)),
+            "ServiceAccount" => r.service_accounts.push(typed(&what, &value)),
+            "ClusterRole" => r.cluster_roles.push(typed(&what, &value)),
+            "ClusterRoleBinding" => r.cluster_role_bindings.push(typed(&what, &value)),
+            "Role" => r.roles.push(typed(&what, &value)),
+            "RoleBinding" => r.role_bindings.push(typed(&what, &value)),
+            "Deployment" => r.deployments.push(typed(&what, &value)),
+            "Service" => r.services.push(typed(&what, &value)),
+            "PodDisruptionBudget" => r.pdbs.push(typed(&what, &value)),
+            "ConfigMap" => r.config_maps.push(typed(&what, &value)),
+            "CustomResourceDefinition" => r.crds.push(typed(&what, &value)),
+            _ => panic!(
+                "{what}: a kind this test does not know; add it here once the dev cluster serves it"
+            ),
+        }
+    }
+    r
+}
+
+/// The document as its k8s-openapi type (which also checks `apiVersion`),
+/// refusing fields the type drops: a misspelt or misplaced field.
+fn typed<T: DeserializeOwned + serde::Serialize>(what: &str, value: &Value) -> T {
+    let t: T = serde_json::from_value(value.clone()).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let back = serde_json::to_value(&t).expect("serializes");
+    let mut unknown = Vec::new();
+    dropped_fields(value, &back, "", &mut unknown);
+    assert!(
+        unknown.is_empty(),
+        "{what}: fields its type does not have: {unknown:?}"
+    );
+    t
+}
+
+/// The object keys of `original` that are missing from `typed` (a
+/// round-trip through the type). Only keys are compared: scalars may
+/// change form (`0` and `0.0`).
+fn dropped_fields(original: &Value, typed: &Value, path: &str, out: &mut Vec<String>) {
+    match (original, typed) {
+        (Value::Object(o), Value::Object(t)) => {
+            for (k, v) in o {
+                let p = format!("{path}.{k}");
+                match t.get(k) {
+                    Some(tv) => dropped_fields(v, tv, &p, out),
+                    None if v.is_null() => {}
+                    None => out.push(p),
+                }
+            }
+        }
+        (Value::Array(o), Value::Array(t)) => {
+            if o.len() != t.len() {
+                out.push(format!("{path}[] ({} items, {} after)", o.len(), t.len()));
+            }
+            for (i, (v, tv)) in o.iter().zip(t).enumerate() {
+                dropped_fields(v, tv, &format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+impl Rendered {
+    fn deployment(&self) -> &Deployment {
+        let [d] = &self.deployments[..] else {
+            panic!("{}: expected one Deployment", self.overlay);
+        };
+        assert_eq!(d.metadata.name.as_deref(), Some(CONTROLLER));
+        assert_eq!(d.metadata.namespace.as_deref(), Some(NAMESPACE));
+        d
+    }
+
+    fn pod(&self) -> &PodSpec {
+        let spec = self.deployment().spec.as_ref().expect("spec");
+        spec.template.spec.as_ref().expect("pod spec")
+    }
+
+    fn container(&self) -> &Container {
+        let [c] = &self.pod().containers[..] else {
+            panic!("{}: expected one container", self.overlay);
+        };
+        c
+    }
+
+    fn config_map(&self, name: &str) -> &ConfigMap {
+        self.config_maps
+            .iter()
+            .find(|c| c.metadata.name.as_deref() == Some(name))
+            .unwrap_or_else(|| panic!("{}: no ConfigMap {name}", self.overlay))
+    }
+
+    fn cluster_rules(&self) -> &[PolicyRule] {
+        let [cr] = &self.cluster_roles[..] else {
+            panic!("{}: expected one ClusterRole", self.overlay);
+        };
+        assert_eq!(cr.metadata.name.as_deref(), Some(CONTROLLER));
+        cr.rules.as_deref().unwrap_or_default()
+    }
+
+    /// The mount at `path` and its volume.
+    fn mount(&self, path: &str) -> &k8s_openapi::api::core::v1::Volume {
+        let m = self
+            .container()
+            .volume_mounts
+            .iter()
+            .flatten()
+            .find(|m| m.mount_path == path)
+            .unwrap_or_else(|| panic!("{}: nothing mounted at {path}", self.overlay));
+        self.pod()
+            .volumes
+            .iter()
+            .flatten()
+            .find(|v| v.name == m.name)
+            .unwrap_or_else(|| panic!("{}: no volume {}", self.overlay, m.name))
+    }
+}
+
+/// The rules granting `verb` on `group/resource` (any name unless restricted).
+fn grants<'a>(
+    rules: &'a [PolicyRule],
+    group: &str,
+    resource: &str,
+    verb: &str,
+) -> Vec<&'a PolicyRule> {
+    rules
+        .iter()
+        .filter(|r| {
+            r.api_groups.iter().flatten().any(|g| g == group)
+                && r.resources.iter().flatten().any(|x| x == resource)
+                && r.verbs.iter().any(|v| v == verb)
+        })
+        .collect()
+}
+
+fn is_controller_account(subjects: &Option<Vec<Subject>>) -> bool {
+    matches!(subjects.as_deref(), Some([s]) if s.kind == "ServiceAccount"
+        && s.name == CONTROLLER
+        && s.namespace.as_deref() == Some(NAMESPACE))
+}
+
+#[test]
+fn every_overlay_renders_known_kinds_in_weft_system() {
+    for (overlay, _) in OVERLAYS {
+        let r = render(overlay);
+        assert_eq!(r.namespaces.len(), 1, "{overlay}");
+        assert_eq!(r.namespaces[0].metadata.name.as_deref(), Some(NAMESPACE));
+        let namespaced = r
+            .service_accounts
+            .iter()
+            .map(|o| &o.metadata)
+            .chain(r.roles.iter().map(|o| &o.metadata))
+            .chain(r.role_bindings.iter().map(|o| &o.metadata))
+            .chain(r.deployments.iter().map(|o| &o.metadata))
+            .chain(r.services.iter().map(|o| &o.metadata))
+            .chain(r.pdbs.iter().map(|o| &o.metadata))
+            .chain(r.config_maps.iter().map(|o| &o.metadata));
+        for meta in namespaced {
+            assert_eq!(
+                meta.namespace.as_deref(),
+                Some(NAMESPACE),
+                "{overlay}: {:?}",
+                meta.name
+            );
+        }
+        assert_eq!(r.service_accounts.len(), 1, "{overlay}");
+        assert_eq!(
+            r.service_accounts[0].metadata.name.as_deref(),
+            Some(CONTROLLER)
+        );
+        // The CRD, as kustomize passed it on, is still the one the types generate.
+        let [crd] = &r.crds[..] else {
+            panic!("{overlay}: expected the Workflow CRD");
+        };
+        assert_eq!(crd.spec, weft::api::Workflow::crd().spec, "{overlay}");
+    }
+}
+
+#[test]
+fn the_controller_is_locked_down_and_probed() {
+    for (overlay, replicas) in OVERLAYS {
+        let r = render(overlay);
+        let d = r.deployment();
+        let spec = d.spec.as_ref().unwrap();
+        assert_eq!(spec.replicas, Some(*replicas), "{overlay}");
+        let pod = r.pod();
+        assert_eq!(pod.service_account_name.as_deref(), Some(CONTROLLER));
+        let c = r.container();
+        assert!(
+            c.image
+                .as_deref()
+                .is_some_and(|i| i.starts_with("ghcr.io/weft-dev/weft:")),
+            "{overlay}: {:?}",
+            c.image
+        );
+
+        // Non-root, read-only, nothing to escalate with.
+        let sc = c.security_context.as_ref().expect("securityContext");
+        assert_eq!(sc.run_as_non_root, Some(true), "{overlay}");
+        assert_eq!(sc.run_as_user, Some(65532), "{overlay}");
+        assert_eq!(sc.read_only_root_filesystem, Some(true), "{overlay}");
+        assert_eq!(sc.allow_privilege_escalation, Some(false), "{overlay}");
+        let dropped = sc.capabilities.as_ref().and_then(|c| c.drop.clone());
+        assert_eq!(dropped, Some(vec!["ALL".to_string()]), "{overlay}");
+        assert!(sc.capabilities.as_ref().unwrap().add.is_none(), "{overlay}");
+        let seccomp = sc.seccomp_profile.as_ref().map(|s| s.type_.as_str());
+        assert_eq!(seccomp, Some("RuntimeDefault"), "{overlay}");
+        assert_ne!(sc.privileged, Some(true), "{overlay}");
+        let psc = pod.security_context.as_ref().expect("pod securityContext");
+        assert_eq!(psc.run_as_non_root, Some(true), "{overlay}");
+        assert_ne!(pod.host_network, Some(true), "{overlay}");
+
+        // Requests and limits for CPU and memory.
+        let res = c.resources.as_ref().expect("resources");
+        for (which, m) in [("requests", &res.requests), ("limits", &res.limits)] {
+            let m = m
+                .as_ref()
+                .unwrap_or_else(|| panic!("{overlay}: no {which}"));
+            assert!(
+                m.contains_key("cpu") && m.contains_key("memory"),
+                "{overlay}: {which} {m:?}"
+            );
+        }
+
+        // The arguments parse as `weft controller`'s, and say what the
+        // manifests around them assume.
+        let args = c.args.as_ref().expect("args");
+        let cli = weft::cli::Cli::try_parse_from(
+            std::iter::once("weft").chain(args.iter().map(String::as_str)),
+        )
+        .unwrap_or_else(|e| panic!("{overlay}: weft rejects {args:?}: {e}"));
+        let weft::cli::Command::Controller(a) = cli.command else {
+            panic!("{overlay}: {args:?} is not `weft controller`");
+        };
+        assert_eq!(a.plugins, std::path::Path::new("/var/lib/weft/plugins"));
+        assert_eq!(
+            a.cache_dir.as_deref(),
+            Some(std::path::Path::new("/var/cache/weft"))
+        );
+        assert_eq!(
+            a.admin.admin_config.as_deref(),
+            Some(std::path::Path::new("/etc/weft/admin.yaml"))
+        );
+        assert_eq!(a.plugin_namespace, vec![NAMESPACE.to_string()], "{overlay}");
+        assert!(!a.no_hotload && !a.no_admin, "{overlay}");
+        // Only dev installs the CRD (and only dev's RBAC allows it).
+        assert_eq!(a.install_crd, *overlay == "dev", "{overlay}");
+
+        // Ports, and probes on the metrics port.
+        let port = |name: &str| {
+            c.ports
+                .iter()
+                .flatten()
+                .find(|p| p.name.as_deref() == Some(name))
+                .unwrap_or_else(|| panic!("{overlay}: no port {name}"))
+                .container_port
+        };
+        assert_eq!(port("metrics"), i32::from(a.metrics_addr.port()));
+        assert_eq!(port("metrics"), 8080);
+        assert_eq!(port("grpc"), 8081);
+        for (probe, path) in [
+            (&c.liveness_probe, "/healthz"),
+            (&c.readiness_probe, "/readyz"),
+        ] {
+            let get = probe
+                .as_ref()
+                .and_then(|p| p.http_get.as_ref())
+                .unwrap_or_else(|| panic!("{overlay}: no httpGet probe for {path}"));
+            assert_eq!(get.path.as_deref(), Some(path), "{overlay}");
+            let p = match &get.port {
+                IntOrString::Int(p) => *p,
+                IntOrString::String(name) => port(name.as_str()),
+            };
+            assert_eq!(p, 8080, "{overlay}: {path}");
+        }
+
+        // The pod's name and namespace from the downward API.
+        for (var, field) in [
+            ("POD_NAME", "metadata.name"),
+            ("POD_NAMESPACE", "metadata.namespace"),
+        ] {
+            let e = c
+                .env
+                .iter()
+                .flatten()
+                .find(|e| e.name == var)
+                .unwrap_or_else(|| panic!("{overlay}: no {var}"));
+            let f = e.value_from.as_ref().and_then(|v| v.field_ref.as_ref());
+            assert_eq!(f.map(|f| f.field_path.as_str()), Some(field), "{overlay}");
+        }
+
+        // The writable cache on an emptyDir; the admin config from its
+        // ConfigMap, valid for weft.
+        assert!(r.mount("/var/cache/weft").empty_dir.is_some(), "{overlay}");
+        let cm = r.mount("/etc/weft/admin.yaml").config_map.as_ref();
+        assert_eq!(cm.map(|c| c.name.as_str()), Some("weft-admin"), "{overlay}");
+        let text = r
+            .config_map("weft-admin")
+            .data
+            .as_ref()
+            .and_then(|d| d.get("admin.yaml"))
+            .expect("weft-admin has admin.yaml");
+        let admin: weft::admin::AdminConfig = serde_yaml::from_str(text)
+            .unwrap_or_else(|e| panic!("{overlay}: weft rejects the admin config: {e}"));
+        assert_eq!(admin.listen.to_string(), "0.0.0.0:8081");
+        assert_eq!(
+            admin.middleware.as_deref(),
+            Some(&["request-id", "auth-token", "rate-limit", "audit"].map(String::from)[..])
+        );
+        assert!(admin.authorization.is_some(), "{overlay}");
+        match *overlay {
+            "production" => {
+                let tls = admin.tls.as_ref().expect("production serves TLS");
+                assert!(tls.cert.starts_with("/etc/weft/tls"), "{tls:?}");
+                assert!(tls.key.starts_with("/etc/weft/tls"), "{tls:?}");
+                let secret = r.mount("/etc/weft/tls").secret.as_ref();
+                assert_eq!(
+                    secret.and_then(|s| s.secret_name.as_deref()),
+                    Some("weft-admin-tls")
+                );
+                let anti = pod
+                    .affinity
+                    .as_ref()
+                    .and_then(|a| a.pod_anti_affinity.as_ref());
+                assert!(anti.is_some(), "production spreads replicas across nodes");
+            }
+            _ => assert!(admin.tls.is_none(), "{overlay}"),
+        }
+    }
+}
+
+#[test]
+fn the_service_and_the_disruption_budget_select_the_controller() {
+    for (overlay, _) in OVERLAYS {
+        let r = render(overlay);
+        let labels = r
+            .deployment()
+            .spec
+            .as_ref()
+            .and_then(|s| s.template.metadata.as_ref())
+            .and_then(|m| m.labels.clone())
+            .expect("pod labels");
+        let [svc] = &r.services[..] else {
+            panic!("{overlay}: expected one Service");
+        };
+        assert_eq!(svc.metadata.name.as_deref(), Some("weft"));
+        let spec = svc.spec.as_ref().expect("service spec");
+        let selector = spec.selector.as_ref().expect("selector");
+        assert!(
+            selector.iter().all(|(k, v)| labels.get(k) == Some(v)),
+            "{overlay}: {selector:?} does not select {labels:?}"
+        );
+        let mut ports: Vec<(Option<&str>, i32)> = spec
+            .ports
+            .iter()
+            .flatten()
+            .map(|p| (p.name.as_deref(), p.port))
+            .collect();
+        ports.sort();
+        assert_eq!(
+            ports,
+            [(Some("grpc"), 8081), (Some("metrics"), 8080)],
+            "{overlay}"
+        );
+
+        match *overlay {
+            // One replica: a budget of one would block every node drain.
+            "dev" => assert!(r.pdbs.is_empty(), "{overlay}"),
+            _ => {
+                let [pdb] = &r.pdbs[..] else {
+                    panic!("{overlay}: expected one PodDisruptionBudget");
+                };
+                let spec = pdb.spec.as_ref().expect("pdb spec");
+                assert_eq!(spec.min_available, Some(IntOrString::Int(1)));
+                let m = spec
+                    .selector
+                    .as_ref()
+                    .and_then(|s| s.match_labels.as_ref())
+                    .expect("matchLabels");
+                assert!(m.iter().all(|(k, v)| labels.get(k) == Some(v)), "{m:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn rbac_is_least_privilege() {
+    for (overlay, _) in OVERLAYS {
+        let r = render(overlay);
+        let rules = r.cluster_rules();
+        for rule in rules {
+            let wild = |v: &Option<Vec<String>>| v.iter().flatten().any(|x| x == "*");
+            assert!(
+                !wild(&rule.api_groups)
+                    && !wild(&rule.resources)
+                    && !rule.verbs.iter().any(|v| v == "*"),
+                "{overlay}: wildcard in {rule:?}"
+            );
+            assert!(rule.non_resource_urls.is_none(), "{overlay}: {rule:?}");
+        }
+        // What the controller and the admin API do cluster-wide.
+        for verb in ["get", "list", "watch", "create", "patch", "update"] {
+            assert!(
+                !grants(rules, "weft.dev", "workflows", verb).is_empty(),
+                "{overlay}: workflows {verb}"
+            );
+        }
+        for verb in ["get", "patch", "update"] {
+            assert!(
+                !grants(rules, "weft.dev", "workflows/status", verb).is_empty(),
+                "{overlay}: status {verb}"
+            );
+        }
+        for verb in ["get", "list", "watch", "create", "patch", "delete"] {
+            assert!(
+                !grants(rules, "", "pods", verb).is_empty(),
+                "{overlay}: pods {verb}"
+            );
+        }
+        assert!(
+            !grants(rules, "", "events", "create").is_empty(),
+            "{overlay}"
+        );
+        // Nothing it does not need, cluster-wide: no Secrets, no plugin
+        // ConfigMaps outside weft-system, no leases.
+        for (group, resource) in [
+            ("", "secrets"),
+            ("", "configmaps"),
+            ("coordination.k8s.io", "leases"),
+        ] {
+            for verb in [
+                "get", "list", "watch", "create", "patch", "update", "delete",
+            ] {
+                assert!(
+                    grants(rules, group, resource, verb).is_empty(),
+                    "{overlay}: cluster-wide {verb} on {resource}"
+                );
+            }
+        }
+        // CRDs: only dev (--install-crd), and only the Workflow CRD.
+        let crd = grants(
+            rules,
+            "apiextensions.k8s.io",
+            "customresourcedefinitions",
+            "patch",
+        );
+        match *overlay {
+            "dev" => {
+                assert_eq!(crd.len(), 1, "{overlay}");
+                assert_eq!(
+                    crd[0].resource_names.as_deref(),
+                    Some(&["workflows.weft.dev".to_string()][..])
+                );
+            }
+            _ => assert!(
+                rules.iter().all(|r| !r
+                    .api_groups
+                    .iter()
+                    .flatten()
+                    .any(|g| g == "apiextensions.k8s.io")),
+                "{overlay}: production must not touch CRDs"
+            ),
+        }
+
+        // weft-system only: plugin ConfigMaps (and their status annotations), leases.
+        let [role] = &r.roles[..] else {
+            panic!("{overlay}: expected one Role");
+        };
+        let role_rules = role.rules.as_deref().unwrap_or_default();
+        for verb in ["get", "list", "watch", "patch"] {
+            assert!(
+                !grants(role_rules, "", "configmaps", verb).is_empty(),
+                "{overlay}: configmaps {verb}"
+            );
+        }
+        assert!(!grants(role_rules, "coordination.k8s.io", "leases", "update").is_empty());
+
+        // Bound to the controller's account, and only to it.
+        let [crb] = &r.cluster_role_bindings[..] else {
+            panic!("{overlay}: expected one ClusterRoleBinding");
+        };
+        assert_eq!(
+            (crb.role_ref.kind.as_str(), crb.role_ref.name.as_str()),
+            ("ClusterRole", CONTROLLER)
+        );
+        assert!(
+            is_controller_account(&crb.subjects),
+            "{overlay}: {:?}",
+            crb.subjects
+        );
+        let [rb] = &r.role_bindings[..] else {
+            panic!("{overlay}: expected one RoleBinding");
+        };
+        assert_eq!(
+            (rb.role_ref.kind.as_str(), rb.role_ref.name.as_str()),
+            ("Role", CONTROLLER)
+        );
+        assert!(
+            is_controller_account(&rb.subjects),
+            "{overlay}: {:?}",
+            rb.subjects
+        );
+    }
+}
+
+/// The optional Components add rules for the kinds the spark and
+/// k8s-resource plugins declare, and nothing else.
+#[test]
+fn components_grant_the_plugin_kinds() {
+    let target = root().join("target");
+    std::fs::create_dir_all(&target).unwrap();
+    // kustomize takes only relative paths; a directory two levels under the
+    // repository root reaches deploy/ as ../../deploy.
+    let dir = tempfile::tempdir_in(&target).unwrap();
+    std::fs::write(
+        dir.path().join("kustomization.yaml"),
+        "resources: [../../deploy/overlays/production]\n\
+         components: [../../deploy/components/spark, ../../deploy/components/k8s-resource]\n",
+    )
+    .unwrap();
+    let out = Command::new("kubectl")
+        .arg("kustomize")
+        .arg(dir.path())
+        .output()
+        .expect("kubectl");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let with = parse(
+        "production+components",
+        &String::from_utf8(out.stdout).unwrap(),
+    );
+    let without = render("production");
+    let (base, added) = with.cluster_rules().split_at(without.cluster_rules().len());
+    assert_eq!(
+        base,
+        without.cluster_rules(),
+        "the components only add rules"
+    );
+    for (group, resource) in [
+        ("sparkoperator.k8s.io", "sparkapplications"),
+        ("batch", "jobs"),
+        ("kubeflow.org", "pytorchjobs"),
+        ("kubeflow.org", "tfjobs"),
+        ("ray.io", "rayjobs"),
+        ("ray.io", "rayclusters"),
+        ("tekton.dev", "pipelineruns"),
+        ("tekton.dev", "taskruns"),
+    ] {
+        // Children are watched in every namespace, written with server-side
+        // apply and deleted on abort.
+        for verb in ["get", "list", "watch", "create", "patch", "delete"] {
+            assert!(
+                !grants(added, group, resource, verb).is_empty(),
+                "{group}/{resource} {verb}"
+            );
+        }
+    }
+    assert_eq!(
+        added
+            .iter()
+            .map(|r| r.resources.iter().flatten().count())
+            .sum::<usize>(),
+        8,
+        "{added:?}"
+    );
+}
+
+/// `kubectl --kubeconfig K ARGS`, with `stdin` piped in when given.
+async fn kubectl(
+    kubeconfig: &std::path::Path,
+    args: &[&str],
+    stdin: Option<&str>,
+) -> std::process::Output {
+    use tokio::io::AsyncWriteExt;
+    let mut child = tokio::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubectl");
+    if let Some(text) = stdin {
+        let mut pipe = child.stdin.take().unwrap();
+        pipe.write_all(text.as_bytes()).await.unwrap();
+        drop(pipe);
+    }
+    child.wait_with_output().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dev_cluster_accepts_every_overlay() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = weft::dev::start(dir.path()).await.expect("dev cluster");
+    let kubeconfig = dir.path().join("kubeconfig");
+    let rendered: Vec<String> = OVERLAYS
+        .iter()
+        .map(|(o, _)| kustomize(&format!("deploy/overlays/{o}")))
+        .collect();
+    for ((overlay, replicas), yaml) in OVERLAYS.iter().zip(&rendered) {
+        let out = kubectl(
+            &kubeconfig,
+            &["apply", "--server-side", "-f", "-"],
+            Some(yaml.as_str()),
+        )
+        .await;
+        assert!(
+            out.status.success(),
+            "{overlay}: kubectl apply --server-side: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let out = kubectl(
+            &kubeconfig,
+            &[
+                "get",
+                "deployment",
+                CONTROLLER,
+                "-n",
+                NAMESPACE,
+                "-o",
+                "json",
+            ],
+            None,
+        )
+        .await;
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stored: Deployment = serde_json::from_slice(&out.stdout).unwrap();
+        let spec = stored.spec.expect("spec");
+        assert_eq!(spec.replicas, Some(*replicas), "{overlay}");
+        let pod = spec.template.spec.expect("pod spec");
+        let c = &pod.containers[0];
+        assert_eq!(
+            c.args
+                .as_ref()
+                .unwrap()
+                .iter()
+                .any(|a| a == "--install-crd"),
+            *overlay == "dev",
+            "{overlay}: {:?}",
+            c.args
+        );
+    }
+    cluster.shutdown().await;
+}
