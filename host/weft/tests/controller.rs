@@ -307,7 +307,7 @@ async fn an_invalid_workflow_fails_with_every_problem_and_creates_nothing() {
     env.submit(
         "invalid",
         &format!(
-            "nodes:\n  - {{id: a, dependsOn: [c], task: {}}}\n  - {{id: b, dependsOn: [a], task: {{type: spark}}}}\n  - {{id: c, dependsOn: [b], when: '1 +', task: {}}}\n",
+            "nodes:\n  - {{id: a, dependsOn: [c], task: {}}}\n  - {{id: b, dependsOn: [a], task: {{type: no-such-type}}}}\n  - {{id: c, dependsOn: [b], when: '1 +', task: {}}}\n",
             sh("true"),
             sh("true")
         ),
@@ -319,7 +319,7 @@ async fn an_invalid_workflow_fails_with_every_problem_and_creates_nothing() {
     let msg = status.message.unwrap();
     assert!(msg.contains("cycle: "), "{msg}");
     assert!(
-        msg.contains("node b: task.type: no plugin serves task type \"spark\""),
+        msg.contains("node b: task.type: no plugin serves task type \"no-such-type\""),
         "{msg}"
     );
     assert!(msg.contains("node c: when: invalid CEL"), "{msg}");
