@@ -39,6 +39,8 @@ pub(crate) struct Cluster {
     pub(crate) data_dir: PathBuf,
     /// Log files a container is still writing; `logs -f` follows these.
     pub(crate) live_logs: Mutex<HashSet<PathBuf>>,
+    /// Who did what, for tests of permissions.
+    pub(crate) audit: crate::audit::AuditLog,
 }
 
 /// Options common to writes.

@@ -21,6 +21,7 @@
 #![forbid(unsafe_code)]
 
 mod api;
+mod audit;
 mod error;
 mod gc;
 mod logs;
@@ -48,6 +49,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+pub use audit::AuditRecord;
 pub use error::{Error, Result};
 
 /// How the local runner behaves.
@@ -147,6 +149,7 @@ impl DevCluster {
             runner_enabled: config.runner.enabled,
             data_dir: config.data_dir.clone(),
             live_logs: Mutex::new(HashSet::new()),
+            audit: audit::AuditLog::default(),
         });
         cx.bootstrap()
             .await
@@ -165,6 +168,12 @@ impl DevCluster {
             shutdown,
             tasks,
         })
+    }
+
+    /// Every resource request so far (the most recent 100,000), in order:
+    /// which user (bearer token) used which verb on which resource.
+    pub fn audit(&self) -> Vec<AuditRecord> {
+        self.cx.audit.records()
     }
 
     /// The address the API server listens on.

@@ -243,6 +243,40 @@ async fn resource(
     let t = parse_target(&cx, &group, &version, &rest)?;
     let q = Query::parse(req.uri().query());
     let method = req.method().clone();
+    let record = crate::audit::AuditRecord {
+        user: crate::audit::user(req.headers()),
+        verb: crate::audit::verb(&method, t.name.is_some(), q.flag("watch")).into(),
+        api_group: group.clone(),
+        resource: match &t.sub {
+            Some(sub) => format!("{}/{sub}", t.rt.plural),
+            None => t.rt.plural.clone(),
+        },
+        namespace: t.namespace.clone().unwrap_or_default(),
+        name: t.name.clone().unwrap_or_default(),
+    };
+    // A server-side apply that creates its object is authorized as a
+    // create too, as kube-apiserver does.
+    let creates = method == Method::PATCH
+        && req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .is_some_and(|v| v.as_bytes().starts_with(b"application/apply-patch"))
+        && t.sub.is_none()
+        && t.name.as_ref().is_some_and(|name| {
+            let key_ns = if t.rt.namespaced {
+                record.namespace.as_str()
+            } else {
+                ""
+            };
+            cx.store.get(&t.rt.gr(), key_ns, name).is_none()
+        });
+    if creates {
+        cx.audit.record(crate::audit::AuditRecord {
+            verb: "create".into(),
+            ..record.clone()
+        });
+    }
+    cx.audit.record(record);
     let ns = t.namespace.clone().unwrap_or_default();
     let rt = t.rt.clone();
     let (parts, body) = read_body(req).await?;

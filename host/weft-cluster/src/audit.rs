@@ -1,0 +1,102 @@
+//! An audit log, as kube-apiserver keeps one: who asked for which verb on
+//! which resource, in which namespace. The dev cluster authorizes nothing,
+//! so this is how a test learns which permissions a client really uses
+//! (and so whether a Role grants too little or too much).
+//!
+//! The user is the bearer token a client sends (`token:` in a kubeconfig):
+//! the dev cluster does not authenticate, so a token is just a name.
+
+use std::sync::Mutex;
+
+use hyper::Method;
+
+/// One resource request.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AuditRecord {
+    /// The bearer token, or `system:anonymous` without one.
+    pub user: String,
+    /// Kubernetes' verb: get, list, watch, create, update, patch, delete,
+    /// deletecollection.
+    pub verb: String,
+    /// The API group (`""` for core).
+    pub api_group: String,
+    /// The resource's plural, with `/subresource` when there is one.
+    pub resource: String,
+    /// The namespace (`""` for cluster-scoped and all-namespace requests).
+    pub namespace: String,
+    /// The object's name, for requests about one object.
+    pub name: String,
+}
+
+/// At most this many records are kept (the oldest go first).
+const CAP: usize = 100_000;
+
+/// The log.
+#[derive(Debug, Default)]
+pub(crate) struct AuditLog(Mutex<Vec<AuditRecord>>);
+
+/// Kubernetes' verb for a method on a collection or an object.
+pub(crate) fn verb(method: &Method, named: bool, watch: bool) -> &'static str {
+    match (method.as_str(), named) {
+        ("GET", _) if watch => "watch",
+        ("GET", true) => "get",
+        ("GET", false) => "list",
+        ("POST", _) => "create",
+        ("PUT", _) => "update",
+        ("PATCH", _) => "patch",
+        ("DELETE", true) => "delete",
+        ("DELETE", false) => "deletecollection",
+        _ => "unknown",
+    }
+}
+
+/// The user a request's headers name.
+pub(crate) fn user(headers: &hyper::HeaderMap) -> String {
+    headers
+        .get(hyper::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map_or_else(|| "system:anonymous".to_string(), str::to_string)
+}
+
+impl AuditLog {
+    pub(crate) fn record(&self, r: AuditRecord) {
+        let mut log = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if log.len() >= CAP {
+            log.drain(..CAP / 10);
+        }
+        log.push(r);
+    }
+
+    pub(crate) fn records(&self) -> Vec<AuditRecord> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verbs_as_kubernetes_names_them() {
+        assert_eq!(verb(&Method::GET, false, true), "watch");
+        assert_eq!(verb(&Method::GET, true, false), "get");
+        assert_eq!(verb(&Method::GET, false, false), "list");
+        assert_eq!(verb(&Method::POST, false, false), "create");
+        assert_eq!(verb(&Method::PUT, true, false), "update");
+        assert_eq!(verb(&Method::PATCH, true, false), "patch");
+        assert_eq!(verb(&Method::DELETE, true, false), "delete");
+        assert_eq!(verb(&Method::DELETE, false, false), "deletecollection");
+    }
+
+    #[test]
+    fn the_token_is_the_user() {
+        let mut h = hyper::HeaderMap::new();
+        assert_eq!(user(&h), "system:anonymous");
+        h.insert(
+            hyper::header::AUTHORIZATION,
+            "Bearer weft-controller".parse().unwrap(),
+        );
+        assert_eq!(user(&h), "weft-controller");
+    }
+}
