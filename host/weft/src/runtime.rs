@@ -70,8 +70,9 @@ pub fn spawn_controller(
     namespace: Option<String>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> (Arc<Context>, tokio::task::JoinHandle<()>) {
-    let (children, wake) = Children::new(client.clone());
-    let ctx = Context::new(client, registry, children);
+    let (children, wake) = Children::new_in(client.clone(), namespace.clone());
+    let metrics = Arc::new(crate::controller::metrics::Metrics::default());
+    let ctx = Context::new(client, registry, children, metrics, None);
     let task = tokio::spawn(controller::run(ctx.clone(), wake, namespace, shutdown));
     (ctx, task)
 }

@@ -4,11 +4,16 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use kube::{Api, Client};
 
 use crate::api::Workflow;
+use crate::controller::elected::Elected;
+use crate::controller::leader::LeaderConfig;
+use crate::controller::metrics::Metrics;
+use crate::controller::shard::{Shard, ShardKey};
 use crate::{render, runtime, serve};
 
 /// Arguments of `weft controller`.
@@ -49,6 +54,102 @@ pub struct ControllerArgs {
     /// Do not serve the admin API.
     #[arg(long)]
     pub no_admin: bool,
+    /// Leader election.
+    #[command(flatten)]
+    pub election: ElectionArgs,
+    /// Sharding.
+    #[command(flatten)]
+    pub sharding: ShardArgs,
+}
+
+/// Leader election flags (client-go's names and defaults).
+#[derive(Debug, Args)]
+pub struct ElectionArgs {
+    /// Reconcile only while holding a coordination.k8s.io Lease, so that
+    /// of several replicas exactly one (per shard) reconciles.
+    #[arg(long)]
+    pub leader_elect: bool,
+    /// How long the Lease stays held after its last renewal: the longest a
+    /// standby waits before taking over from a leader that died.
+    #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
+    pub leader_elect_lease_duration: Duration,
+    /// How long the leader keeps failing to renew before it stops
+    /// reconciling (shorter than the lease duration).
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub leader_elect_renew_deadline: Duration,
+    /// How often candidates try to take the Lease and the leader renews it.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    pub leader_elect_retry_period: Duration,
+    /// The Lease's namespace.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    pub leader_elect_namespace: String,
+    /// The Lease's name; with --shards above 1, `-shard-<i>` is appended.
+    #[arg(long, default_value = "weft-controller")]
+    pub leader_elect_name: String,
+    /// Who this replica is in the Lease and in Events (default: the pod
+    /// name, else host name and process id).
+    #[arg(long, env = "POD_NAME")]
+    pub leader_elect_identity: Option<String>,
+}
+
+/// Sharding flags.
+#[derive(Debug, Args)]
+pub struct ShardArgs {
+    /// How many shards split the Workflows (each has its own Lease).
+    #[arg(long, default_value_t = 1)]
+    pub shards: u32,
+    /// The shard this process runs, from 0.
+    #[arg(long, env = "WEFT_SHARD", default_value_t = 0)]
+    pub shard: u32,
+    /// What a Workflow is hashed by: `name` (namespace/name) or
+    /// `label:<key>` (that label's value).
+    #[arg(long, default_value = "name")]
+    pub shard_by: ShardKey,
+}
+
+impl ControllerArgs {
+    /// This process's name: the pod's in a cluster.
+    pub fn identity(&self) -> String {
+        self.election
+            .leader_elect_identity
+            .clone()
+            .unwrap_or_else(|| {
+                let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+                    .map(|h| h.trim().to_string())
+                    .unwrap_or_else(|_| "weft".into());
+                format!("{host}-{}", std::process::id())
+            })
+    }
+
+    /// The shard these arguments ask for (`None`: one shard, everything).
+    pub fn shard(&self) -> anyhow::Result<Option<Shard>> {
+        let s = &self.sharding;
+        let shard =
+            Shard::new(s.shard, s.shards, s.shard_by.clone()).map_err(anyhow::Error::msg)?;
+        Ok((s.shards > 1).then_some(shard))
+    }
+
+    /// The Lease to hold, when --leader-elect.
+    pub fn leader(&self) -> anyhow::Result<Option<LeaderConfig>> {
+        let e = &self.election;
+        if !e.leader_elect {
+            return Ok(None);
+        }
+        let name = match self.shard()? {
+            Some(s) => format!("{}-shard-{}", e.leader_elect_name, s.index),
+            None => e.leader_elect_name.clone(),
+        };
+        let config = LeaderConfig {
+            namespace: e.leader_elect_namespace.clone(),
+            name,
+            identity: self.identity(),
+            lease_duration: e.leader_elect_lease_duration,
+            renew_deadline: e.leader_elect_renew_deadline,
+            retry_period: e.leader_elect_retry_period,
+        };
+        config.validate()?;
+        Ok(Some(config))
+    }
 }
 
 impl ControllerArgs {
@@ -76,6 +177,10 @@ pub fn controller(args: ControllerArgs) -> anyhow::Result<ExitCode> {
     let admin_config = (!args.no_admin)
         .then(|| args.admin.config(false))
         .transpose()?;
+    // Bad flags fail before anything starts.
+    let leader = args.leader()?;
+    let shard = args.shard()?;
+    crate::controller::set_instance(&args.identity());
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {
         let client = Client::try_default().await?;
@@ -84,22 +189,16 @@ pub fn controller(args: ControllerArgs) -> anyhow::Result<ExitCode> {
             runtime::install_crd(&client).await?;
         }
         let ready = Arc::new(serve::Readiness::default());
-        let hotload = args.hotload();
-        let (ctx, task) = runtime::spawn_controller(
-            client.clone(),
-            registry.clone(),
-            args.namespace.clone(),
-            async {
-                super::dev::shutdown_signal().await;
-            },
-        );
+        let metrics = Arc::new(Metrics::default());
+        // The admin API, hot loading and /metrics serve on every replica;
+        // only reconciling waits for the lease.
         let admin = match &admin_config {
             Some(config) => Some(
                 crate::admin::serve(
                     config,
                     client.clone(),
                     registry.clone(),
-                    ctx.metrics.clone(),
+                    metrics.clone(),
                     super::dev::shutdown_signal(),
                 )
                 .await?,
@@ -108,19 +207,37 @@ pub fn controller(args: ControllerArgs) -> anyhow::Result<ExitCode> {
         };
         let loader = (!args.no_hotload).then(|| {
             runtime::spawn_hotload(
-                client,
+                client.clone(),
                 engine,
-                registry,
-                ctx.metrics.clone(),
-                hotload,
+                registry.clone(),
+                metrics.clone(),
+                args.hotload(),
                 futures::future::pending(),
             )
             .1
         });
-        let addr = serve::serve(args.metrics_addr, ctx.metrics.clone(), ready.clone()).await?;
+        let addr = serve::serve(args.metrics_addr, metrics.clone(), ready.clone()).await?;
         tracing::info!(%addr, "serving /metrics, /healthz, /readyz");
+        if let Some(l) = &leader {
+            tracing::info!(lease = %l.name, namespace = %l.namespace, identity = %l.identity, "leader election on");
+        }
+        if let Some(s) = &shard {
+            tracing::info!(shard = s.index, shards = s.count, "sharded");
+        }
         ready.set_ready();
-        task.await?;
+        let controller = Elected {
+            client,
+            registry,
+            metrics,
+            namespace: args.namespace.clone(),
+            leader,
+            shard,
+        };
+        controller
+            .run(async {
+                super::dev::shutdown_signal().await;
+            })
+            .await?;
         if let Some(l) = loader {
             l.abort();
         }

@@ -30,9 +30,15 @@ pub struct ChildKind {
     pub store: Store<DynamicObject>,
 }
 
+/// Wakes the controller for a Workflow when one of its children changes.
+pub type Wake = mpsc::UnboundedReceiver<ObjectRef<Workflow>>;
+
 /// Every watched child kind, and the channel that wakes owners.
 pub struct Children {
     client: Client,
+    /// Watch children only here (the controller's `--namespace`), so a
+    /// namespaced install needs no cluster-wide permission.
+    namespace: Option<String>,
     kinds: Mutex<HashMap<(String, String), ChildKind>>,
     wake: mpsc::UnboundedSender<ObjectRef<Workflow>>,
     watches: Mutex<Vec<tokio::task::AbortHandle>>,
@@ -45,11 +51,13 @@ pub struct Children {
 pub const MANAGED_SELECTOR: &str = "app.kubernetes.io/managed-by=weft";
 
 impl Children {
-    /// A new set, and the stream of Workflows to wake.
-    pub fn new(client: Client) -> (Arc<Self>, mpsc::UnboundedReceiver<ObjectRef<Workflow>>) {
+    /// A new set watching `namespace` (all when `None`), and the stream of
+    /// Workflows to wake.
+    pub fn new_in(client: Client, namespace: Option<String>) -> (Arc<Self>, Wake) {
         let (wake, rx) = mpsc::unbounded();
         let children = Arc::new(Children {
             client,
+            namespace,
             kinds: Mutex::new(HashMap::new()),
             wake,
             watches: Mutex::new(Vec::new()),
@@ -138,7 +146,10 @@ impl Children {
         }
         let writer = reflector::store::Writer::<DynamicObject>::new(resource.clone());
         let store = writer.as_reader();
-        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
+        let api: Api<DynamicObject> = match &self.namespace {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &resource),
+            None => Api::all_with(self.client.clone(), &resource),
+        };
         let config = watcher::Config::default().labels(MANAGED_SELECTOR);
         let wake = self.wake.clone();
         let label = format!("{api_version}/{kind}");

@@ -130,7 +130,10 @@ impl PluginExecutor {
         self.metrics
             .plugin_call(plugin.name(), "build-resource", start.elapsed());
         result
-            .map(|(v, _)| v)
+            .map(|(v, stats)| {
+                self.metrics.plugin_memory(plugin.name(), stats.memory_peak);
+                v
+            })
             .map_err(|e| Box::new(self.call_failed(plugin, "build-resource", &e)))
     }
 }
@@ -164,6 +167,14 @@ fn resource_ref(obj: &Value) -> ResourceRef {
 
 impl Executor for PluginExecutor {
     fn task(&mut self, req: &TaskRequest<'_>) -> TaskObservation {
+        // Log lines of this node (plugin logs included) carry its id.
+        let _node = tracing::info_span!(
+            "node",
+            node = req.node_id,
+            item = req.item,
+            attempt = req.attempt
+        )
+        .entered();
         let plugin = match self.plugin(req) {
             Ok(p) => p,
             Err(obs) => return *obs,
@@ -226,7 +237,8 @@ impl Executor for PluginExecutor {
             .plugin_call(plugin.name(), "get-task-phase", start.elapsed());
         let mut obs = match result {
             Err(e) => self.call_failed(&plugin, "get-task-phase", &e),
-            Ok((info, _)) => {
+            Ok((info, stats)) => {
+                self.metrics.plugin_memory(plugin.name(), stats.memory_peak);
                 let failed = |retryable| TaskState::Failed {
                     retryable,
                     system: info.failure_kind() == FailureKind::System,

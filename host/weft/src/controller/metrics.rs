@@ -35,6 +35,13 @@ pub struct Metrics {
     plugin_unloads: Family<Labels, Counter>,
     grpc_requests: Family<Labels, Counter>,
     grpc_latency: Family<Labels, Histogram, fn() -> Histogram>,
+    reconciles: Family<Labels, Counter>,
+    nodes: Family<Labels, Gauge>,
+    plugin_traps: Family<Labels, Counter>,
+    plugin_deadline_hits: Family<Labels, Counter>,
+    plugin_memory: Family<Labels, Gauge>,
+    leader: Family<Labels, Gauge>,
+    leader_transitions: Family<Labels, Counter>,
 }
 
 impl Default for Metrics {
@@ -55,7 +62,49 @@ impl Default for Metrics {
             plugin_unloads: Family::default(),
             grpc_requests: Family::default(),
             grpc_latency: Family::new_with_constructor(latency_buckets),
+            reconciles: Family::default(),
+            nodes: Family::default(),
+            plugin_traps: Family::default(),
+            plugin_deadline_hits: Family::default(),
+            plugin_memory: Family::default(),
+            leader: Family::default(),
+            leader_transitions: Family::default(),
         };
+        registry.register(
+            "reconciles",
+            "Reconciles of Workflows this shard owns, by result (ok, error)",
+            m.reconciles.clone(),
+        );
+        registry.register(
+            "nodes",
+            "Nodes of the active Workflows this process leads, by phase",
+            m.nodes.clone(),
+        );
+        registry.register(
+            "plugin_traps",
+            "Plugin calls that trapped (a panic, an unreachable, a bad memory access), by plugin",
+            m.plugin_traps.clone(),
+        );
+        registry.register(
+            "plugin_deadline_hits",
+            "Plugin calls stopped at their manifest's deadline, by plugin",
+            m.plugin_deadline_hits.clone(),
+        );
+        registry.register(
+            "plugin_memory_high_water_bytes",
+            "The most linear memory one call of the plugin has used, by plugin",
+            m.plugin_memory.clone(),
+        );
+        registry.register(
+            "leader",
+            "1 while this process holds the shard's leader lease, by shard",
+            m.leader.clone(),
+        );
+        registry.register(
+            "leader_transitions",
+            "Times this process became or stopped being the shard's leader, by shard",
+            m.leader_transitions.clone(),
+        );
         registry.register(
             "grpc_requests",
             "Admin API calls answered, by method and gRPC code",
@@ -137,6 +186,43 @@ impl Metrics {
         self.reconcile_errors.inc();
     }
 
+    /// A reconcile finished with `result` (`ok` or `error`).
+    pub fn reconcile(&self, result: &str) {
+        self.reconciles
+            .get_or_create(&vec![("result".into(), result.into())])
+            .inc();
+    }
+
+    /// Replace the per-phase node counts (phases not named become absent).
+    pub fn set_nodes(&self, by_phase: &std::collections::BTreeMap<String, i64>) {
+        self.nodes.clear();
+        for (phase, n) in by_phase {
+            self.nodes
+                .get_or_create(&vec![("phase".into(), phase.clone())])
+                .set(*n);
+        }
+    }
+
+    /// A call of `plugin` used up to `bytes` of linear memory: keep the most.
+    pub fn plugin_memory(&self, plugin: &str, bytes: usize) {
+        let g = self
+            .plugin_memory
+            .get_or_create(&vec![("plugin".into(), plugin.into())]);
+        let bytes = i64::try_from(bytes).unwrap_or(i64::MAX);
+        // Racing writers may each keep their own maximum for a moment; the
+        // next larger call settles it.
+        if g.get() < bytes {
+            g.set(bytes);
+        }
+    }
+
+    /// Whether this process leads `shard` now.
+    pub fn set_leader(&self, shard: &str, leading: bool) {
+        let labels = vec![("shard".into(), shard.into())];
+        self.leader.get_or_create(&labels).set(i64::from(leading));
+        self.leader_transitions.get_or_create(&labels).inc();
+    }
+
     /// Set the number of active workflows.
     pub fn set_active(&self, n: i64) {
         self.active_workflows.set(n);
@@ -175,8 +261,19 @@ impl Metrics {
             .observe(took.as_secs_f64());
     }
 
-    /// A plugin call failed.
+    /// A plugin call failed; traps and deadline hits are also counted on
+    /// their own, the two faults an operator pages on.
     pub fn plugin_failure(&self, plugin: &str, call: &str, kind: &str) {
+        let by_plugin = vec![("plugin".into(), plugin.into())];
+        match kind {
+            "trap" => {
+                self.plugin_traps.get_or_create(&by_plugin).inc();
+            }
+            "deadline" => {
+                self.plugin_deadline_hits.get_or_create(&by_plugin).inc();
+            }
+            _ => {}
+        }
         self.plugin_failures
             .get_or_create(&vec![
                 ("plugin".into(), plugin.into()),

@@ -8,11 +8,14 @@
 //! child apply -> status patch.
 
 pub mod children;
+pub mod elected;
 pub mod executor;
+pub mod leader;
 pub mod metrics;
+pub mod shard;
 
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use futures::StreamExt;
@@ -34,9 +37,19 @@ use crate::api::{FINALIZER, Workflow};
 use children::Children;
 use executor::PluginExecutor;
 use metrics::Metrics;
+use shard::Shard;
 
 /// The field manager of everything the controller writes.
 pub const MANAGER: &str = "weft-controller";
+
+static INSTANCE: OnceLock<String> = OnceLock::new();
+
+/// Names this process in the Events it records (`reportingInstance`, the
+/// pod name in a cluster), so `kubectl get events` tells replicas and
+/// shards apart. Set once, at start.
+pub fn set_instance(identity: &str) {
+    let _ = INSTANCE.set(identity.to_string());
+}
 
 /// Why a reconcile failed (it is retried with backoff).
 #[derive(Debug, thiserror::Error)]
@@ -56,6 +69,8 @@ pub struct Context {
     children: Arc<Children>,
     /// Prometheus metrics.
     pub metrics: Arc<Metrics>,
+    /// The shard this controller reconciles (all Workflows when `None`).
+    shard: Option<Shard>,
     /// Compiled specs by (uid, generation).
     compiled: Mutex<HashMap<(String, i64), Arc<Compiled>>>,
     /// The last status this controller wrote, by uid. Only the controller
@@ -68,16 +83,35 @@ pub struct Context {
 }
 
 impl Context {
-    /// A context for a controller talking to `client` with plugins from `registry`.
-    pub fn new(client: Client, registry: Arc<Registry>, children: Arc<Children>) -> Arc<Self> {
+    /// A context for a controller talking to `client` with plugins from
+    /// `registry`, reconciling `shard`'s Workflows (all when `None`).
+    pub fn new(
+        client: Client,
+        registry: Arc<Registry>,
+        children: Arc<Children>,
+        metrics: Arc<Metrics>,
+        shard: Option<Shard>,
+    ) -> Arc<Self> {
         Arc::new(Context {
             client,
             registry,
             children,
-            metrics: Arc::new(Metrics::default()),
+            metrics,
+            shard,
             compiled: Mutex::new(HashMap::new()),
             written: Mutex::new(HashMap::new()),
             finalized: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Whether this controller's shard owns the Workflow.
+    pub fn owns(&self, wf: &Workflow) -> bool {
+        self.shard.as_ref().is_none_or(|s| {
+            s.owns(
+                wf.metadata.namespace.as_deref().unwrap_or_default(),
+                &wf.name_any(),
+                wf.labels(),
+            )
         })
     }
 
@@ -138,8 +172,24 @@ pub fn merge_diff(old: &Value, new: &Value) -> Option<Value> {
     }
 }
 
-/// One reconcile of one Workflow.
+/// One reconcile of one Workflow, if this controller's shard owns it;
+/// log lines inside carry the workflow's name and namespace.
 pub async fn reconcile(wf: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action, Error> {
+    if !ctx.owns(&wf) {
+        return Ok(Action::await_change());
+    }
+    let span = tracing::info_span!(
+        "reconcile",
+        workflow = %wf.name_any(),
+        namespace = %wf.namespace().unwrap_or_default()
+    );
+    let result = tracing::Instrument::instrument(reconcile_owned(wf, ctx.clone()), span).await;
+    ctx.metrics
+        .reconcile(if result.is_ok() { "ok" } else { "error" });
+    result
+}
+
+async fn reconcile_owned(wf: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action, Error> {
     let ns = wf.namespace().unwrap_or_default();
     let name = wf.name_any();
     let uid = wf.uid().unwrap_or_default();
@@ -250,7 +300,9 @@ pub async fn reconcile(wf: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action, E
     .with_pins(pins);
     let spec = wf.spec.spec.clone();
     let started = Instant::now();
+    let span = tracing::Span::current();
     let (status, exec, outcome) = tokio::task::spawn_blocking(move || {
+        let _in_reconcile = span.enter();
         let input = RoundInput {
             now,
             generation,
@@ -279,6 +331,7 @@ pub async fn reconcile(wf: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action, E
     for t in &outcome.transitions {
         ctx.metrics
             .transition(&format!("{:?}", t.from), &format!("{:?}", t.to));
+        tracing::info!(node = %t.node, from = ?t.from, to = ?t.to, "node transition");
     }
     // Events for the transitions a user must hear about (failures and
     // retries) and for the workflow's end: one Event per round at most, so
@@ -480,6 +533,7 @@ pub async fn record_event<K: Resource<DynamicType = ()>>(
             host: None,
         }),
         reporting_component: Some(MANAGER.into()),
+        reporting_instance: INSTANCE.get().cloned(),
         ..Default::default()
     };
     match api.create(&PostParams::default(), &ev).await {
@@ -490,7 +544,11 @@ pub async fn record_event<K: Resource<DynamicType = ()>>(
 
 fn error_policy(wf: Arc<Workflow>, err: &Error, ctx: Arc<Context>) -> Action {
     ctx.metrics.reconcile_error();
-    tracing::warn!(workflow = %wf.name_any(), "reconcile failed, retrying: {err}");
+    tracing::warn!(
+        workflow = %wf.name_any(),
+        namespace = %wf.namespace().unwrap_or_default(),
+        "reconcile failed, retrying: {err}"
+    );
     Action::requeue(Duration::from_millis(500))
 }
 
@@ -498,7 +556,7 @@ fn error_policy(wf: Arc<Workflow>, err: &Error, ctx: Arc<Context>) -> Action {
 /// (all when `None`), children of every kind the plugins declare.
 pub async fn run(
     ctx: Arc<Context>,
-    wake: futures::channel::mpsc::UnboundedReceiver<kube::runtime::reflector::ObjectRef<Workflow>>,
+    wake: children::Wake,
     namespace: Option<String>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
@@ -523,13 +581,42 @@ pub async fn run(
             tracing::warn!("{e:#}");
         }
     }
-    KubeController::new(api, watcher::Config::default())
+    let controller = KubeController::new(api, watcher::Config::default());
+    let gauges = tokio::spawn(count_nodes(controller.store(), ctx.clone()));
+    controller
         .reconcile_on(wake)
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx.clone())
         .for_each(|_| futures::future::ready(()))
         .await;
+    gauges.abort();
     ctx.children.stop();
+}
+
+/// Keeps the `active_workflows` and `nodes{phase}` gauges current from the
+/// controller's watch cache (this shard's Workflows only): a scrape sees
+/// at most two seconds' lag, and reconciles do no bookkeeping for it.
+async fn count_nodes(store: kube::runtime::reflector::Store<Workflow>, ctx: Arc<Context>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(2));
+    loop {
+        tick.tick().await;
+        let mut active = 0;
+        let mut by_phase: BTreeMap<String, i64> = BTreeMap::new();
+        for wf in store.state() {
+            let Some(status) = wf.status.as_ref() else {
+                continue;
+            };
+            if status.phase.is_terminal() || !ctx.owns(&wf) {
+                continue;
+            }
+            active += 1;
+            for n in status.nodes.values() {
+                *by_phase.entry(format!("{:?}", n.phase)).or_default() += 1;
+            }
+        }
+        ctx.metrics.set_active(active);
+        ctx.metrics.set_nodes(&by_phase);
+    }
 }
 
 /// The object reference of a Workflow, for Events.
