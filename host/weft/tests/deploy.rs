@@ -6,10 +6,10 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use clap::Parser;
-use common::root;
+use common::{kubectl, root};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{
     ConfigMap, Container, Namespace, PodSpec, Service, ServiceAccount,
@@ -480,20 +480,19 @@ fn rbac_is_least_privilege() {
             );
             assert!(rule.non_resource_urls.is_none(), "{overlay}: {rule:?}");
         }
-        // What the controller and the admin API do cluster-wide.
-        for verb in ["get", "list", "watch", "create", "patch", "update"] {
+        // What the controller and the admin API do cluster-wide (that it
+        // is all they do: tests/operations.rs, from the audit log).
+        for verb in ["get", "list", "watch", "create", "patch"] {
             assert!(
                 !grants(rules, "weft.dev", "workflows", verb).is_empty(),
                 "{overlay}: workflows {verb}"
             );
         }
-        for verb in ["get", "patch", "update"] {
-            assert!(
-                !grants(rules, "weft.dev", "workflows/status", verb).is_empty(),
-                "{overlay}: status {verb}"
-            );
-        }
-        for verb in ["get", "list", "watch", "create", "patch", "delete"] {
+        assert!(
+            !grants(rules, "weft.dev", "workflows/status", "patch").is_empty(),
+            "{overlay}: status patch"
+        );
+        for verb in ["list", "watch", "create", "patch", "delete"] {
             assert!(
                 !grants(rules, "", "pods", verb).is_empty(),
                 "{overlay}: pods {verb}"
@@ -633,7 +632,7 @@ fn components_grant_the_plugin_kinds() {
     ] {
         // Children are watched in every namespace, written with server-side
         // apply and deleted on abort.
-        for verb in ["get", "list", "watch", "create", "patch", "delete"] {
+        for verb in ["list", "watch", "create", "patch", "delete"] {
             assert!(
                 !grants(added, group, resource, verb).is_empty(),
                 "{group}/{resource} {verb}"
@@ -648,34 +647,6 @@ fn components_grant_the_plugin_kinds() {
         8,
         "{added:?}"
     );
-}
-
-/// `kubectl --kubeconfig K ARGS`, with `stdin` piped in when given.
-async fn kubectl(
-    kubeconfig: &std::path::Path,
-    args: &[&str],
-    stdin: Option<&str>,
-) -> std::process::Output {
-    use tokio::io::AsyncWriteExt;
-    let mut child = tokio::process::Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("kubectl");
-    if let Some(text) = stdin {
-        let mut pipe = child.stdin.take().unwrap();
-        pipe.write_all(text.as_bytes()).await.unwrap();
-        drop(pipe);
-    }
-    child.wait_with_output().await.unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -736,4 +707,161 @@ async fn the_dev_cluster_accepts_every_overlay() {
         );
     }
     cluster.shutdown().await;
+}
+
+/// The Helm chart's examples (deploy/helm/examples) and the replicas per
+/// Deployment each asks for.
+const HELM_EXAMPLES: &[(&str, i32)] = &[("dev", 1), ("production", 2), ("sharded", 2)];
+
+/// `helm template` of the chart with an example's values, by Helm's own
+/// engine (the Go SDK, through deploy/helm/template.py).
+fn helm(example: &str) -> String {
+    let out = Command::new("python3")
+        .arg(root().join("deploy/helm/template.py"))
+        .arg(root().join("deploy/helm/weft"))
+        .arg("-f")
+        .arg(root().join(format!("deploy/helm/examples/{example}.yaml")))
+        .arg("--include-crds")
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "helm template ({example}): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8 YAML")
+}
+
+/// Every (group, resource, verb) of a set of rules.
+fn grant_set(rules: &[PolicyRule]) -> std::collections::BTreeSet<(String, String, String)> {
+    let mut out = std::collections::BTreeSet::new();
+    for r in rules {
+        for g in r.api_groups.iter().flatten() {
+            for res in r.resources.iter().flatten() {
+                for v in &r.verbs {
+                    out.insert((g.clone(), res.clone(), v.clone()));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_helm_chart_installs_what_the_overlays_install() {
+    let kustomized = render("production");
+    let overlay_cluster: Vec<PolicyRule> = kustomized.cluster_rules().to_vec();
+    let overlay_role: Vec<PolicyRule> = kustomized
+        .roles
+        .iter()
+        .flat_map(|r| r.rules.clone().unwrap_or_default())
+        .collect();
+    for (example, replicas) in HELM_EXAMPLES {
+        let r = parse(&format!("helm {example}"), &helm(example));
+        // The CRD the chart ships is the one the types generate.
+        let [crd] = &r.crds[..] else {
+            panic!("{example}: expected the Workflow CRD");
+        };
+        assert_eq!(crd.spec, weft::api::Workflow::crd().spec, "{example}");
+        // The same least-privilege RBAC as the kustomize base.
+        assert_eq!(
+            grant_set(r.cluster_rules()),
+            grant_set(&overlay_cluster),
+            "{example}: ClusterRole"
+        );
+        let role: Vec<PolicyRule> = r
+            .roles
+            .iter()
+            .flat_map(|x| x.rules.clone().unwrap_or_default())
+            .collect();
+        let mut want = grant_set(&overlay_role);
+        if *example == "dev" {
+            // No leader election with one replica: no Lease rule.
+            want.retain(|(_, res, _)| res != "leases");
+        }
+        assert_eq!(grant_set(&role), want, "{example}: Role");
+        let shards = if *example == "sharded" { 2 } else { 1 };
+        assert_eq!(r.deployments.len(), shards, "{example}");
+        let mut seen_shards = Vec::new();
+        for d in &r.deployments {
+            let spec = d.spec.as_ref().unwrap();
+            assert_eq!(spec.replicas, Some(*replicas), "{example}");
+            let pod = spec.template.spec.as_ref().unwrap();
+            assert_eq!(pod.service_account_name.as_deref(), Some(CONTROLLER));
+            let c = &pod.containers[0];
+            let sc = c.security_context.as_ref().expect("securityContext");
+            assert_eq!(sc.run_as_user, Some(65532), "{example}");
+            assert_eq!(sc.read_only_root_filesystem, Some(true), "{example}");
+            assert_eq!(sc.allow_privilege_escalation, Some(false), "{example}");
+            let res = c.resources.as_ref().expect("resources");
+            assert!(res.requests.is_some() && res.limits.is_some(), "{example}");
+            let args = c.args.as_ref().expect("args");
+            let cli = weft::cli::Cli::try_parse_from(
+                std::iter::once("weft").chain(args.iter().map(String::as_str)),
+            )
+            .unwrap_or_else(|e| panic!("{example}: weft rejects {args:?}: {e}"));
+            let weft::cli::Command::Controller(a) = cli.command else {
+                panic!("{example}: {args:?} is not `weft controller`");
+            };
+            assert_eq!(a.plugin_namespace, vec![NAMESPACE.to_string()]);
+            // Several replicas elect a leader; one needs no lease.
+            assert_eq!(a.election.leader_elect, *replicas > 1, "{example}");
+            a.leader().unwrap_or_else(|e| panic!("{example}: {e}"));
+            if let Some(s) = a.shard().unwrap() {
+                assert_eq!(s.count, 2, "{example}");
+                seen_shards.push(s.index);
+            }
+        }
+        seen_shards.sort();
+        let want: Vec<u32> = if shards > 1 { vec![0, 1] } else { vec![] };
+        assert_eq!(seen_shards, want, "{example}: one Deployment per shard");
+        // A disruption budget per Deployment that has replicas to spare.
+        let budgets = if *replicas > 1 { shards } else { 0 };
+        assert_eq!(r.pdbs.len(), budgets, "{example}");
+    }
+}
+
+#[test]
+fn the_helm_chart_refuses_bad_values_by_name() {
+    let out = Command::new("python3")
+        .arg(root().join("deploy/helm/template.py"))
+        .arg(root().join("deploy/helm/weft"))
+        .args(["--set", "replicas=-1"])
+        .output()
+        .expect("python3");
+    assert!(!out.status.success(), "replicas=-1 was accepted");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("replicas"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dev_cluster_accepts_the_helm_chart() {
+    for (example, _) in HELM_EXAMPLES {
+        let dir = tempfile::tempdir().unwrap();
+        let cluster = weft::dev::start(dir.path()).await.expect("dev cluster");
+        let kubeconfig = dir.path().join("kubeconfig");
+        let yaml = helm(example);
+        let out = kubectl(
+            &kubeconfig,
+            &["apply", "--server-side", "-f", "-"],
+            Some(yaml.as_str()),
+        )
+        .await;
+        assert!(
+            out.status.success(),
+            "{example}: kubectl apply --server-side: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let out = kubectl(
+            &kubeconfig,
+            &["get", "deployments", "-n", NAMESPACE, "-o", "name"],
+            None,
+        )
+        .await;
+        let names = String::from_utf8_lossy(&out.stdout).to_string();
+        let want = if *example == "sharded" { 2 } else { 1 };
+        assert_eq!(names.lines().count(), want, "{example}: {names}");
+        cluster.shutdown().await;
+    }
 }

@@ -183,3 +183,181 @@ pub fn node<'a>(wf: &'a Workflow, id: &str) -> &'a weft_dag::NodeStatus {
 pub fn name(p: &Pod) -> String {
     p.name_any()
 }
+
+/// `kubectl --kubeconfig K ARGS`, with `stdin` piped in when given.
+pub async fn kubectl(
+    kubeconfig: &Path,
+    args: &[&str],
+    stdin: Option<&str>,
+) -> std::process::Output {
+    use std::process::Stdio;
+    use tokio::io::AsyncWriteExt;
+    let mut child = tokio::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubectl");
+    if let Some(text) = stdin {
+        let mut pipe = child.stdin.take().unwrap();
+        pipe.write_all(text.as_bytes()).await.unwrap();
+        drop(pipe);
+    }
+    child.wait_with_output().await.unwrap()
+}
+
+/// A loopback port nobody listens on (free when asked; the caller binds it
+/// next).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The body of `GET http://127.0.0.1:PORT/PATH`, or `None` while nothing
+/// answers there.
+pub async fn http_get(port: u16, path: &str) -> Option<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .ok()?;
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes())
+        .await
+        .ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.ok()?;
+    let (head, body) = out.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.1 200").then(|| body.to_string())
+}
+
+/// The value of one series of a Prometheus exposition, named as printed
+/// (`weft_leader{shard="0"}`); `None` when it is absent.
+pub fn sample(exposition: &str, series: &str) -> Option<f64> {
+    exposition.lines().find_map(|l| {
+        l.strip_prefix(series)
+            .and_then(|rest| rest.strip_prefix(' '))
+            .and_then(|v| v.split(' ').next())
+            .and_then(|v| v.parse().ok())
+    })
+}
+
+/// The sum of every series of a metric (`weft_reconciles_total` sums
+/// `{result="ok"}` and `{result="error"}`).
+pub fn sum(exposition: &str, metric: &str) -> f64 {
+    exposition
+        .lines()
+        .filter(|l| {
+            l.strip_prefix(metric)
+                .is_some_and(|r| r.starts_with('{') || r.starts_with(' '))
+        })
+        .filter_map(|l| l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()))
+        .sum()
+}
+
+/// A real `weft controller` process against a dev cluster, its log (JSON
+/// lines) in a file. Killed (SIGKILL) when dropped.
+pub struct ControllerProcess {
+    child: std::process::Child,
+    /// Where `/metrics` is served.
+    pub metrics_port: u16,
+    /// Its identity (Lease holder, Events' reportingInstance).
+    pub identity: String,
+    log: PathBuf,
+}
+
+impl ControllerProcess {
+    /// Starts `weft controller` with the first-party plugins and `args`
+    /// (no admin API unless `args` configure it).
+    pub fn start(kubeconfig: &Path, identity: &str, args: &[&str]) -> Self {
+        let metrics_port = free_port();
+        let log = kubeconfig.with_file_name(format!("{identity}.log"));
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .unwrap();
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_weft"))
+            .args(["--log-format", "json", "controller", "--metrics-addr"])
+            .arg(format!("127.0.0.1:{metrics_port}"))
+            .args(
+                (!args.contains(&"--plugins"))
+                    .then(|| ["--plugins".into(), root().join("target/plugins")])
+                    .into_iter()
+                    .flatten(),
+            )
+            .arg("--cache-dir")
+            .arg(root().join("target/weft-test-cache"))
+            .args(["--leader-elect-identity", identity])
+            .args(
+                // Two processes would fight over the admin API's default
+                // port: serve it only when a test configures it.
+                (!args.iter().any(|a| a.starts_with("--admin"))).then_some("--no-admin"),
+            )
+            .args(args)
+            .env("KUBECONFIG", kubeconfig)
+            .env("RUST_LOG", "info")
+            .env_remove("POD_NAME")
+            .env_remove("POD_NAMESPACE")
+            .stdout(std::process::Stdio::null())
+            .stderr(file)
+            .spawn()
+            .expect("start weft controller");
+        ControllerProcess {
+            child,
+            metrics_port,
+            identity: identity.to_string(),
+            log,
+        }
+    }
+
+    /// Its `/metrics`, once it serves them (up to 60 s: the first start
+    /// compiles the plugins).
+    pub async fn metrics(&self) -> String {
+        for _ in 0..600 {
+            if let Some(m) = http_get(self.metrics_port, "/metrics").await {
+                return m;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!(
+            "{}: no /metrics on port {}; log:\n{}",
+            self.identity,
+            self.metrics_port,
+            self.log()
+        );
+    }
+
+    /// SIGKILL, and reap it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM (a rolling update's stop), and reap it.
+    pub fn terminate(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .arg(self.child.id().to_string())
+            .status();
+        let _ = self.child.wait();
+    }
+
+    /// What it logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for ControllerProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}

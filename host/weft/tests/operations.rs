@@ -1,0 +1,423 @@
+//! What an operator relies on, checked in one end-to-end run of the real
+//! `weft controller` binary configured as deploy/'s Deployment runs it
+//! (leader election, plugins hot-loaded from weft-system, the admin API
+//! with a Wasm middleware):
+//!
+//! - the RBAC review: every verb the controller used on every resource
+//!   (from the dev cluster's audit log) is granted by deploy/'s Role and
+//!   ClusterRole, and every verb they grant was used;
+//! - `/metrics` exposes the metrics the dashboards need, with samples.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use common::{ControllerProcess, free_port, kubectl, root, sum};
+use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
+use serde::Deserialize;
+use tonic::transport::Channel;
+use weft::admin::pb;
+
+type AdminClient = pb::admin_service_client::AdminServiceClient<Channel>;
+
+/// The user the controller's kubeconfig names (its bearer token): the
+/// service account deploy/ binds the roles to.
+const CONTROLLER_USER: &str = "system:serviceaccount:weft-system:weft-controller";
+const NS: &str = "weft-system";
+
+/// The kubeconfig of the dev cluster at `server`, as user `token`.
+fn kubeconfig_as(server: &str, token: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: dev\n  cluster:\n    server: {server}\nusers:\n- name: u\n  user:\n    token: {token}\ncontexts:\n- name: dev\n  context:\n    cluster: dev\n    user: u\n    namespace: default\ncurrent-context: dev\n"
+    )
+}
+
+/// What a role grants: (apiGroup, resource, verb).
+type Grant = (String, String, String);
+
+fn grants(rules: &[PolicyRule]) -> BTreeSet<Grant> {
+    let mut out = BTreeSet::new();
+    for r in rules {
+        for g in r.api_groups.iter().flatten() {
+            for res in r.resources.iter().flatten() {
+                for v in &r.verbs {
+                    out.insert((g.clone(), res.clone(), v.clone()));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The production overlay's ClusterRole and weft-system Role rules.
+fn deployed_rbac() -> (BTreeSet<Grant>, BTreeSet<Grant>) {
+    let out = std::process::Command::new("kubectl")
+        .arg("kustomize")
+        .arg(root().join("deploy/overlays/production"))
+        .output()
+        .expect("kubectl kustomize");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let yaml = String::from_utf8(out.stdout).unwrap();
+    let (mut cluster, mut namespaced) = (BTreeSet::new(), BTreeSet::new());
+    for doc in serde_yaml::Deserializer::from_str(&yaml) {
+        let v = serde_json::Value::deserialize(doc).unwrap();
+        match v["kind"].as_str() {
+            Some("ClusterRole") if v["metadata"]["name"] == "weft-controller" => {
+                let r: ClusterRole = serde_json::from_value(v).unwrap();
+                cluster.extend(grants(r.rules.as_deref().unwrap_or_default()));
+            }
+            Some("Role") if v["metadata"]["name"] == "weft-controller" => {
+                let r: Role = serde_json::from_value(v).unwrap();
+                assert_eq!(r.metadata.namespace.as_deref(), Some(NS));
+                namespaced.extend(grants(r.rules.as_deref().unwrap_or_default()));
+            }
+            _ => {}
+        }
+    }
+    (cluster, namespaced)
+}
+
+async fn admin_client(port: u16) -> AdminClient {
+    for _ in 0..600 {
+        if let Ok(c) = AdminClient::connect(format!("http://127.0.0.1:{port}")).await {
+            return c;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the admin API never listened on {port}");
+}
+
+fn id(name: &str) -> Option<pb::ExecutionId> {
+    Some(pb::ExecutionId {
+        namespace: "default".into(),
+        name: name.into(),
+    })
+}
+
+/// Hot-loads a test guest into weft-system as `weft plugin push` does.
+fn push(server: &str, guest: &str) {
+    let dir = root().join("target/test-guests");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_weft"))
+        .args(["plugin", "push"])
+        .arg(dir.join(format!("{guest}.wasm")))
+        .arg("--manifest")
+        .arg(dir.join(format!("{guest}.yaml")))
+        .args(["--server", server, "-n", NS])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "push {guest}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+async fn wait_metric(p: &ControllerProcess, what: &str, ok: impl Fn(&str) -> bool) -> String {
+    for _ in 0..600 {
+        let m = p.metrics().await;
+        if ok(&m) {
+            return m;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!(
+        "{what}: never in /metrics:\n{}\nlog:\n{}",
+        p.metrics().await,
+        p.log()
+    );
+}
+
+async fn wait_phase(client: &mut AdminClient, name: &str, phase: &str, secs: u64) {
+    for _ in 0..secs * 10 {
+        let e = client
+            .get_execution(pb::GetExecutionRequest { id: id(name) })
+            .await
+            .unwrap()
+            .into_inner();
+        if e.phase == phase {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{name} never reached {phase}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deployed_controller_uses_exactly_its_rbac_and_exposes_its_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = weft::dev::start(dir.path()).await.unwrap();
+    let server = cluster.base_url();
+    let client = weft::runtime::client_for(&server).unwrap();
+    weft::runtime::install_crd(&client).await.unwrap();
+    let admin_kubeconfig = dir.path().join("kubeconfig");
+    let out = kubectl(&admin_kubeconfig, &["create", "namespace", NS], None).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // The controller as deploy/base/deployment.yaml runs it, under its
+    // service account's name.
+    let kubeconfig = dir.path().join("controller.kubeconfig");
+    std::fs::write(&kubeconfig, kubeconfig_as(&server, CONTROLLER_USER)).unwrap();
+    let admin_port = free_port();
+    let admin_config = dir.path().join("admin.yaml");
+    std::fs::write(
+        &admin_config,
+        format!("listen: 127.0.0.1:{admin_port}\nmiddleware: [request-id]\n"),
+    )
+    .unwrap();
+    // The base grants the pod plugin's kinds; other plugins' kinds come
+    // with deploy/components (checked in tests/deploy.rs). So this
+    // controller starts with the pod plugin and the middleware only.
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir(&plugins).unwrap();
+    for f in ["pod.wasm", "pod.yaml", "request-id.wasm", "request-id.yaml"] {
+        std::fs::copy(root().join("target/plugins").join(f), plugins.join(f)).unwrap();
+    }
+    let controller = ControllerProcess::start(
+        &kubeconfig,
+        "weft-controller-0",
+        &[
+            "--plugin-namespace=weft-system",
+            "--leader-elect",
+            "--leader-elect-namespace=weft-system",
+            // The panic guest traps on every call: let the breaker trip.
+            "--breaker-faults=3",
+            "--plugins",
+            plugins.to_str().unwrap(),
+            "--admin-config",
+            admin_config.to_str().unwrap(),
+        ],
+    );
+    let mut admin = admin_client(admin_port).await;
+    wait_metric(&controller, "leadership", |m| {
+        m.contains("weft_leader{shard=\"0\"} 1")
+    })
+    .await;
+
+    // Hot loading: two misbehaving plugins arrive as ConfigMaps.
+    push(&server, "panic");
+    push(&server, "loop-forever");
+    wait_metric(&controller, "both plugins loaded", |m| {
+        m.contains("weft_plugin_loads_total{plugin=\"panic\",result=\"loaded\"")
+            && m.contains("weft_plugin_loads_total{plugin=\"loop-forever\",result=\"loaded\"")
+    })
+    .await;
+
+    // A workflow with an approval gate, through the admin API.
+    let gated = r#"{"nodes": [
+        {"id": "hello", "task": {"type": "pod", "config": {"image": "busybox", "command": ["sh", "-c", "echo hi"]}}},
+        {"id": "approve", "dependsOn": ["hello"], "gate": {"approval": {}}},
+        {"id": "after", "dependsOn": ["approve"], "task": {"type": "pod", "config": {"image": "busybox", "command": ["true"]}}}
+    ]}"#;
+    admin
+        .create_execution(pb::CreateExecutionRequest {
+            namespace: "default".into(),
+            name: "gated".into(),
+            spec: gated.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut watch = admin
+        .watch_execution(pb::WatchExecutionRequest { id: id("gated") })
+        .await
+        .unwrap()
+        .into_inner();
+    wait_phase(&mut admin, "gated", "Running", 60).await;
+    // While it waits at the gate, the node gauges count it.
+    wait_metric(&controller, "nodes by phase", |m| {
+        common::sum(m, "weft_nodes") > 0.0
+            && common::sample(m, "weft_active_workflows").is_some_and(|v| v >= 1.0)
+    })
+    .await;
+    // The gate waits until `hello` is done; approving early is refused.
+    for _ in 0..600 {
+        if admin
+            .approve_gate(pb::ApproveGateRequest {
+                id: id("gated"),
+                node_id: "approve".into(),
+            })
+            .await
+            .is_ok()
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut last = String::new();
+    while let Some(Ok(e)) = tokio_stream::StreamExt::next(&mut watch).await {
+        last = e.phase;
+    }
+    assert_eq!(last, "Succeeded");
+
+    // One that runs until it is aborted.
+    admin
+        .create_execution(pb::CreateExecutionRequest {
+            namespace: "default".into(),
+            name: "long".into(),
+            spec: r#"{"nodes": [{"id": "sleep", "task": {"type": "pod", "config": {"image": "busybox", "command": ["sleep", "60"]}}}]}"#.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(client.clone(), "default");
+    for _ in 0..600 {
+        if pods.get_opt("long-sleep-0").await.unwrap().is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    admin
+        .abort_execution(pb::AbortExecutionRequest {
+            id: id("long"),
+            reason: "test".into(),
+        })
+        .await
+        .unwrap();
+    wait_phase(&mut admin, "long", "Aborted", 60).await;
+    let listed = admin
+        .list_executions(pb::ListExecutionsRequest {
+            namespace: "default".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(listed.executions.len(), 2);
+
+    // A workflow whose plugins fault: a trap and a deadline hit.
+    admin
+        .create_execution(pb::CreateExecutionRequest {
+            namespace: "default".into(),
+            name: "faulty".into(),
+            spec: r#"{"failurePolicy": "FailAfterExecutableNodesComplete", "nodes": [
+                {"id": "trap", "task": {"type": "test-panic", "config": {}}},
+                {"id": "spin", "task": {"type": "test-loop-forever", "config": {}}}
+            ]}"#
+            .into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    wait_phase(&mut admin, "faulty", "Failed", 120).await;
+
+    // /metrics: what the dashboards and alerts are built on.
+    let m = wait_metric(&controller, "the breaker's trip", |m| {
+        m.contains("weft_plugin_rollbacks_total{plugin=\"panic\"}")
+    })
+    .await;
+    for (family, why) in [
+        ("weft_reconciles_total", "reconciles"),
+        ("weft_round_latency_seconds_count", "round latency"),
+        ("weft_node_transitions_total", "node phase transitions"),
+        (
+            "weft_plugin_call_duration_seconds_count",
+            "per-plugin calls and latency",
+        ),
+        ("weft_plugin_traps_total", "traps"),
+        ("weft_plugin_deadline_hits_total", "deadline hits"),
+        ("weft_plugin_memory_high_water_bytes", "memory high-water"),
+        ("weft_plugin_loads_total", "hot-reload events"),
+        ("weft_grpc_requests_total", "gRPC by method and code"),
+        ("weft_grpc_request_duration_seconds_count", "gRPC latency"),
+        ("weft_leader", "leadership"),
+        ("weft_api_writes_total", "API writes"),
+    ] {
+        assert!(sum(&m, family) > 0.0, "{why}: no {family} sample:\n{m}");
+    }
+    for (series, why) in [
+        (
+            "weft_plugin_traps_total{plugin=\"panic\"}",
+            "the panic guest's trap",
+        ),
+        (
+            "weft_plugin_deadline_hits_total{plugin=\"loop-forever\"}",
+            "the loop's deadline",
+        ),
+        (
+            "weft_plugin_memory_high_water_bytes{plugin=\"pod\"}",
+            "the pod plugin's memory",
+        ),
+        (
+            "weft_plugin_call_duration_seconds_count{plugin=\"request-id\",call=\"on-request\"}",
+            "the middleware's calls",
+        ),
+        (
+            "weft_grpc_requests_total{method=\"/weft.admin.v1.AdminService/CreateExecution\",code=\"OK\"}",
+            "CreateExecution",
+        ),
+        (
+            "weft_grpc_requests_total{method=\"/weft.admin.v1.AdminService/ApproveGate\",code=\"OK\"}",
+            "ApproveGate",
+        ),
+    ] {
+        assert!(
+            common::sample(&m, series).is_some_and(|v| v > 0.0),
+            "{why}: no {series}:\n{m}"
+        );
+    }
+    assert!(
+        common::sample(&m, "weft_plugin_rollbacks_total{plugin=\"panic\"}")
+            .is_some_and(|v| v >= 1.0),
+        "the breaker did not trip on the panic guest:\n{m}"
+    );
+    assert!(sum(&m, "weft_leader_transitions_total") >= 1.0, "{m}");
+
+    // The RBAC review: what it used, against what deploy/ grants.
+    let used = used_by(&cluster.audit(), CONTROLLER_USER);
+    let (cluster_grants, ns_grants) = deployed_rbac();
+    let mut missing = Vec::new();
+    for ((group, resource, verb), namespaces) in &used {
+        let g = (group.clone(), resource.clone(), verb.clone());
+        let only_own = namespaces.iter().all(|n| n == NS);
+        if !(cluster_grants.contains(&g) || (only_own && ns_grants.contains(&g))) {
+            missing.push(format!("{verb} {group}/{resource} in {namespaces:?}"));
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "deploy/'s RBAC does not grant what the controller used: {missing:?}"
+    );
+    let unused: Vec<&Grant> = cluster_grants
+        .iter()
+        .chain(&ns_grants)
+        .filter(|g| !used.contains_key(g))
+        .collect();
+    assert!(
+        unused.is_empty(),
+        "deploy/'s RBAC grants verbs the controller never used: {unused:?}"
+    );
+    // Cluster-wide grants are for what cannot be confined to weft-system.
+    let confinable: Vec<&Grant> = cluster_grants
+        .iter()
+        .filter(|g| used[g].iter().all(|n| n == NS))
+        .collect();
+    assert!(
+        confinable.is_empty(),
+        "granted cluster-wide but used only in {NS}: {confinable:?}"
+    );
+    drop(controller);
+    cluster.shutdown().await;
+}
+
+/// Each (group, resource, verb) `user` used, with the namespaces it used it
+/// in ("" for all namespaces or cluster scope).
+fn used_by(audit: &[weft_cluster::AuditRecord], user: &str) -> BTreeMap<Grant, BTreeSet<String>> {
+    let mut used: BTreeMap<Grant, BTreeSet<String>> = BTreeMap::new();
+    for r in audit.iter().filter(|r| r.user == user) {
+        used.entry((r.api_group.clone(), r.resource.clone(), r.verb.clone()))
+            .or_default()
+            .insert(r.namespace.clone());
+    }
+    assert!(!used.is_empty(), "the audit log has nothing from {user}");
+    used
+}
