@@ -6,11 +6,15 @@ SHELL := /bin/bash
 
 EXAMPLE ?= examples/hello.yaml
 
-.PHONY: run test plugin-tests toolchain guests host lint bench clean-guests
+.PHONY: run test plugin-tests toolchain helm-tools guests host lint bench clean-guests
 
 ## Install the guest toolchain (rustup wasm32 target if present, else Debian's rustc-web) and wasm-tools.
 toolchain:
 	@bash .ci/guest-toolchain.sh
+
+## Helm's own engine (its Go SDK, from PyPI's helm-python-sdk) for deploy/helm/template.py: no helm binary is needed.
+helm-tools:
+	@python3 -c 'import helm_python' 2>/dev/null || python3 -m pip install -q helm-python-sdk 2>/dev/null || python3 -m pip install -q --user --break-system-packages helm-python-sdk
 
 ## Build every Wasm component (plugins, test guests, SDK examples) from source into target/{plugins,test-guests,sdk-examples}.
 guests: toolchain
@@ -26,11 +30,12 @@ run: guests host
 	cargo run --locked -q -p weft -- run $(EXAMPLE)
 
 ## The whole test suite.
-test: guests
+test: guests helm-tools
 	cargo fmt --all --check
 	cargo clippy --locked --workspace --all-targets -- -D warnings
 	cargo test --locked --workspace
 	$(MAKE) plugin-tests
+	bash .ci/check-image.sh
 
 ## The plugins' and SDK examples' own logic, natively (the host's tests run the components).
 plugin-tests:

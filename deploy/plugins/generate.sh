@@ -8,9 +8,16 @@
 #   kubectl kustomize deploy/plugins/generated
 #   kubectl apply --server-side -k deploy/plugins/generated
 #
+# For the Helm chart (plugins.enabled renders its plugins/*.yaml):
+#
+#   OUT=deploy/helm/weft/plugins deploy/plugins/generate.sh
+#
 # Environment: WEFT (the weft binary, default target/debug/weft), PLUGINS
 # (default target/plugins), OUT (default deploy/plugins/generated),
-# NAMESPACE (default weft-system: the namespace the controller hot-loads).
+# NAMESPACE (default weft-system: the namespace the controller hot-loads;
+# the chart sets its own), KUSTOMIZATION (1: also write OUT/kustomization.yaml;
+# default 1, or 0 when OUT is a Helm chart's plugins/ directory, i.e. its
+# parent has a Chart.yaml).
 #
 # The ConfigMaps come from `weft plugin push --dry-run`: the same packing
 # code as a real push (zstd when smaller, part ConfigMaps when the compressed
@@ -22,6 +29,11 @@ weft=${WEFT:-$root/target/debug/weft}
 src=${PLUGINS:-$root/target/plugins}
 out=${OUT:-$root/deploy/plugins/generated}
 ns=${NAMESPACE:-weft-system}
+if [ -f "$out/../Chart.yaml" ]; then
+  kustomization=${KUSTOMIZATION:-0}
+else
+  kustomization=${KUSTOMIZATION:-1}
+fi
 
 if [ $# -gt 0 ]; then
   plugins=("$@")
@@ -33,7 +45,7 @@ die() { echo "generate.sh: $*" >&2; exit 1; }
 
 [ -x "$weft" ] || die "$weft: no weft binary (cargo build -p weft, or set WEFT)"
 for p in "${plugins[@]}"; do
-  [ -f "$src/$p.wasm" ] && [ -f "$src/$p.yaml" ] ||
+  { [ -f "$src/$p.wasm" ] && [ -f "$src/$p.yaml" ]; } ||
     die "$src/$p.wasm or $p.yaml missing: build the plugins first (make guests)"
 done
 
@@ -53,6 +65,8 @@ for p in "${plugins[@]}"; do
   files+=("$name.yaml")
   echo "$out/$name.yaml" >&2
 done
+
+[ "$kustomization" = 1 ] || exit 0
 
 # No kustomize `labels:` here: part ConfigMaps carry weft.dev/plugin-part,
 # and a weft.dev/plugin label on them would make the loader take them for heads.
