@@ -6,7 +6,15 @@ use clap::Parser;
 
 fn main() -> std::process::ExitCode {
     let cli = weft::cli::Cli::parse();
-    weft::telemetry::init_logging(cli.log_format, cli.verbose);
+    let telemetry =
+        weft::telemetry::init(cli.log_format, cli.verbose, cli.otlp_endpoint.as_deref());
+    let _telemetry = match telemetry {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
     match weft::cli::run(cli) {
         Ok(code) => code,
         Err(e) => {

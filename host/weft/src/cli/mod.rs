@@ -21,6 +21,15 @@ pub struct Cli {
     /// Log line format.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+    /// Export OpenTelemetry traces (reconcile, node, plugin call, apply,
+    /// status patch) to this OTLP gRPC endpoint, e.g. http://collector:4317.
+    #[arg(
+        long,
+        global = true,
+        env = "OTEL_EXPORTER_OTLP_ENDPOINT",
+        value_name = "URL"
+    )]
+    pub otlp_endpoint: Option<String>,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,

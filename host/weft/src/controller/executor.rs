@@ -124,6 +124,12 @@ impl PluginExecutor {
 
     /// Builds the child of an attempt (the plugin is deterministic).
     fn build(&self, plugin: &TaskPlugin, ctx: &TaskContext) -> Result<Value, Box<TaskObservation>> {
+        let _span = tracing::info_span!(
+            "plugin.call",
+            plugin = plugin.name(),
+            call = "build-resource"
+        )
+        .entered();
         let start = std::time::Instant::now();
         let result = plugin.build_resource(ctx);
         self.registry.record_call(plugin, result.as_ref().err());
@@ -230,8 +236,15 @@ impl Executor for PluginExecutor {
         };
         self.children.seen(&key);
         let observed = serde_json::to_value(&*observed).unwrap_or(Value::Null);
+        let call_span = tracing::info_span!(
+            "plugin.call",
+            plugin = plugin.name(),
+            call = "get-task-phase"
+        )
+        .entered();
         let start = std::time::Instant::now();
         let result = plugin.get_task_phase(&ctx, &observed);
+        drop(call_span);
         self.registry.record_call(&plugin, result.as_ref().err());
         self.metrics
             .plugin_call(plugin.name(), "get-task-phase", start.elapsed());

@@ -422,10 +422,10 @@ async fn write_status(
     let old_v = serde_json::to_value(old).unwrap_or(Value::Null);
     let new_v = serde_json::to_value(new).unwrap_or(Value::Null);
     if let Some(diff) = merge_diff(&old_v, &new_v) {
-        api.patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"status": diff})),
+        let patch = json!({"status": diff});
+        tracing::Instrument::instrument(
+            api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)),
+            tracing::info_span!("status.patch", phase = ?new.phase),
         )
         .await?;
         ctx.metrics.api_write("status");
@@ -466,12 +466,16 @@ async fn apply_child(ctx: &Context, ns: &str, child: &Value) -> Result<(), Error
     let api_version = child["apiVersion"].as_str().unwrap_or_default();
     let kind = child["kind"].as_str().unwrap_or_default();
     let name = child["metadata"]["name"].as_str().unwrap_or_default();
+    let span = tracing::info_span!("child.apply", kind, name);
     let k = ctx.children.ensure(api_version, kind).await?;
     let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), ns, &k.resource);
-    api.patch(
-        name,
-        &PatchParams::apply(MANAGER).force(),
-        &Patch::Apply(child),
+    tracing::Instrument::instrument(
+        api.patch(
+            name,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(child),
+        ),
+        span,
     )
     .await?;
     ctx.metrics.api_write("child");
