@@ -341,3 +341,35 @@ async fn each_shard_reconciles_only_its_workflows() {
     drop((shard0, shard1));
     cluster.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_stopped_by_sigterm_hands_over_without_waiting_for_expiry() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = weft::dev::start(dir.path()).await.unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let client = weft::runtime::client_for(&cluster.base_url()).unwrap();
+    weft::runtime::install_crd(&client).await.unwrap();
+    // A long lease: only a release can hand over quickly.
+    let slow = [
+        "--leader-elect",
+        "--leader-elect-lease-duration=30s",
+        "--leader-elect-renew-deadline=20s",
+        "--leader-elect-retry-period=500ms",
+    ];
+    let a = ControllerProcess::start(&kubeconfig, "rolling-a", &slow);
+    let b = ControllerProcess::start(&kubeconfig, "rolling-b", &slow);
+    let first = wait_for_holder(&kubeconfig, "weft-controller", &["rolling-a", "rolling-b"]).await;
+    let (mut leader, standby) = if first == "rolling-a" { (a, b) } else { (b, a) };
+    leader.metrics().await;
+    standby.metrics().await;
+    leader.terminate();
+    let stopped = Instant::now();
+    wait_for_holder(&kubeconfig, "weft-controller", &[standby.identity.as_str()]).await;
+    let took = stopped.elapsed();
+    assert!(
+        took < Duration::from_secs(5),
+        "the standby waited {took:?}: the stopped leader did not release the lease"
+    );
+    drop(standby);
+    cluster.shutdown().await;
+}
