@@ -9,7 +9,7 @@ mod common;
 use std::process::Command;
 
 use clap::Parser;
-use common::{kubectl, root};
+use common::{grant_set, kubectl, root};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{
     ConfigMap, Container, Namespace, PodSpec, Service, ServiceAccount,
@@ -730,21 +730,6 @@ fn helm(example: &str) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).expect("UTF-8 YAML")
-}
-
-/// Every (group, resource, verb) of a set of rules.
-fn grant_set(rules: &[PolicyRule]) -> std::collections::BTreeSet<(String, String, String)> {
-    let mut out = std::collections::BTreeSet::new();
-    for r in rules {
-        for g in r.api_groups.iter().flatten() {
-            for res in r.resources.iter().flatten() {
-                for v in &r.verbs {
-                    out.insert((g.clone(), res.clone(), v.clone()));
-                }
-            }
-        }
-    }
-    out
 }
 
 #[test]

@@ -137,11 +137,7 @@ async fn reporters(client: &Client, workflow: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_standby_takes_over_from_a_killed_leader_without_duplicating_children() {
-    let dir = tempfile::tempdir().unwrap();
-    let cluster = weft::dev::start(dir.path()).await.unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    let client = weft::runtime::client_for(&cluster.base_url()).unwrap();
-    weft::runtime::install_crd(&client).await.unwrap();
+    let (_dir, cluster, kubeconfig, client) = common::dev_cluster().await;
 
     let a = start(&kubeconfig, "replica-a", &[]);
     let b = start(&kubeconfig, "replica-b", &[]);
@@ -276,11 +272,7 @@ fn names_by_shard(prefix: &str, per_shard: usize) -> BTreeMap<u32, Vec<String>> 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_shard_reconciles_only_its_workflows() {
-    let dir = tempfile::tempdir().unwrap();
-    let cluster = weft::dev::start(dir.path()).await.unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    let client = weft::runtime::client_for(&cluster.base_url()).unwrap();
-    weft::runtime::install_crd(&client).await.unwrap();
+    let (_dir, cluster, kubeconfig, client) = common::dev_cluster().await;
 
     let shard0 = start(&kubeconfig, "shard-0", &["--shards=2", "--shard=0"]);
     let mut shard1 = start(&kubeconfig, "shard-1", &["--shards=2", "--shard=1"]);
@@ -344,11 +336,7 @@ async fn each_shard_reconciles_only_its_workflows() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_stopped_by_sigterm_hands_over_without_waiting_for_expiry() {
-    let dir = tempfile::tempdir().unwrap();
-    let cluster = weft::dev::start(dir.path()).await.unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    let client = weft::runtime::client_for(&cluster.base_url()).unwrap();
-    weft::runtime::install_crd(&client).await.unwrap();
+    let (_dir, cluster, kubeconfig, _client) = common::dev_cluster().await;
     // A long lease: only a release can hand over quickly.
     let slow = [
         "--leader-elect",

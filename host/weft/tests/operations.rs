@@ -13,8 +13,8 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use common::{ControllerProcess, free_port, kubectl, root, sum};
-use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
+use common::{ControllerProcess, free_port, grant_set, kubectl, root, sum};
+use k8s_openapi::api::rbac::v1::{ClusterRole, Role};
 use serde::Deserialize;
 use tonic::transport::Channel;
 use weft::admin::pb;
@@ -36,20 +36,6 @@ fn kubeconfig_as(server: &str, token: &str) -> String {
 /// What a role grants: (apiGroup, resource, verb).
 type Grant = (String, String, String);
 
-fn grants(rules: &[PolicyRule]) -> BTreeSet<Grant> {
-    let mut out = BTreeSet::new();
-    for r in rules {
-        for g in r.api_groups.iter().flatten() {
-            for res in r.resources.iter().flatten() {
-                for v in &r.verbs {
-                    out.insert((g.clone(), res.clone(), v.clone()));
-                }
-            }
-        }
-    }
-    out
-}
-
 /// The production overlay's ClusterRole and weft-system Role rules.
 fn deployed_rbac() -> (BTreeSet<Grant>, BTreeSet<Grant>) {
     let out = std::process::Command::new("kubectl")
@@ -69,12 +55,12 @@ fn deployed_rbac() -> (BTreeSet<Grant>, BTreeSet<Grant>) {
         match v["kind"].as_str() {
             Some("ClusterRole") if v["metadata"]["name"] == "weft-controller" => {
                 let r: ClusterRole = serde_json::from_value(v).unwrap();
-                cluster.extend(grants(r.rules.as_deref().unwrap_or_default()));
+                cluster.extend(grant_set(r.rules.as_deref().unwrap_or_default()));
             }
             Some("Role") if v["metadata"]["name"] == "weft-controller" => {
                 let r: Role = serde_json::from_value(v).unwrap();
                 assert_eq!(r.metadata.namespace.as_deref(), Some(NS));
-                namespaced.extend(grants(r.rules.as_deref().unwrap_or_default()));
+                namespaced.extend(grant_set(r.rules.as_deref().unwrap_or_default()));
             }
             _ => {}
         }

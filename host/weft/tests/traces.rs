@@ -64,11 +64,7 @@ async fn a_reconcile_is_one_trace_from_reconcile_to_plugin_call_and_apply() {
             .serve(([127, 0, 0, 1], port).into()),
     );
 
-    let dir = tempfile::tempdir().unwrap();
-    let cluster = weft::dev::start(dir.path()).await.unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    let client = weft::runtime::client_for(&cluster.base_url()).unwrap();
-    weft::runtime::install_crd(&client).await.unwrap();
+    let (_dir, cluster, kubeconfig, client) = common::dev_cluster().await;
     let endpoint = format!("--otlp-endpoint=http://127.0.0.1:{port}");
     let mut controller = ControllerProcess::start(&kubeconfig, "traced", &[&endpoint]);
 

@@ -361,3 +361,32 @@ impl Drop for ControllerProcess {
         self.kill();
     }
 }
+
+/// What RBAC rules grant, one (apiGroup, resource, verb) each.
+pub fn grant_set(
+    rules: &[k8s_openapi::api::rbac::v1::PolicyRule],
+) -> std::collections::BTreeSet<(String, String, String)> {
+    let mut out = std::collections::BTreeSet::new();
+    for r in rules {
+        for g in r.api_groups.iter().flatten() {
+            for res in r.resources.iter().flatten() {
+                for v in &r.verbs {
+                    out.insert((g.clone(), res.clone(), v.clone()));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A dev cluster in a fresh directory with the Workflow CRD installed,
+/// for tests that run the controller as a process: the directory (its
+/// `kubeconfig` inside), the cluster and a client.
+pub async fn dev_cluster() -> (tempfile::TempDir, weft_cluster::DevCluster, PathBuf, Client) {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = weft::dev::start(dir.path()).await.expect("dev cluster");
+    let kubeconfig = dir.path().join("kubeconfig");
+    let client = weft::runtime::client_for(&cluster.base_url()).unwrap();
+    weft::runtime::install_crd(&client).await.unwrap();
+    (dir, cluster, kubeconfig, client)
+}
