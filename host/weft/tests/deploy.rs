@@ -649,6 +649,22 @@ fn components_grant_the_plugin_kinds() {
     );
 }
 
+/// `kubectl apply --server-side` of a rendered install; it must succeed.
+async fn apply_server_side(kubeconfig: &std::path::Path, yaml: &str, what: &str) {
+    let out = kubectl(
+        kubeconfig,
+        &["apply", "--server-side", "-f", "-"],
+        Some(yaml),
+    )
+    .await;
+    assert!(
+        out.status.success(),
+        "{what}: kubectl apply --server-side: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dev_cluster_accepts_every_overlay() {
     let dir = tempfile::tempdir().unwrap();
@@ -659,18 +675,7 @@ async fn the_dev_cluster_accepts_every_overlay() {
         .map(|(o, _)| kustomize(&format!("deploy/overlays/{o}")))
         .collect();
     for ((overlay, replicas), yaml) in OVERLAYS.iter().zip(&rendered) {
-        let out = kubectl(
-            &kubeconfig,
-            &["apply", "--server-side", "-f", "-"],
-            Some(yaml.as_str()),
-        )
-        .await;
-        assert!(
-            out.status.success(),
-            "{overlay}: kubectl apply --server-side: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        apply_server_side(&kubeconfig, yaml, overlay).await;
         let out = kubectl(
             &kubeconfig,
             &[
@@ -825,19 +830,7 @@ async fn the_dev_cluster_accepts_the_helm_chart() {
         let dir = tempfile::tempdir().unwrap();
         let cluster = weft::dev::start(dir.path()).await.expect("dev cluster");
         let kubeconfig = dir.path().join("kubeconfig");
-        let yaml = helm(example);
-        let out = kubectl(
-            &kubeconfig,
-            &["apply", "--server-side", "-f", "-"],
-            Some(yaml.as_str()),
-        )
-        .await;
-        assert!(
-            out.status.success(),
-            "{example}: kubectl apply --server-side: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        apply_server_side(&kubeconfig, &helm(example), example).await;
         let out = kubectl(
             &kubeconfig,
             &["get", "deployments", "-n", NAMESPACE, "-o", "name"],
