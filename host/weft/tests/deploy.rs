@@ -9,7 +9,7 @@ mod common;
 use std::process::Command;
 
 use clap::Parser;
-use common::{grant_set, kubectl, root};
+use common::{grant_set, kubectl, kustomize, rendered, root};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{
     ConfigMap, Container, Namespace, PodSpec, Service, ServiceAccount,
@@ -46,21 +46,6 @@ struct Rendered {
     pdbs: Vec<PodDisruptionBudget>,
     config_maps: Vec<ConfigMap>,
     crds: Vec<CustomResourceDefinition>,
-}
-
-/// `kubectl kustomize DIR` (a path relative to the repository root).
-fn kustomize(dir: &str) -> String {
-    let out = Command::new("kubectl")
-        .arg("kustomize")
-        .arg(root().join(dir))
-        .output()
-        .expect("kubectl (it renders kustomizations: kubectl kustomize)");
-    assert!(
-        out.status.success(),
-        "kubectl kustomize {dir}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("UTF-8 YAML")
 }
 
 fn render(overlay: &str) -> Rendered {
@@ -721,20 +706,15 @@ const HELM_EXAMPLES: &[(&str, i32)] = &[("dev", 1), ("production", 2), ("sharded
 /// `helm template` of the chart with an example's values, by Helm's own
 /// engine (the Go SDK, through deploy/helm/template.py).
 fn helm(example: &str) -> String {
-    let out = Command::new("python3")
-        .arg(root().join("deploy/helm/template.py"))
-        .arg(root().join("deploy/helm/weft"))
-        .arg("-f")
-        .arg(root().join(format!("deploy/helm/examples/{example}.yaml")))
-        .arg("--include-crds")
-        .output()
-        .expect("python3");
-    assert!(
-        out.status.success(),
-        "helm template ({example}): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("UTF-8 YAML")
+    rendered(
+        Command::new("python3")
+            .arg(root().join("deploy/helm/template.py"))
+            .arg(root().join("deploy/helm/weft"))
+            .arg("-f")
+            .arg(root().join(format!("deploy/helm/examples/{example}.yaml")))
+            .arg("--include-crds"),
+        &format!("helm template ({example})"),
+    )
 }
 
 #[test]

@@ -13,7 +13,7 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use common::{ControllerProcess, free_port, grant_set, kubectl, root, sum};
+use common::{ControllerProcess, free_port, grant_set, kubectl, kustomize, root, sum};
 use k8s_openapi::api::rbac::v1::{ClusterRole, Role};
 use serde::Deserialize;
 use tonic::transport::Channel;
@@ -38,17 +38,7 @@ type Grant = (String, String, String);
 
 /// The production overlay's ClusterRole and weft-system Role rules.
 fn deployed_rbac() -> (BTreeSet<Grant>, BTreeSet<Grant>) {
-    let out = std::process::Command::new("kubectl")
-        .arg("kustomize")
-        .arg(root().join("deploy/overlays/production"))
-        .output()
-        .expect("kubectl kustomize");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let yaml = String::from_utf8(out.stdout).unwrap();
+    let yaml = kustomize("deploy/overlays/production");
     let (mut cluster, mut namespaced) = (BTreeSet::new(), BTreeSet::new());
     for doc in serde_yaml::Deserializer::from_str(&yaml) {
         let v = serde_json::Value::deserialize(doc).unwrap();

@@ -390,3 +390,27 @@ pub async fn dev_cluster() -> (tempfile::TempDir, weft_cluster::DevCluster, Path
     weft::runtime::install_crd(&client).await.unwrap();
     (dir, cluster, kubeconfig, client)
 }
+
+/// The standard output of a renderer (`kubectl kustomize`, Helm), which
+/// must succeed: the install's YAML.
+pub fn rendered(cmd: &mut std::process::Command, what: &str) -> String {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: cannot run it: {e}"));
+    assert!(
+        out.status.success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8 YAML")
+}
+
+/// `kubectl kustomize DIR` (a path relative to the repository root).
+pub fn kustomize(dir: &str) -> String {
+    rendered(
+        std::process::Command::new("kubectl")
+            .arg("kustomize")
+            .arg(root().join(dir)),
+        &format!("kubectl kustomize {dir}"),
+    )
+}
