@@ -112,9 +112,31 @@ impl TaskObservation {
     }
 }
 
+/// Whether a task node may start now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Readiness {
+    /// Start it.
+    Ready,
+    /// Keep it `Pending` with this reason and message (e.g. its plugin is
+    /// being loaded), for at most `timeout` from the first wait; then it
+    /// fails as the platform's fault.
+    Wait {
+        /// Machine-readable reason, e.g. `WaitingForPlugin`.
+        reason: String,
+        /// What it waits for.
+        message: String,
+        /// How long it may wait in all.
+        timeout: Duration,
+    },
+}
+
 /// Starts, observes and stops task attempts. Implementations must be
 /// idempotent: `task` for an attempt that already exists observes it.
 pub trait Executor {
+    /// Whether a task node may start now (asked before its first attempt).
+    fn ready(&mut self, _task: &TaskSpec) -> Readiness {
+        Readiness::Ready
+    }
     /// Make sure the attempt runs (create its resource when missing) and say
     /// where it stands.
     fn task(&mut self, req: &TaskRequest<'_>) -> TaskObservation;
@@ -533,6 +555,7 @@ impl<E: Executor> Round<'_, E> {
                     );
                 }
                 Err(e) => self.fail(&n.id, &mut st, "ConditionError", format!("when: {e}")),
+                Ok(true) if self.waits(spec, n, &mut st) => {}
                 Ok(true) => {
                     let takes_slot = matches!(n.kind, Kind::Task | Kind::Array);
                     if takes_slot
@@ -559,6 +582,50 @@ impl<E: Executor> Round<'_, E> {
             }
         }
         *status.nodes.get_mut(&n.id).expect("present") = st;
+    }
+
+    /// Whether a node that could start must wait for its executor (a
+    /// plugin being loaded). It stays `Pending` with the reason; past the
+    /// executor's timeout it fails on the system budget.
+    fn waits(&mut self, spec: &NodeSpec, n: &CompiledNode, st: &mut NodeStatus) -> bool {
+        let task = match (&spec.task, &spec.array) {
+            (Some(t), _) => t,
+            (None, Some(a)) => &a.task,
+            _ => return false,
+        };
+        let Readiness::Wait {
+            reason,
+            message,
+            timeout,
+        } = self.exec.ready(task)
+        else {
+            if st.waiting_since.take().is_some() {
+                st.reason = None;
+                st.message = None;
+            }
+            return false;
+        };
+        let now = self.input.now;
+        let since = parse_timestamp(st.waiting_since.as_deref()).unwrap_or(now);
+        if now >= since + timeout {
+            st.waiting_since = None;
+            st.system_failures += 1;
+            let waited = humantime::format_duration(timeout);
+            self.fail(
+                &n.id,
+                st,
+                "PluginNotReady",
+                format!("{message}, and it was still not ready after {waited}"),
+            );
+            return true;
+        }
+        st.waiting_since
+            .get_or_insert_with(|| timestamp_millis(now));
+        st.reason = Some(reason);
+        st.message = Some(message);
+        self.out
+            .wake((now + Duration::from_secs(1)).min(since + timeout));
+        true
     }
 
     fn fail(&mut self, id: &str, st: &mut NodeStatus, reason: &str, message: String) {

@@ -113,6 +113,10 @@ pub struct NodeStatus {
     /// When the node started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<String>,
+    /// Since when a node that could start waits for its plugin to load
+    /// (phase Pending, reason `WaitingForPlugin`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_since: Option<String>,
     /// When the current attempt started (timeouts count from here).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempt_started_at: Option<String>,

@@ -29,6 +29,8 @@ struct Script {
     running: HashSet<String>,
     max_running: usize,
     inputs: HashMap<String, Map<String, Value>>,
+    /// Rounds left during which `ready` says the plugin is loading.
+    loading_rounds: usize,
 }
 
 fn key(req: &TaskRequest<'_>) -> String {
@@ -39,6 +41,18 @@ fn key(req: &TaskRequest<'_>) -> String {
 }
 
 impl Executor for Script {
+    fn ready(&mut self, task: &weft_dag::TaskSpec) -> weft_dag::schedule::Readiness {
+        if self.loading_rounds == 0 {
+            return weft_dag::schedule::Readiness::Ready;
+        }
+        self.loading_rounds -= 1;
+        weft_dag::schedule::Readiness::Wait {
+            reason: "WaitingForPlugin".into(),
+            message: format!("plugin for task type {} is loading", task.task_type),
+            timeout: Duration::from_secs(5),
+        }
+    }
+
     fn task(&mut self, req: &TaskRequest<'_>) -> TaskObservation {
         let k = key(req);
         let attempt_key = format!("{k}#{}", req.attempt);
@@ -491,4 +505,47 @@ fn rounds_after_the_end_change_nothing() {
     let out = run.round(Duration::from_secs(100));
     assert_eq!(run.status, before);
     assert!(out.transitions.is_empty() && out.wake_at.is_none());
+}
+
+#[test]
+fn a_node_waits_pending_while_its_plugin_loads_then_starts() {
+    let mut run = Run::new("nodes:\n  - {id: a, task: {type: pod}}\n");
+    run.script.loading_rounds = 3;
+    for _ in 0..3 {
+        run.round(Duration::from_secs(1));
+        let a = run.node("a");
+        assert_eq!(a.phase, NodePhase::Pending);
+        assert_eq!(a.reason.as_deref(), Some("WaitingForPlugin"));
+        assert_eq!(
+            a.message.as_deref(),
+            Some("plugin for task type pod is loading")
+        );
+        assert!(a.waiting_since.is_some());
+        assert!(
+            run.script.started.is_empty(),
+            "nothing starts while loading"
+        );
+    }
+    assert_eq!(run.finish(), WorkflowPhase::Succeeded);
+    let a = run.node("a");
+    assert_eq!(
+        (a.waiting_since.as_deref(), a.reason.as_deref()),
+        (None, None)
+    );
+    assert_eq!(run.script.started, ["a#0"]);
+}
+
+#[test]
+fn a_node_that_waits_past_the_timeout_fails_as_a_system_failure() {
+    let mut run = Run::new("nodes:\n  - {id: a, task: {type: pod}}\n");
+    run.script.loading_rounds = 100;
+    assert_eq!(run.finish(), WorkflowPhase::Failed);
+    let a = run.node("a");
+    assert_eq!(a.reason.as_deref(), Some("PluginNotReady"));
+    assert_eq!(a.system_failures, 1);
+    assert_eq!(
+        a.message.as_deref(),
+        Some("plugin for task type pod is loading, and it was still not ready after 5s")
+    );
+    assert!(run.script.started.is_empty());
 }

@@ -58,6 +58,8 @@ pub(crate) struct Breakers {
     config: Mutex<BreakerConfig>,
     faults: Mutex<HashMap<Digest, VecDeque<Instant>>>,
     trips: Mutex<BTreeMap<String, Trip>>,
+    /// Versions tripped with nothing to roll back to, and when.
+    open: Mutex<HashMap<Digest, Instant>>,
     observers: Mutex<Vec<Observer>>,
 }
 
@@ -116,10 +118,29 @@ impl Breakers {
             "plugin circuit breaker tripped: {}",
             trip.last_error
         );
+        if trip.to.is_none() {
+            lock(&self.open).insert(trip.from, Instant::now());
+        }
         for o in lock(&self.observers).iter() {
             o(&trip);
         }
         lock(&self.trips).insert(trip.plugin.clone(), trip);
+    }
+
+    /// Whether `digest` tripped with nothing to roll back to less than a
+    /// window ago. After the window it is tried again (half-open): one more
+    /// burst of faults opens it again.
+    pub(crate) fn is_open(&self, digest: Digest) -> bool {
+        let window = lock(&self.config).window;
+        let mut open = lock(&self.open);
+        match open.get(&digest) {
+            Some(at) if at.elapsed() <= window => true,
+            Some(_) => {
+                open.remove(&digest);
+                false
+            }
+            None => false,
+        }
     }
 
     pub(crate) fn trips(&self) -> BTreeMap<String, Trip> {

@@ -216,7 +216,7 @@ impl HostState {
         for (stream, pipe) in [("stdout", &wasi.stdout), ("stderr", &wasi.stderr)] {
             let bytes = pipe.contents();
             for line in String::from_utf8_lossy(&bytes).lines() {
-                tracing::info!(plugin = %self.plugin, call = self.call, stream, "{}", truncate(line));
+                tracing::info!(target: PLUGIN_LOG_TARGET, plugin = %self.plugin, call = self.call, stream, "{}", truncate(line));
             }
         }
     }
@@ -263,6 +263,12 @@ fn truncate(s: &str) -> &str {
     &s[..end]
 }
 
+/// The log target of every line a plugin writes (its `log` calls and a
+/// WASI guest's stdout and stderr), so an operator can set its level apart
+/// from the host's: `RUST_LOG=warn,plugin=debug`. `weft` shows it at info
+/// by default.
+pub const PLUGIN_LOG_TARGET: &str = "plugin";
+
 impl crate::bindings::task::weft::plugin::types::Host for HostState {}
 
 impl log::Host for HostState {
@@ -279,11 +285,11 @@ impl log::Host for HostState {
         }
         let (plugin, call, msg) = (&*self.plugin, self.call, truncate(&message));
         match level {
-            Level::Trace => tracing::trace!(plugin, call, "{msg}"),
-            Level::Debug => tracing::debug!(plugin, call, "{msg}"),
-            Level::Info => tracing::info!(plugin, call, "{msg}"),
-            Level::Warn => tracing::warn!(plugin, call, "{msg}"),
-            Level::Error => tracing::error!(plugin, call, "{msg}"),
+            Level::Trace => tracing::trace!(target: PLUGIN_LOG_TARGET, plugin, call, "{msg}"),
+            Level::Debug => tracing::debug!(target: PLUGIN_LOG_TARGET, plugin, call, "{msg}"),
+            Level::Info => tracing::info!(target: PLUGIN_LOG_TARGET, plugin, call, "{msg}"),
+            Level::Warn => tracing::warn!(target: PLUGIN_LOG_TARGET, plugin, call, "{msg}"),
+            Level::Error => tracing::error!(target: PLUGIN_LOG_TARGET, plugin, call, "{msg}"),
         }
         Ok(())
     }

@@ -38,7 +38,7 @@ pub mod plugin;
 pub mod registry;
 
 pub use engine::{Digest, EngineConfig, PluginEngine};
-pub use host::{StateLimits, StateStore};
+pub use host::{PLUGIN_LOG_TARGET, StateLimits, StateStore};
 pub use manifest::Manifest;
 pub use plugin::{
     CallError, FailureKind, MiddlewareCall, MiddlewarePlugin, Phase, PhaseInfo, Plugin,

@@ -178,6 +178,8 @@ struct RawManifest {
     #[serde(default)]
     task_types: Vec<String>,
     #[serde(default)]
+    priority: i32,
+    #[serde(default)]
     resources: Vec<ResourceKind>,
     #[serde(default)]
     limits: Option<RawLimits>,
@@ -200,6 +202,10 @@ pub struct Manifest {
     pub description: Option<String>,
     /// Task types a task plugin serves.
     pub task_types: Vec<String>,
+    /// Which plugin owns a task type that several claim: the higher
+    /// priority wins, then the plugin loaded first (default 0). The
+    /// operator's `defaultForTaskTypes` overrides both.
+    pub priority: i32,
     /// Kinds a task plugin may create.
     pub resources: Vec<ResourceKind>,
     /// Per-call limits.
@@ -325,6 +331,7 @@ impl Manifest {
             world: raw.world,
             description: raw.description,
             task_types: raw.task_types,
+            priority: raw.priority,
             resources: raw.resources,
             limits,
             config,

@@ -36,16 +36,6 @@ pub enum Error {
         /// The task types that are served, comma-separated.
         known: String,
     },
-    /// Several enabled plugins serve the task type and none is configured as its default.
-    #[error(
-        "task type {task_type:?} is served by several plugins ({plugins}); choose one with defaultForTaskTypes"
-    )]
-    Ambiguous {
-        /// The task type.
-        task_type: String,
-        /// The plugins that serve it.
-        plugins: String,
-    },
     /// A plugin is configured as the default for a task type it does not serve.
     #[error(
         "plugin {plugin:?} is configured as the default for task type {task_type:?} but is not loaded, enabled, or does not serve it"
@@ -95,6 +85,102 @@ struct Versions {
     history: BTreeMap<String, Vec<Digest>>,
     /// Pinning policy per plugin name (absent: [`Pinning::Pinned`]).
     policies: BTreeMap<String, Pinning>,
+    /// When each plugin name first claimed its task types (e.g. its
+    /// ConfigMap's creation time, Unix milliseconds); absent: loaded at
+    /// start, which counts as first.
+    claimed_at: BTreeMap<String, i64>,
+}
+
+/// A task type that several enabled plugins claim, and which one owns it.
+/// Ownership is decided the same way on every replica and after every
+/// restart: the operator's `defaultForTaskTypes`, else the higher manifest
+/// `priority`, else the plugin that claimed it first, else the name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conflict {
+    /// The task type.
+    pub task_type: String,
+    /// The plugin that serves it.
+    pub winner: String,
+    /// The plugins that claim it and do not serve it.
+    pub losers: Vec<String>,
+    /// Why the winner won, for messages.
+    pub why: String,
+}
+
+impl std::fmt::Display for Conflict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "task type {:?} is claimed by {} and {}; {} serves it ({})",
+            self.task_type,
+            self.winner,
+            self.losers.join(", "),
+            self.winner,
+            self.why
+        )
+    }
+}
+
+/// One claimant of a task type, ranked.
+#[derive(Debug, Clone)]
+struct Claim {
+    name: String,
+    priority: i32,
+    since: i64,
+}
+
+impl Claim {
+    /// Ordering key: the best claim is the smallest.
+    fn key(&self) -> (std::cmp::Reverse<i32>, i64, &str) {
+        (std::cmp::Reverse(self.priority), self.since, &self.name)
+    }
+}
+
+/// Picks the owner of `task_type` among `claims` (non-empty); `Err` when
+/// the operator named a default that does not claim it.
+fn decide(
+    task_type: &str,
+    claims: &[Claim],
+    config: &RegistryConfig,
+) -> Result<(usize, String), Error> {
+    if let Some(chosen) = config.default_for_task_types.get(task_type) {
+        return match claims.iter().position(|c| &c.name == chosen) {
+            Some(i) => Ok((i, "the operator's defaultForTaskTypes".into())),
+            None => Err(Error::BadDefault {
+                task_type: task_type.into(),
+                plugin: chosen.clone(),
+            }),
+        };
+    }
+    let (i, best) = claims
+        .iter()
+        .enumerate()
+        .min_by(|a, b| a.1.key().cmp(&b.1.key()))
+        .expect("at least one claim");
+    let why = if claims
+        .iter()
+        .any(|c| c.name != best.name && c.priority < best.priority)
+    {
+        format!("higher priority {}", best.priority)
+    } else if claims
+        .iter()
+        .any(|c| c.name != best.name && c.since > best.since)
+    {
+        "it was loaded first".to_string()
+    } else {
+        "same priority and load time: first by name".to_string()
+    };
+    Ok((i, why))
+}
+
+impl Versions {
+    fn claim(&self, m: &Manifest) -> Claim {
+        Claim {
+            name: m.name.clone(),
+            priority: m.priority,
+            since: self.claimed_at.get(&m.name).copied().unwrap_or(i64::MIN),
+        }
+    }
 }
 
 /// One consistent view of the registry.
@@ -103,7 +189,8 @@ pub struct Snapshot {
     plugins: BTreeMap<String, Plugin>,
     versions: Versions,
     task_types: BTreeMap<String, Arc<TaskPlugin>>,
-    ambiguous: BTreeMap<String, Vec<String>>,
+    conflicts: BTreeMap<String, Conflict>,
+    config: RegistryConfig,
     slots: BTreeMap<String, Vec<Arc<MiddlewarePlugin>>>,
     problems: Vec<Error>,
 }
@@ -149,23 +236,31 @@ impl Snapshot {
             });
         }
         let mut task_types = BTreeMap::new();
-        let mut ambiguous = BTreeMap::new();
+        let mut conflicts = BTreeMap::new();
         let mut problems = Vec::new();
         for (tt, list) in claims {
-            if let Some(chosen) = config.default_for_task_types.get(&tt) {
-                match list.iter().find(|p| p.name() == chosen) {
-                    Some(p) => {
-                        task_types.insert(tt, p.clone());
+            let ranked: Vec<Claim> = list.iter().map(|p| versions.claim(p.manifest())).collect();
+            match decide(&tt, &ranked, config) {
+                Ok((i, why)) => {
+                    if list.len() > 1 {
+                        let losers = ranked
+                            .iter()
+                            .filter(|c| c.name != ranked[i].name)
+                            .map(|c| c.name.clone())
+                            .collect();
+                        conflicts.insert(
+                            tt.clone(),
+                            Conflict {
+                                task_type: tt.clone(),
+                                winner: ranked[i].name.clone(),
+                                losers,
+                                why,
+                            },
+                        );
                     }
-                    None => problems.push(Error::BadDefault {
-                        task_type: tt,
-                        plugin: chosen.clone(),
-                    }),
+                    task_types.insert(tt, list[i].clone());
                 }
-            } else if list.len() == 1 {
-                task_types.insert(tt, list[0].clone());
-            } else {
-                ambiguous.insert(tt, list.iter().map(|p| p.name().to_string()).collect());
+                Err(e) => problems.push(e),
             }
         }
         for (tt, plugin) in &config.default_for_task_types {
@@ -184,22 +279,75 @@ impl Snapshot {
             plugins,
             versions,
             task_types,
-            ambiguous,
+            conflicts,
+            config: config.clone(),
             slots,
             problems,
         }
+    }
+
+    /// The task type a plugin with `manifest`, claiming since `since`, would
+    /// not own if it were published now (`None`: it would own all of its
+    /// task types). A new version that would lose a task type its name does
+    /// not already lose is rejected by the hot loader, so an upgrade never
+    /// takes work away silently.
+    pub fn would_lose(&self, manifest: &Manifest, since: Option<i64>) -> Option<Conflict> {
+        let enabled = |name: &str| {
+            self.config
+                .enabled
+                .as_ref()
+                .is_none_or(|e| e.contains(name))
+        };
+        if manifest.world != World::K8sTaskPlugin || !enabled(&manifest.name) {
+            return None;
+        }
+        let mut me = self.versions.claim(manifest);
+        if let Some(t) = since {
+            me.since = self
+                .versions
+                .claimed_at
+                .get(&manifest.name)
+                .copied()
+                .unwrap_or(t);
+        }
+        for tt in &manifest.task_types {
+            let mut ranked = vec![me.clone()];
+            for (name, p) in &self.plugins {
+                if *name == manifest.name || !enabled(name) {
+                    continue;
+                }
+                if let Plugin::Task(t) = p
+                    && t.manifest().task_types.contains(tt)
+                {
+                    ranked.push(self.versions.claim(t.manifest()));
+                }
+            }
+            if ranked.len() == 1 {
+                continue;
+            }
+            if let Ok((i, why)) = decide(tt, &ranked, &self.config)
+                && i != 0
+            {
+                return Some(Conflict {
+                    task_type: tt.clone(),
+                    winner: ranked[i].name.clone(),
+                    losers: vec![manifest.name.clone()],
+                    why,
+                });
+            }
+        }
+        None
+    }
+
+    /// Task types several plugins claim, with their owner.
+    pub fn conflicts(&self) -> &BTreeMap<String, Conflict> {
+        &self.conflicts
     }
 
     /// The plugin that serves a task type.
     pub fn task_plugin(&self, task_type: &str) -> Result<Arc<TaskPlugin>, Error> {
         if let Some(p) = self.task_types.get(task_type) {
             return Ok(p.clone());
-        }
-        if let Some(list) = self.ambiguous.get(task_type) {
-            return Err(Error::Ambiguous {
-                task_type: task_type.into(),
-                plugins: list.join(", "),
-            });
         }
         let known: Vec<&str> = self.task_types.keys().map(String::as_str).collect();
         Err(Error::UnknownTaskType {
@@ -298,6 +446,42 @@ pub struct Registry {
     /// Serialises writers so two concurrent swaps never lose one another.
     write: std::sync::Mutex<()>,
     breaker: crate::breaker::Breakers,
+    /// Plugins being loaded (compiled) now, by task type: work for those
+    /// types waits for the new version instead of failing or silently
+    /// running the old one.
+    loading: std::sync::Mutex<BTreeMap<String, BTreeMap<String, usize>>>,
+}
+
+/// Marks a plugin's task types as loading until dropped
+/// (see [`Registry::begin_loading`]).
+#[derive(Debug)]
+pub struct Loading {
+    registry: Arc<Registry>,
+    name: String,
+    task_types: Vec<String>,
+}
+
+impl Drop for Loading {
+    fn drop(&mut self) {
+        let mut loading = self
+            .registry
+            .loading
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        for tt in &self.task_types {
+            if let Some(by_plugin) = loading.get_mut(tt) {
+                if let Some(n) = by_plugin.get_mut(&self.name) {
+                    *n = n.saturating_sub(1);
+                    if *n == 0 {
+                        by_plugin.remove(&self.name);
+                    }
+                }
+                if by_plugin.is_empty() {
+                    loading.remove(tt);
+                }
+            }
+        }
+    }
 }
 
 impl Default for Registry {
@@ -314,7 +498,47 @@ impl Registry {
             config,
             write: std::sync::Mutex::new(()),
             breaker: crate::breaker::Breakers::default(),
+            loading: std::sync::Mutex::new(BTreeMap::new()),
         }
+    }
+
+    /// Marks `name`'s task types as loading until the guard drops: call it
+    /// before compiling a new version, keep the guard until it is published
+    /// or rejected.
+    pub fn begin_loading(self: &Arc<Self>, name: &str, task_types: &[String]) -> Loading {
+        let mut loading = self.loading.lock().unwrap_or_else(|e| e.into_inner());
+        for tt in task_types {
+            *loading
+                .entry(tt.clone())
+                .or_default()
+                .entry(name.to_string())
+                .or_default() += 1;
+        }
+        Loading {
+            registry: self.clone(),
+            name: name.to_string(),
+            task_types: task_types.to_vec(),
+        }
+    }
+
+    /// The plugin loading a version that serves `task_type` now, if any.
+    pub fn loading(&self, task_type: &str) -> Option<String> {
+        let loading = self.loading.lock().unwrap_or_else(|e| e.into_inner());
+        loading
+            .get(task_type)
+            .and_then(|by_plugin| by_plugin.keys().next().cloned())
+    }
+
+    /// Records when `name` first claimed its task types (Unix
+    /// milliseconds; the hot loader uses its ConfigMap's creation time, so
+    /// every replica and every restart decides conflicts alike).
+    pub fn set_claimed_at(&self, name: &str, since: i64) {
+        if self.snapshot().versions.claimed_at.get(name) == Some(&since) {
+            return;
+        }
+        self.update_versions(|_, versions| {
+            versions.claimed_at.insert(name.to_string(), since);
+        });
     }
 
     /// The current snapshot; hold it for as long as one decision needs a consistent view.
@@ -401,6 +625,20 @@ impl Registry {
         })
     }
 
+    /// Keep a version loaded without serving it to new work: a version
+    /// that running workflows pin, loaded again after a restart. Returns
+    /// false when that digest is loaded already.
+    pub fn retain(&self, plugin: Plugin) -> bool {
+        let d = plugin.digest();
+        self.update_versions(|plugins, versions| {
+            if plugins.values().any(|p| p.digest() == d) || versions.retained.contains_key(&d) {
+                return false;
+            }
+            versions.retained.insert(d, plugin);
+            true
+        })
+    }
+
     /// Stop serving a plugin's task types to new work, atomically. Its
     /// versions stay loaded for pinned workflows until [`Registry::prune`]
     /// finds them unpinned. Returns the digest that was current.
@@ -410,6 +648,7 @@ impl Registry {
             let d = old.digest();
             versions.retained.insert(d, old);
             versions.history.remove(name);
+            versions.claimed_at.remove(name);
             Some(d)
         })
     }
@@ -493,12 +732,29 @@ impl Registry {
     /// configured number in the window, the plugin is rolled back to its
     /// previous good version (when it still is the current one).
     pub fn record_call(&self, plugin: &TaskPlugin, error: Option<&CallError>) {
+        self.record(plugin.name(), plugin.digest(), error);
+    }
+
+    /// [`Registry::record_call`] for a middleware: a version that keeps
+    /// faulting is rolled back the same way. When it has no earlier version,
+    /// its circuit opens for the breaker's window ([`Registry::circuit_open`]):
+    /// the chain then applies the plugin's failStrategy without calling it,
+    /// so a broken policy costs no deadline per request.
+    pub fn record_middleware_call(&self, plugin: &MiddlewarePlugin, error: Option<&CallError>) {
+        self.record(plugin.name(), plugin.digest(), error);
+    }
+
+    /// Whether the breaker tripped this version within its window and had
+    /// nothing to roll back to.
+    pub fn circuit_open(&self, digest: Digest) -> bool {
+        self.breaker.is_open(digest)
+    }
+
+    fn record(&self, name: &str, digest: Digest, error: Option<&CallError>) {
         let Some(e) = error else { return };
         if !e.is_fault() {
             return;
         }
-        let name = plugin.name();
-        let digest = plugin.digest();
         let Some(faults) = self.breaker.fault(digest) else {
             return;
         };

@@ -26,6 +26,15 @@ pub fn client_for(url: &str) -> anyhow::Result<Client> {
     Ok(Client::try_from(config)?)
 }
 
+/// Where compiled components are kept: `WEFT_CACHE_DIR` when set (every
+/// command honours it, as the plugin docs say), else `<data_dir>/cache`.
+pub fn cache_dir(data_dir: &Path) -> std::path::PathBuf {
+    std::env::var_os("WEFT_CACHE_DIR")
+        .filter(|v| !v.is_empty())
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| data_dir.join("cache"))
+}
+
 /// Loads every plugin of a directory; says which failed and why, and goes on.
 pub fn load_plugins(
     dir: &Path,
@@ -36,6 +45,12 @@ pub fn load_plugins(
         ..EngineConfig::default()
     })?;
     let registry = Arc::new(Registry::default());
+    if !dir.exists() {
+        // Outside the repository (or in a cluster without baked-in
+        // plugins) there is no directory: plugins come from ConfigMaps.
+        tracing::info!(dir = %dir.display(), "no plugin directory: only hot-loaded plugins serve");
+        return Ok((engine, registry));
+    }
     for err in registry.load_dir(&engine, dir) {
         tracing::error!("{err}");
         eprintln!("warning: {err}");
@@ -70,11 +85,48 @@ pub fn spawn_controller(
     namespace: Option<String>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> (Arc<Context>, tokio::task::JoinHandle<()>) {
+    spawn_controller_after(client, registry, namespace, async {}, shutdown)
+}
+
+/// Starts the controller once `start` resolves (e.g. the hot loader's
+/// first sync, so a restarted controller finds the plugin versions its
+/// running workflows pin); it stops when `shutdown` resolves.
+pub fn spawn_controller_after(
+    client: Client,
+    registry: Arc<Registry>,
+    namespace: Option<String>,
+    start: impl std::future::Future<Output = ()> + Send + 'static,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) -> (Arc<Context>, tokio::task::JoinHandle<()>) {
     let (children, wake) = Children::new_in(client.clone(), namespace.clone());
     let metrics = Arc::new(crate::controller::metrics::Metrics::default());
     let ctx = Context::new(client, registry, children, metrics, None);
-    let task = tokio::spawn(controller::run(ctx.clone(), wake, namespace, shutdown));
+    let run = controller::run(ctx.clone(), wake, namespace, shutdown);
+    let task = tokio::spawn(async move {
+        start.await;
+        run.await
+    });
     (ctx, task)
+}
+
+/// A start gate for [`spawn_controller_after`]: opens when the loader has
+/// synced (at once without one).
+pub fn after_sync() -> (
+    impl FnOnce(Option<Arc<crate::hotload::HotLoader>>),
+    impl std::future::Future<Output = ()> + Send + 'static,
+) {
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let open = move |loader: Option<Arc<crate::hotload::HotLoader>>| {
+        tokio::spawn(async move {
+            if let Some(l) = loader {
+                l.synced().await;
+            }
+            let _ = tx.send(());
+        });
+    };
+    (open, async move {
+        let _ = rx.await;
+    })
 }
 
 /// Starts hot loading plugins from ConfigMaps into `registry` (see

@@ -111,8 +111,10 @@ impl SpanExporter for OtlpExporter {
 /// endpoint such as `http://otel-collector:4317`), Weft's spans are
 /// exported whatever the log level.
 pub fn init(format: LogFormat, verbose: u8, otlp: Option<&str>) -> Result<Telemetry, Error> {
+    // Plugin log lines are the plugin author's output: shown at info
+    // whatever the host's level (see weft_plugin::host::PLUGIN_LOG_TARGET).
     let default = match verbose {
-        0 => "warn",
+        0 => "warn,plugin=info",
         1 => "info",
         _ => "debug",
     };

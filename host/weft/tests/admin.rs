@@ -104,13 +104,27 @@ fn configure(env: &Env, name: &str, config: Value) {
 /// Loads the test middleware (plugins/testing/mw-test) with its manifest
 /// edited by `edit`, under its own name.
 fn load_mw_test(env: &Env, engine: &PluginEngine, edit: impl Fn(String) -> String) {
+    env.registry.upsert(mw_test(engine, "", edit));
+}
+
+/// The test middleware with its manifest edited by `edit`; a non-empty
+/// `salt` appends a custom section, so it is another version (digest) of
+/// the same behaviour.
+fn mw_test(engine: &PluginEngine, salt: &str, edit: impl Fn(String) -> String) -> Plugin {
     let dir = root().join("target/test-guests");
-    let bytes =
+    let mut bytes =
         std::fs::read(dir.join("mw-test.wasm")).expect("build the test guests: make guests");
+    if !salt.is_empty() {
+        let name = b"weft-salt";
+        bytes.extend([0, (1 + name.len() + salt.len()) as u8, name.len() as u8]);
+        bytes.extend(name);
+        bytes.extend(salt.as_bytes());
+    }
     let text = edit(std::fs::read_to_string(dir.join("mw-test.yaml")).unwrap());
     let manifest = Manifest::parse(&text, "mw-test.yaml").unwrap();
-    let (plugin, _) = Plugin::load(engine, &bytes, manifest, "mw-test.wasm").unwrap();
-    env.registry.upsert(plugin);
+    Plugin::load(engine, &bytes, manifest, "mw-test.wasm")
+        .unwrap()
+        .0
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -841,4 +855,93 @@ async fn weft_dev_serves_the_admin_api_until_sigterm() {
         .expect("weft dev stops on SIGTERM")
         .unwrap();
     assert!(status.success(), "{status:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_breaker_rolls_a_faulting_middleware_back_or_opens_its_circuit() {
+    let env = Env::start().await;
+    env.registry
+        .set_breaker(weft_plugin::breaker::BreakerConfig {
+            max_faults: 2,
+            window: Duration::from_secs(60),
+        });
+    let engine = PluginEngine::new(Default::default()).unwrap();
+    // mw-a has a good earlier version to return to; mw-b (fail open) has none.
+    let rename = |to: &'static str, extra: &'static str| {
+        move |m: String| {
+            m.replace("name: mw-test", &format!("name: {to}"))
+                .replace("failStrategy: closed", extra)
+        }
+    };
+    let a1 = mw_test(&engine, "a1", rename("mw-a", "failStrategy: closed"));
+    let a2 = mw_test(&engine, "a2", rename("mw-a", "failStrategy: closed"));
+    let (d1, d2) = (a1.digest(), a2.digest());
+    env.registry.publish(a1);
+    env.registry.publish(a2);
+    env.registry
+        .publish(mw_test(&engine, "b", rename("mw-b", "failStrategy: open")));
+    let mut admin = Admin::start(
+        &env,
+        AdminConfig {
+            middleware: Some(vec!["mw-a".into(), "mw-b".into()]),
+            ..loopback()
+        },
+    )
+    .await;
+    let c = &mut admin.client;
+    let get = |header: &'static str, test: &'static str| {
+        let mut r = Request::new(pb::GetExecutionRequest {
+            id: id("default", "nothing-here"),
+        });
+        r.metadata_mut().insert(header, test.parse().unwrap());
+        r
+    };
+    let current = |name: &str| env.registry.snapshot().plugins()[name].digest();
+    // mw-a and mw-b both read `x-test`: trap both at once; mw-a fails closed
+    // first, so mw-b is not reached until mw-a is rolled back.
+    for _ in 0..3 {
+        let e = c.get_execution(get("x-test", "trap")).await.unwrap_err();
+        assert_eq!(e.code(), Code::Unavailable, "{e:?}");
+    }
+    assert_eq!(current("mw-a"), d1, "rolled back from {d2} to {d1}");
+    let trip = &env.registry.trips()["mw-a"];
+    assert_eq!((trip.from, trip.to), (d2, Some(d1)));
+    assert!(
+        !env.registry.circuit_open(d2),
+        "a rollback closes the circuit"
+    );
+
+    // The good version faults too: nothing earlier, so its circuit opens and
+    // mw-a fails closed without being called (no deadline spent).
+    for _ in 0..3 {
+        let e = c.get_execution(get("x-test", "loop")).await.unwrap_err();
+        assert_eq!(e.code(), Code::Unavailable);
+    }
+    assert!(env.registry.circuit_open(d1));
+    let calls = |m: &str| {
+        let series = format!(
+            "weft_plugin_call_duration_seconds_count{{plugin=\"{m}\",call=\"on-request\"}}"
+        );
+        common::sample(&env.ctx.metrics.render(), &series).unwrap_or(0.0)
+    };
+    let before = calls("mw-a");
+    assert!(before >= 5.0, "mw-a was called before: {before}");
+    let started = std::time::Instant::now();
+    let e = c.get_execution(get("x-test", "none")).await.unwrap_err();
+    assert_eq!(e.code(), Code::Unavailable, "{e:?}");
+    assert!(
+        e.message().contains("switched off by the circuit breaker"),
+        "{}",
+        e.message()
+    );
+    assert!(
+        started.elapsed() < Duration::from_millis(150),
+        "not called: no 200ms deadline"
+    );
+    assert_eq!(
+        calls("mw-a"),
+        before,
+        "an open circuit makes no plugin call"
+    );
+    env.stop().await;
 }

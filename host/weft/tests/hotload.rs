@@ -168,6 +168,28 @@ async fn wait_status(
     panic!("status of {configmap} never showed {what}: {last:?}");
 }
 
+/// Runs the `weft` binary off the async workers (the dev cluster serving
+/// it runs on them).
+async fn weft_cli(args: &[&str]) -> std::process::Output {
+    let argv: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_weft"))
+            .args(&argv)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap()
+}
+
+/// Writes a component and its manifest into `dir`; returns the `.wasm` path.
+fn files(dir: &std::path::Path, name: &str, component: &[u8], manifest: &str) -> String {
+    let wasm = dir.join(format!("{name}.wasm"));
+    std::fs::write(&wasm, component).unwrap();
+    std::fs::write(dir.join(format!("{name}.yaml")), manifest).unwrap();
+    wasm.to_str().unwrap().to_string()
+}
+
 /// Records a failed call, keeping the first few messages only.
 fn note(failures: &std::sync::Mutex<Vec<String>>, message: String) {
     let mut f = failures.lock().unwrap();
@@ -560,17 +582,8 @@ async fn deleting_the_configmap_unloads_the_plugin_and_the_cli_shows_status() {
     std::fs::write(&wasm, version("echo", "gone")).unwrap();
     let yaml = dir.path().join("gone.yaml");
     std::fs::write(&yaml, manifest("gone", "gone", "0.3.0")).unwrap();
-    // Off the async workers: the dev cluster serving the CLI runs on them.
     let weft = async |args: &[&str]| {
-        let argv: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-        let out = tokio::task::spawn_blocking(move || {
-            std::process::Command::new(env!("CARGO_BIN_EXE_weft"))
-                .args(&argv)
-                .output()
-                .unwrap()
-        })
-        .await
-        .unwrap();
+        let out = weft_cli(args).await;
         let stdout = String::from_utf8_lossy(&out.stdout).to_string();
         assert!(
             out.status.success(),
@@ -619,4 +632,385 @@ async fn deleting_the_configmap_unloads_the_plugin_and_the_cli_shows_status() {
             .contains("weft_plugin_unloads_total{plugin=\"gone\"} 1")
     );
     env.stop().await;
+}
+
+fn job_manifest(plugin: &str, priority: i32) -> String {
+    format!(
+        "name: {plugin}\nversion: 1.0.0\nworld: k8s-task-plugin\ntaskTypes: [job]\npriority: {priority}\nresources: [{{apiVersion: v1, kind: Pod}}]\n"
+    )
+}
+
+/// The owner of `job` as the registry has it now.
+fn job_owner(env: &Env) -> Option<String> {
+    env.registry
+        .task_plugin("job")
+        .ok()
+        .map(|p| p.name().to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_plugin_for_a_task_type_is_rejected_as_a_conflict_and_workflows_keep_running() {
+    let env = Env::start_hotload(config()).await;
+    let server = env.cluster.as_ref().unwrap().base_url();
+    let js = push(
+        &env,
+        "js-job",
+        &version("echo", "js"),
+        &job_manifest("js-job", 0),
+    )
+    .await;
+    served_by(&env, "job", js, 30).await;
+    // A second author ships `job` too, through the CLI, and waits for it.
+    let dir = tempfile::tempdir().unwrap();
+    let py = files(
+        dir.path(),
+        "py-job",
+        &version("echo", "py"),
+        &job_manifest("py-job", 0),
+    );
+    let out = weft_cli(&[
+        "plugin",
+        "push",
+        &py,
+        "--server",
+        &server,
+        "--wait",
+        "--timeout",
+        "60s",
+    ])
+    .await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "push --wait of a losing plugin fails: {stderr}"
+    );
+    assert!(
+        stderr.contains("conflict") && stderr.contains("\"py-job\" claims task type \"job\", which plugin \"js-job\" (configmap default/js-job) already serves (it was loaded first)"),
+        "{stderr}"
+    );
+    let ev = wait_event(&env, "py-job", "PluginConflict").await;
+    assert_eq!(ev.type_.as_deref(), Some("Warning"));
+    assert!(
+        ev.message.as_deref().unwrap_or_default().contains("js-job"),
+        "{ev:?}"
+    );
+    let st = wait_status(&env, "py-job", "conflict", |s| s.state == "conflict").await;
+    assert!(st.error.unwrap().contains("higher `priority`"));
+    let cm = configmaps(&env).get("py-job").await.unwrap();
+    assert!(cm.annotations()[package::ANNOTATION_ERROR].contains("js-job"));
+    assert!(
+        env.ctx.metrics.render().contains(
+            "weft_plugin_loads_total{plugin=\"py-job\",result=\"rejected\",reason=\"conflict\"} 1"
+        ),
+        "{}",
+        env.ctx.metrics.render()
+    );
+    let table = weft_cli(&["plugin", "status", "--server", &server]).await;
+    let table = String::from_utf8_lossy(&table.stdout).to_string();
+    let row = |cm: &str| {
+        table
+            .lines()
+            .find(|l| l.starts_with(&format!("default/{cm} ")))
+            .unwrap_or_else(|| panic!("no row for {cm}: {table}"))
+            .to_string()
+    };
+    assert!(row("js-job").contains(" serving "), "{table}");
+    assert!(row("py-job").contains(" conflict "), "{table}");
+
+    // New workflows of the type run on the owner (they used to fail).
+    env.submit("uses-job", "nodes:\n  - {id: a, task: {type: job}}\n")
+        .await;
+    let wf = env.finish("uses-job", 30).await;
+    assert_eq!(wf.status.as_ref().unwrap().phase, WorkflowPhase::Succeeded);
+    assert_eq!(node(&wf, "a").plugin.as_ref().unwrap().name, "js-job");
+
+    // A higher priority takes the type over; the displaced owner is told.
+    let urgent = push(
+        &env,
+        "urgent-job",
+        &version("echo", "urgent"),
+        &job_manifest("urgent-job", 10),
+    )
+    .await;
+    served_by(&env, "job", urgent, 30).await;
+    let ev = wait_event(&env, "js-job", "PluginConflict").await;
+    assert!(
+        ev.message
+            .as_deref()
+            .unwrap_or_default()
+            .contains("urgent-job serves it (higher priority 10)"),
+        "{ev:?}"
+    );
+    wait_status(&env, "js-job", "conflict", |s| s.state == "conflict").await;
+
+    // When the owners go, the rejected plugin is loaded after all.
+    for cm in ["urgent-job", "js-job"] {
+        configmaps(&env)
+            .delete(cm, &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    let py_digest = Digest::of(&std::fs::read(&py).unwrap());
+    served_by(&env, "job", py_digest, 30).await;
+    wait_status(&env, "py-job", "serving", |s| s.state == "serving").await;
+    assert_eq!(job_owner(&env).as_deref(), Some("py-job"));
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_waits_for_a_plugin_being_loaded_instead_of_failing() {
+    let env = Env::start_hotload(config()).await;
+    // A compile in flight for a type nobody serves yet (held open here so
+    // the wait can be watched; the real loader holds the same guard).
+    let compiling = env.registry.begin_loading("slow", &["slow".to_string()]);
+    env.submit("early", "nodes:\n  - {id: a, task: {type: slow}}\n")
+        .await;
+    let wf = env
+        .wait_for("early", 30, |wf| {
+            wf.status
+                .as_ref()
+                .and_then(|s| s.nodes.get("a"))
+                .is_some_and(|n| n.reason.as_deref() == Some("WaitingForPlugin"))
+        })
+        .await;
+    let a = node(&wf, "a");
+    assert_eq!(a.phase, weft_dag::NodePhase::Pending);
+    assert!(
+        a.message
+            .as_deref()
+            .unwrap()
+            .contains("waiting for plugin slow to finish loading"),
+        "{a:?}"
+    );
+    assert!(env.pods_of("early").await.is_empty());
+    // The load finishes: the node starts on what was loaded.
+    let d = push(
+        &env,
+        "slow",
+        &version("echo", "slow"),
+        &manifest("slow", "slow", "1.0.0"),
+    )
+    .await;
+    served_by(&env, "slow", d, 30).await;
+    drop(compiling);
+    let wf = env.finish("early", 30).await;
+    assert_eq!(wf.status.as_ref().unwrap().phase, WorkflowPhase::Succeeded);
+    assert_eq!(
+        node(&wf, "a").plugin.as_ref().unwrap().digest,
+        d.to_string()
+    );
+    assert_eq!(node(&wf, "a").waiting_since, None);
+
+    // A type that is neither served nor loading still fails at once.
+    env.submit("unknown", "nodes:\n  - {id: a, task: {type: nobody}}\n")
+        .await;
+    let wf = env.finish("unknown", 30).await;
+    assert_eq!(wf.status.as_ref().unwrap().phase, WorkflowPhase::Failed);
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workflow_created_right_after_an_update_runs_on_the_new_version() {
+    let env = Env::start_hotload(config()).await;
+    let server = env.cluster.as_ref().unwrap().base_url();
+    let m = manifest("upd", "upd", "1.0.0");
+    let d1 = push(&env, "upd", &version("echo", "upd-1"), &m).await;
+    served_by(&env, "upd", d1, 30).await;
+    // The new version is a bigger component, so its compile is not instant
+    // (the k8s-resource plugin, salted so no cache has it).
+    let big = salted(
+        std::fs::read(root().join("target/plugins/k8s-resource.wasm")).unwrap(),
+        format!("{:?}", Instant::now()).as_bytes(),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let wasm = files(dir.path(), "upd", &big, &m.replace("1.0.0", "2.0.0"));
+    let pushed = weft_cli(&["plugin", "push", &wasm, "--server", &server]).await;
+    assert!(pushed.status.success());
+    let d2 = Digest::of(&big);
+    // Once the loader has seen the change (a watch event away), a new
+    // workflow waits for d2 rather than running d1.
+    let start = Instant::now();
+    while env.registry.loading("upd").is_none() && serving(&env, "upd") != Some(d2) {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the loader never saw the push"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    env.submit("after-push", "nodes:\n  - {id: a, task: {type: upd, config: {manifest: {apiVersion: v1, kind: Pod, metadata: {name: x}}}}}\n").await;
+    let wf = env
+        .wait_for("after-push", 60, |wf| {
+            wf.status
+                .as_ref()
+                .and_then(|s| s.nodes.get("a"))
+                .is_some_and(|n| n.plugin.is_some())
+        })
+        .await;
+    assert_eq!(
+        node(&wf, "a").plugin.as_ref().unwrap().digest,
+        d2.to_string()
+    );
+    // And `push --wait` of the same version returns at once: it serves.
+    let again = weft_cli(&["plugin", "push", &wasm, "--server", &server, "--wait"]).await;
+    let stdout = String::from_utf8_lossy(&again.stdout);
+    assert!(
+        again.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    assert!(stdout.contains(&format!("serving {d2}")), "{stdout}");
+    env.stop().await;
+}
+
+/// Polls a Workflow until `ok` holds (for tests whose controller is a process).
+async fn poll_workflow(
+    api: &Api<weft::api::Workflow>,
+    name: &str,
+    secs: u64,
+    ok: impl Fn(&weft::api::Workflow) -> bool,
+) -> weft::api::Workflow {
+    let start = Instant::now();
+    loop {
+        let wf = api.get(name).await.unwrap();
+        if ok(&wf) {
+            return wf;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(secs),
+            "workflow {name}: {}",
+            serde_json::to_string_pretty(&wf.status).unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pinned_versions_survive_a_controller_sigkill_and_each_workflow_finishes_on_its_own() {
+    let (_dir, cluster, kubeconfig, client) = common::dev_cluster().await;
+    let args = ["--plugin-namespace", "default"];
+    let mut controller = common::ControllerProcess::start(&kubeconfig, "pins-1", &args);
+    controller.metrics().await;
+    let workflows: Api<weft::api::Workflow> = Api::namespaced(client.clone(), "default");
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let serving = async |d: Digest| {
+        let start = Instant::now();
+        loop {
+            let st = cms.get("pin").await.ok().and_then(|cm| {
+                serde_json::from_str::<PluginStatus>(
+                    cm.annotations().get(package::ANNOTATION_STATUS)?,
+                )
+                .ok()
+            });
+            if st.as_ref().and_then(|s| s.serving.clone()) == Some(d.to_string()) {
+                return;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "{d} never served: {st:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    let gated = "nodes:\n  - {id: first, task: {type: pin}}\n  - {id: ok, dependsOn: [first], gate: {approval: {}}}\n  - {id: second, dependsOn: [ok], task: {type: pin}}\n";
+    let waiting = |wf: &weft::api::Workflow| {
+        wf.status
+            .as_ref()
+            .and_then(|s| s.nodes.get("ok"))
+            .is_some_and(|n| n.task_phase.as_deref() == Some("waiting-for-approval"))
+    };
+    let mut digests = Vec::new();
+    for (i, wf) in ["on-v1", "on-v2"].iter().enumerate() {
+        let m = manifest("pin", "pin", &format!("{}.0.0", i + 1));
+        let d = weft::hotload::push(
+            &client,
+            "default",
+            "pin",
+            &version("echo", wf),
+            &m,
+            Pinning::Pinned,
+        )
+        .await
+        .unwrap()
+        .digest;
+        serving(d).await;
+        let spec: weft_dag::WorkflowSpec = serde_yaml::from_str(gated).unwrap();
+        let w = weft::api::Workflow::new(wf, weft::api::WorkflowResourceSpec { spec });
+        workflows.create(&Default::default(), &w).await.unwrap();
+        poll_workflow(&workflows, wf, 60, waiting).await;
+        digests.push(d);
+    }
+    // A third version: both pinned ones are now replaced versions.
+    let d3 = weft::hotload::push(
+        &client,
+        "default",
+        "pin",
+        &version("echo", "v3"),
+        &manifest("pin", "pin", "3.0.0"),
+        Pinning::Pinned,
+    )
+    .await
+    .unwrap()
+    .digest;
+    serving(d3).await;
+    let archives = async || {
+        cms.list(&ListParams::default().labels(package::LABEL_ARCHIVE))
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .filter_map(|cm| cm.data.as_ref()?.get(package::KEY_DIGEST).cloned())
+            .collect::<std::collections::BTreeSet<String>>()
+    };
+    let want: std::collections::BTreeSet<String> = digests.iter().map(|d| d.to_string()).collect();
+    let start = Instant::now();
+    while archives().await != want {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "archives: {:?}",
+            archives().await
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    controller.kill();
+    let restarted = common::ControllerProcess::start(&kubeconfig, "pins-2", &args);
+    restarted.metrics().await;
+    let patch = json!({"metadata": {"annotations": {"approve.weft.dev/ok": "true"}}});
+    for wf in ["on-v1", "on-v2"] {
+        workflows
+            .patch(wf, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap();
+    }
+    for (wf, d) in ["on-v1", "on-v2"].iter().zip(&digests) {
+        let done = poll_workflow(&workflows, wf, 60, |w| {
+            w.status.as_ref().is_some_and(|s| s.phase.is_terminal())
+        })
+        .await;
+        assert_eq!(
+            done.status.as_ref().unwrap().phase,
+            WorkflowPhase::Succeeded,
+            "{wf}"
+        );
+        for n in ["first", "second"] {
+            assert_eq!(
+                node(&done, n).plugin.as_ref().unwrap().digest,
+                d.to_string(),
+                "{wf} node {n} after the restart; log:\n{}",
+                restarted.log()
+            );
+        }
+    }
+    // Unpinned now: the archives go.
+    let start = Instant::now();
+    while !archives().await.is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "archives stay: {:?}",
+            archives().await
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    drop(restarted);
+    cluster.shutdown().await;
 }

@@ -217,6 +217,7 @@ impl Chain {
             })
             .collect();
         let metrics = self.metrics.clone();
+        let registry = self.registry.clone();
         // Plugin calls are synchronous and may run to their deadline:
         // off the async workers.
         tokio::task::spawn_blocking(move || {
@@ -232,9 +233,14 @@ impl Chain {
                         "middleware {name} is configured but not loaded; the call was not run"
                     ))
                 })?;
+                if registry.circuit_open(plugin.digest()) {
+                    open_circuit(&plugin)?;
+                    continue;
+                }
                 let started = Instant::now();
                 let verdict = plugin.on_request(&call);
                 metrics.plugin_call(plugin.name(), "on-request", started.elapsed());
+                registry.record_middleware_call(&plugin, verdict.as_ref().err());
                 match verdict {
                     Ok(Verdict::Proceed { set, remove }) => apply(&mut call.metadata, set, remove),
                     Ok(Verdict::Reject { code, message }) => {
@@ -313,6 +319,18 @@ fn fault(metrics: &Metrics, plugin: &MiddlewarePlugin, e: &CallError) -> Result<
             tracing::warn!(plugin = plugin.name(), error = %e, "middleware failed open; the call goes on");
             Ok(())
         }
+    }
+}
+
+/// A middleware whose circuit is open (it kept faulting and had no
+/// earlier version): not called; its failure strategy decides.
+fn open_circuit(plugin: &MiddlewarePlugin) -> Result<(), Status> {
+    match plugin.fail_strategy() {
+        FailStrategy::Closed => Err(Status::unavailable(format!(
+            "middleware {} is switched off by the circuit breaker after repeated faults and fails closed, so the call was not run",
+            plugin.name()
+        ))),
+        FailStrategy::Open => Ok(()),
     }
 }
 

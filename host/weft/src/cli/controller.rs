@@ -48,6 +48,10 @@ pub struct ControllerArgs {
     /// The circuit breaker's window.
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     pub breaker_window: std::time::Duration,
+    /// How long a node waits (Pending, reason WaitingForPlugin) for a plugin
+    /// being loaded to serve its task type before it fails.
+    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    pub plugin_wait_timeout: std::time::Duration,
     /// The admin API.
     #[command(flatten)]
     pub admin: super::dev::AdminArgs,
@@ -214,8 +218,13 @@ pub fn controller(args: ControllerArgs) -> anyhow::Result<ExitCode> {
                 args.hotload(),
                 futures::future::pending(),
             )
-            .1
         });
+        // Reconcile only once the plugins (and the archived versions that
+        // running workflows pin) are loaded.
+        if let Some((l, _)) = &loader {
+            l.synced().await;
+        }
+        let loader = loader.map(|(_, task)| task);
         let addr = serve::serve(args.metrics_addr, metrics.clone(), ready.clone()).await?;
         tracing::info!(%addr, "serving /metrics, /healthz, /readyz");
         if let Some(l) = &leader {
@@ -232,6 +241,7 @@ pub fn controller(args: ControllerArgs) -> anyhow::Result<ExitCode> {
             namespace: args.namespace.clone(),
             leader,
             shard,
+            plugin_wait: args.plugin_wait_timeout,
         };
         controller
             .run(async {

@@ -69,19 +69,25 @@ pub fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
         let cluster = crate::dev::start(&args.data_dir).await?;
         let client = runtime::client_for(&cluster.base_url())?;
         let (engine, registry) =
-            runtime::load_plugins(&args.plugins, Some(&args.data_dir.join("cache")))?;
+            runtime::load_plugins(&args.plugins, Some(&runtime::cache_dir(&args.data_dir)))?;
         runtime::install_crd(&client).await?;
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let (ctx, controller) =
-            runtime::spawn_controller(client.clone(), registry.clone(), None, async {
+        let (open, synced) = runtime::after_sync();
+        let (ctx, controller) = runtime::spawn_controller_after(
+            client.clone(),
+            registry.clone(),
+            None,
+            synced,
+            async {
                 let _ = stop_rx.await;
-            });
+            },
+        );
         let hotload = crate::hotload::HotloadConfig {
             namespaces: vec![args.namespace.clone()],
             workflow_namespace: None,
             ..Default::default()
         };
-        let (_, loader) = runtime::spawn_hotload(
+        let (hot, loader) = runtime::spawn_hotload(
             client.clone(),
             engine,
             registry.clone(),
@@ -89,6 +95,7 @@ pub fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
             hotload,
             futures::future::pending(),
         );
+        open(Some(hot));
         let server = admin::serve(
             &config,
             client,

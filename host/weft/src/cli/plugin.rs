@@ -51,8 +51,15 @@ pub struct PushArgs {
     pub server: Option<String>,
     /// Print the ConfigMaps (parts, then the head) as YAML instead of
     /// writing them: for kustomize, GitOps or `kubectl apply`.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "wait")]
     pub dry_run: bool,
+    /// Return only once a controller serves the pushed version (exit 0), or
+    /// rejected it (exit 1, with the reason).
+    #[arg(long)]
+    pub wait: bool,
+    /// With --wait: give up after this long (exit 1).
+    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration, requires = "wait")]
+    pub timeout: std::time::Duration,
 }
 
 /// Arguments of `weft plugin status`.
@@ -162,8 +169,24 @@ pub fn run(cmd: PluginCommand) -> anyhow::Result<ExitCode> {
 async fn client(server: Option<&str>) -> anyhow::Result<kube::Client> {
     Ok(match server {
         Some(url) => crate::runtime::client_for(url)?,
-        None => kube::Client::try_default().await?,
+        None => kube::Client::try_default()
+            .await
+            .map_err(|e| anyhow::anyhow!("{}", no_cluster_hint(&e)))?,
     })
+}
+
+/// What to do when no cluster configuration is found: kube-rs's own error
+/// lists every place it looked, which says nothing of how to fix it.
+pub fn no_cluster_hint(e: &kube::Error) -> String {
+    let cause = e.to_string();
+    let cause = cause.lines().next().unwrap_or_default();
+    format!(
+        "cannot find a Kubernetes cluster ({cause}).\n\
+         Set KUBECONFIG to the cluster's kubeconfig, or pass --server URL. \
+         For `weft dev`, use the kubeconfig it prints at start, by default \
+         .weft/dev/kubeconfig in the directory where it runs: \
+         KUBECONFIG=.weft/dev/kubeconfig"
+    )
 }
 
 fn push(args: PushArgs) -> anyhow::Result<ExitCode> {
@@ -209,6 +232,9 @@ fn push(args: PushArgs) -> anyhow::Result<ExitCode> {
             .chain([&packed.head])
             .map(crate::hotload::package::payload_size)
             .sum();
+        let waiting = args
+            .wait
+            .then(|| (client.clone(), packed.digest.to_string()));
         super::out(&format!(
             "configmap {}/{name}: plugin {} {} {} ({} bytes, {} stored in {} configmap{})",
             args.namespace,
@@ -220,8 +246,62 @@ fn push(args: PushArgs) -> anyhow::Result<ExitCode> {
             packed.parts.len() + 1,
             if packed.parts.is_empty() { "" } else { "s" },
         ))?;
-        Ok(ExitCode::SUCCESS)
+        match waiting {
+            Some((client, digest)) => {
+                wait_for_version(&client, &args.namespace, &name, &digest, args.timeout).await
+            }
+            None => Ok(ExitCode::SUCCESS),
+        }
     })
+}
+
+/// Polls the head ConfigMap's status annotation until a controller serves
+/// `digest` or rejects it; says how it stands as it changes.
+async fn wait_for_version(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    digest: &str,
+    timeout: std::time::Duration,
+) -> anyhow::Result<ExitCode> {
+    let start = Instant::now();
+    let mut said = String::new();
+    loop {
+        let rows = crate::hotload::read_status(client, Some(namespace)).await?;
+        let st = rows
+            .into_iter()
+            .find(|(_, n, _, _)| n == name)
+            .and_then(|(_, _, st, _)| st);
+        let about_this = st.as_ref().filter(|s| s.desired.as_deref() == Some(digest));
+        let state = match about_this {
+            Some(s) if s.serving.as_deref() == Some(digest) && s.state != "conflict" => {
+                super::out(&format!(
+                    "serving {digest} after {:.1}s",
+                    start.elapsed().as_secs_f64()
+                ))?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            Some(s) if s.state == "rejected" || s.state == "conflict" => {
+                let why = s.error.clone().or(s.conflict.clone()).unwrap_or_default();
+                eprintln!("error: {} {digest}: {why}", s.state);
+                return Ok(ExitCode::FAILURE);
+            }
+            Some(s) => s.state.clone(),
+            None => "no controller has seen this version yet".to_string(),
+        };
+        if state != said {
+            eprintln!("{name}: {state}");
+            said = state;
+        }
+        if start.elapsed() > timeout {
+            eprintln!(
+                "error: {digest} is not serving after {} ({said}); is a controller watching namespace {namespace}?",
+                humantime::format_duration(timeout)
+            );
+            return Ok(ExitCode::FAILURE);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
 }
 
 fn short(d: &Option<String>) -> String {
@@ -246,9 +326,10 @@ fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
         let mut out = format!(
-            "{:<28} {:<16} {:<8} {:<12} {:<12} {:<7} {:<4} {:<24} {}\n",
+            "{:<28} {:<16} {:<10} {:<8} {:<12} {:<12} {:<7} {:<4} {:<24} {}\n",
             "CONFIGMAP",
             "PLUGIN",
+            "STATE",
             "VERSION",
             "SERVING",
             "DESIRED",
@@ -276,18 +357,30 @@ fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
             }
             if let Some(e) = &st.error {
                 note.push(format!("rejected: {e}"));
+            } else if let Some(c) = &st.conflict {
+                note.push(c.clone());
             }
-            if st.plugin.is_empty() && st.error.is_none() {
-                note.push("not loaded yet (is a controller watching this namespace?)".into());
+            // The annotation is the controller's word; none at all, or one
+            // about another digest, means no controller has seen this one.
+            let state = match (&st.desired, &desired) {
+                _ if st.state.is_empty() => "unseen",
+                (Some(seen), Some(now)) if seen != now => "unseen",
+                _ => st.state.as_str(),
+            };
+            if state == "unseen" {
+                note.push(
+                    "no controller has seen this version (is one watching this namespace?)".into(),
+                );
             }
             out.push_str(&format!(
-                "{:<28} {:<16} {:<8} {:<12} {:<12} {:<7} {:<4} {:<24} {}\n",
+                "{:<28} {:<16} {:<10} {:<8} {:<12} {:<12} {:<7} {:<4} {:<24} {}\n",
                 format!("{ns}/{name}"),
                 if st.plugin.is_empty() {
                     "-"
                 } else {
                     st.plugin.as_str()
                 },
+                state,
                 st.version.as_deref().unwrap_or("-"),
                 short(&st.serving),
                 short(&desired.or(st.desired.clone())),
@@ -415,6 +508,9 @@ impl TaskFile {
     }
 }
 
+/// Calls `weft plugin test` times for its per-call figure.
+const PER_CALL_SAMPLES: usize = 21;
+
 fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
     let manifest = manifest_for(&args.file, args.manifest.as_deref())?;
     let tasks = args
@@ -473,14 +569,39 @@ fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
         });
     }
     let ctx = contexts.remove(0);
-    let result = match &observed {
-        None => plugin
+    let call = |p: &weft_plugin::TaskPlugin| match &observed {
+        None => p
             .build_resource(&ctx)
-            .map(|(v, _)| serde_yaml::to_string(&v)),
-        Some(obs) => plugin
+            .map(|(v, stats)| (serde_yaml::to_string(&v), stats.memory_peak)),
+        Some(obs) => p
             .get_task_phase(&ctx, obs)
-            .map(|(info, _)| serde_yaml::to_string(&info)),
+            .map(|(info, stats)| (serde_yaml::to_string(&info), stats.memory_peak)),
     };
+    let result = call(&plugin);
+    if let Ok((_, peak)) = &result {
+        // What one call costs in the controller: a fresh instance each
+        // time, so instantiation is part of it. The median of a few calls.
+        let mut took: Vec<std::time::Duration> = (0..PER_CALL_SAMPLES)
+            .map(|_| {
+                let start = Instant::now();
+                let _ = call(&plugin);
+                start.elapsed()
+            })
+            .collect();
+        took.sort();
+        eprintln!(
+            "# {}: {:.0} µs per call (median of {PER_CALL_SAMPLES}, instantiate + call), peak memory {} KiB of {} KiB allowed",
+            if observed.is_some() {
+                "get-task-phase"
+            } else {
+                "build-resource"
+            },
+            took[took.len() / 2].as_secs_f64() * 1e6,
+            peak / 1024,
+            plugin.manifest().limits.memory / 1024,
+        );
+    }
+    let result = result.map(|(text, _)| text);
     match result {
         Ok(text) => {
             super::out(&text?)?;

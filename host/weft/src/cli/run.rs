@@ -90,7 +90,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             }
         };
         let (engine, registry) =
-            runtime::load_plugins(&args.plugins, Some(&args.data_dir.join("cache")))?;
+            runtime::load_plugins(&args.plugins, Some(&runtime::cache_dir(&args.data_dir)))?;
         if registry.snapshot().task_types().next().is_none() && !args.hotload {
             bail!(
                 "no plugins in {}: build them with `make guests`",
@@ -99,10 +99,16 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
         runtime::install_crd(&client).await?;
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let (ctx, controller) =
-            runtime::spawn_controller(client.clone(), registry.clone(), None, async {
+        let (open, synced) = runtime::after_sync();
+        let (ctx, controller) = runtime::spawn_controller_after(
+            client.clone(),
+            registry.clone(),
+            None,
+            synced,
+            async {
                 let _ = stop_rx.await;
-            });
+            },
+        );
         let loader = args.hotload.then(|| {
             let config = crate::hotload::HotloadConfig {
                 namespaces: vec![args.namespace.clone()],
@@ -118,6 +124,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 futures::future::pending(),
             )
         });
+        open(loader.as_ref().map(|(l, _)| l.clone()));
         if let Some((l, _)) = &loader {
             l.synced().await;
         }

@@ -34,6 +34,8 @@ pub struct Elected {
     pub leader: Option<LeaderConfig>,
     /// The shard to reconcile; `None` is every Workflow.
     pub shard: Option<Shard>,
+    /// How long a node waits for its plugin to finish loading.
+    pub plugin_wait: Duration,
 }
 
 async fn until(rx: &mut watch::Receiver<bool>, leading: bool) -> bool {
@@ -57,6 +59,7 @@ impl Elected {
             self.metrics.clone(),
             self.shard.clone(),
         );
+        ctx.set_plugin_wait(self.plugin_wait);
         (ctx, wake)
     }
 

@@ -11,12 +11,18 @@
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
-use weft_dag::schedule::{Executor, TaskObservation, TaskRequest, TaskState};
+use weft_dag::TaskSpec;
+use weft_dag::schedule::{Executor, Readiness, TaskObservation, TaskRequest, TaskState};
 use weft_dag::status::{LogLink, PluginRef, ResourceRef};
 use weft_plugin::{CallError, Digest, FailureKind, Phase, Registry, TaskContext, TaskPlugin};
 
 use super::children::Children;
 use super::metrics::Metrics;
+
+/// How long a node waits for a plugin that is being loaded, unless the
+/// controller is told otherwise: a Python or JavaScript component takes up
+/// to half a minute to compile on a small machine.
+pub const DEFAULT_PLUGIN_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// A child to delete after the round.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,6 +51,8 @@ pub struct PluginExecutor {
     pub unwatched: Vec<(String, String)>,
     /// Plugin versions the workflow already used: it keeps them (pinning).
     pins: Vec<Digest>,
+    /// How long a node waits for its plugin to finish loading.
+    plugin_wait: std::time::Duration,
 }
 
 impl PluginExecutor {
@@ -68,7 +76,14 @@ impl PluginExecutor {
             deletions: Vec::new(),
             unwatched: Vec::new(),
             pins: Vec::new(),
+            plugin_wait: DEFAULT_PLUGIN_WAIT,
         }
+    }
+
+    /// How long a node may wait for its plugin to finish loading.
+    pub fn with_plugin_wait(mut self, wait: std::time::Duration) -> Self {
+        self.plugin_wait = wait;
+        self
     }
 
     /// Pin the workflow to the plugin versions its nodes already used.
@@ -172,6 +187,35 @@ fn resource_ref(obj: &Value) -> ResourceRef {
 }
 
 impl Executor for PluginExecutor {
+    /// A task waits while a version of the plugin for its type is being
+    /// compiled: a workflow created right after `weft plugin push` runs on
+    /// what was pushed, not on nothing (or on the version being replaced).
+    /// A workflow already pinned to a version that serves the type keeps it.
+    fn ready(&mut self, task: &TaskSpec) -> Readiness {
+        let Some(plugin) = self.registry.loading(&task.task_type) else {
+            return Readiness::Ready;
+        };
+        let snap = self.registry.snapshot();
+        let pinned = self.pins.iter().any(|d| match snap.version(*d) {
+            Some(weft_plugin::Plugin::Task(p)) => {
+                snap.pinning(p.name()) == weft_plugin::Pinning::Pinned
+                    && p.manifest().task_types.contains(&task.task_type)
+            }
+            _ => false,
+        });
+        if pinned {
+            return Readiness::Ready;
+        }
+        Readiness::Wait {
+            reason: "WaitingForPlugin".into(),
+            message: format!(
+                "waiting for plugin {plugin} to finish loading a version that serves task type {:?}",
+                task.task_type
+            ),
+            timeout: self.plugin_wait,
+        }
+    }
+
     fn task(&mut self, req: &TaskRequest<'_>) -> TaskObservation {
         // Log lines of this node (plugin logs included) carry its id.
         let _node = tracing::info_span!(

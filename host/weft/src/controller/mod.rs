@@ -80,6 +80,8 @@ pub struct Context {
     /// Whether this controller last added (true) or removed (false) its
     /// finalizer, by uid: the same reasoning as `written`.
     finalized: Mutex<HashMap<String, bool>>,
+    /// How long a node waits for its plugin to finish loading.
+    plugin_wait: Mutex<Duration>,
 }
 
 impl Context {
@@ -101,7 +103,14 @@ impl Context {
             compiled: Mutex::new(HashMap::new()),
             written: Mutex::new(HashMap::new()),
             finalized: Mutex::new(HashMap::new()),
+            plugin_wait: Mutex::new(executor::DEFAULT_PLUGIN_WAIT),
         })
+    }
+
+    /// Sets how long a node waits for its plugin to finish loading before
+    /// it fails (`--plugin-wait-timeout`).
+    pub fn set_plugin_wait(&self, wait: Duration) {
+        *self.plugin_wait.lock().unwrap_or_else(|e| e.into_inner()) = wait;
     }
 
     /// Whether this controller's shard owns the Workflow.
@@ -130,9 +139,12 @@ impl Context {
         }
         let snapshot = self.registry.snapshot();
         let known: HashSet<String> = snapshot.task_types().map(str::to_string).collect();
-        let c = compile(&wf.spec.spec, &|t| known.contains(t))
-            .map(Arc::new)
-            .map_err(|p| weft_dag::compile::describe(&p))?;
+        // A type whose plugin is being loaded is known: its nodes wait.
+        let c = compile(&wf.spec.spec, &|t| {
+            known.contains(t) || self.registry.loading(t).is_some()
+        })
+        .map(Arc::new)
+        .map_err(|p| weft_dag::compile::describe(&p))?;
         self.compiled
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -297,7 +309,8 @@ async fn reconcile_owned(wf: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action,
         &uid,
         &ns,
     )
-    .with_pins(pins);
+    .with_pins(pins)
+    .with_plugin_wait(*ctx.plugin_wait.lock().unwrap_or_else(|e| e.into_inner()));
     let spec = wf.spec.spec.clone();
     let started = Instant::now();
     let span = tracing::Span::current();

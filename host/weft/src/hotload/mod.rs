@@ -50,7 +50,9 @@ use weft_plugin::{
 
 use crate::api::Workflow;
 use crate::controller::metrics::Metrics;
-use package::{ANNOTATION_ERROR, ANNOTATION_STATUS, Body, Head, LABEL_PLUGIN, Problem};
+use package::{
+    ANNOTATION_ERROR, ANNOTATION_STATUS, Body, Head, LABEL_ARCHIVE, LABEL_PLUGIN, Problem, Stored,
+};
 
 /// Most watch events coalesced into one batch.
 const MAX_BATCH: usize = 1024;
@@ -102,6 +104,23 @@ pub enum Rejection {
         /// The ConfigMap that has it.
         other: String,
     },
+    /// Another plugin owns a task type this one claims (see
+    /// [`weft_plugin::registry::Conflict`] for how the owner is chosen).
+    #[error(
+        "plugin {plugin:?} claims task type {task_type:?}, which plugin {winner:?}{source_of_winner} already serves ({why}); give one of them a higher `priority` in its manifest, or choose in the registry's defaultForTaskTypes"
+    )]
+    Conflict {
+        /// The rejected plugin.
+        plugin: String,
+        /// The contested task type.
+        task_type: String,
+        /// The plugin that keeps it.
+        winner: String,
+        /// ` (configmap ns/name)` when the winner was hot-loaded.
+        source_of_winner: String,
+        /// Why the winner keeps it.
+        why: String,
+    },
     /// A part could not be read from the API.
     #[error("cannot read part {name}: {source}")]
     Fetch {
@@ -129,6 +148,7 @@ impl Rejection {
                 weft_plugin::plugin::LoadProblem::Properties(_) => "properties",
             },
             Rejection::Duplicate { .. } => "duplicate",
+            Rejection::Conflict { .. } => "conflict",
             Rejection::Fetch { .. } => "missing_part",
         }
     }
@@ -142,6 +162,14 @@ pub struct PluginStatus {
     /// The plugin name (from the manifest).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub plugin: String,
+    /// Where the ConfigMap's version stands: `compiling`, `serving`,
+    /// `rejected` (the previous version, if any, keeps serving) or
+    /// `conflict` (another plugin owns one of its task types).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub state: String,
+    /// The task-type conflict it is part of, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conflict: Option<String>,
     /// The version serving new work (manifest version).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
@@ -209,6 +237,27 @@ struct Source {
     error: Option<String>,
     /// The status annotation last written.
     written: Option<String>,
+    /// The plugin and digest being compiled now.
+    compiling: Option<(String, Digest)>,
+    /// The last change was rejected because another plugin owns one of
+    /// its task types: retried when that plugin goes away.
+    conflict: bool,
+    /// The serving version as stored, to archive it when it is replaced
+    /// while running workflows pin it.
+    stored: Option<Arc<Stored>>,
+}
+
+/// A version that compiled and passed every check, ready to publish.
+struct Loaded {
+    plugin: Plugin,
+    pinning: Pinning,
+    source: weft_plugin::engine::CompileSource,
+    /// When its ConfigMap was created (Unix milliseconds).
+    since: Option<i64>,
+    /// Keeps its task types marked as loading until it is published.
+    loading: weft_plugin::registry::Loading,
+    /// The version as stored, for its archive.
+    stored: Arc<Stored>,
 }
 
 /// The loader. Create with [`HotLoader::new`], drive with [`HotLoader::run`].
@@ -219,6 +268,8 @@ pub struct HotLoader {
     metrics: Arc<Metrics>,
     config: HotloadConfig,
     sources: Mutex<BTreeMap<(String, String), Source>>,
+    /// Archive ConfigMaps (namespace, name) by the digest they hold.
+    archives: Mutex<BTreeMap<Digest, (String, String)>>,
     trips: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<Trip>>>,
     synced: tokio::sync::watch::Sender<bool>,
 }
@@ -253,6 +304,7 @@ impl HotLoader {
             metrics,
             config,
             sources: Mutex::new(BTreeMap::new()),
+            archives: Mutex::new(BTreeMap::new()),
             trips: Mutex::new(Some(rx)),
             synced: tokio::sync::watch::Sender::new(false),
         })
@@ -302,6 +354,8 @@ impl HotLoader {
             .unwrap_or_else(|e| e.into_inner())
             .take()
             .expect("HotLoader::run is called once");
+        // Archived versions first: they are part of what "synced" promises.
+        self.load_archives().await;
         let mut events = self.watch();
         let mut tick = tokio::time::interval(self.config.prune_every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -401,132 +455,202 @@ impl HotLoader {
             s.uid = cm.uid();
         }
         let started = Instant::now();
-        match self.load(&cm).await {
-            Ok((plugin, pinning, source)) => {
-                let name = plugin.manifest().name.clone();
-                let version = plugin.manifest().version.clone();
-                let digest = plugin.digest();
-                let previous_name = {
-                    let mut sources = self.sources();
-                    let s = sources.entry(key.clone()).or_default();
-                    let prev = s.plugin.replace(name.clone());
-                    s.desired = Some(digest);
-                    s.error = None;
-                    prev
+        let result = self.load(&cm).await;
+        if let Some(s) = self.sources().get_mut(&key) {
+            s.compiling = None;
+        }
+        match result {
+            Ok(loaded) => self.loaded(&key, &cm, loaded, started.elapsed()).await,
+            Err(rejection) => self.rejected(&key, &cm, rejection).await,
+        }
+    }
+
+    /// A new version passed every check: publish it.
+    async fn loaded(&self, key: &(String, String), cm: &ConfigMap, l: Loaded, took: Duration) {
+        let name = l.plugin.manifest().name.clone();
+        let version = l.plugin.manifest().version.clone();
+        let digest = l.plugin.digest();
+        let (previous_name, previous_stored) = {
+            let mut sources = self.sources();
+            let s = sources.entry(key.clone()).or_default();
+            let prev = s.plugin.replace(name.clone());
+            s.desired = Some(digest);
+            s.error = None;
+            s.conflict = false;
+            (prev, s.stored.replace(l.stored.clone()))
+        };
+        if let Some(prev) = previous_name.filter(|p| *p != name) {
+            self.registry.withdraw(&prev);
+        }
+        self.registry.set_pinning(&name, l.pinning);
+        if let Some(since) = l.since {
+            self.registry.set_claimed_at(&name, since);
+        }
+        let replaced = self.registry.publish(l.plugin);
+        drop(l.loading);
+        if let Some(old) = previous_stored.filter(|o| Some(o.digest) == replaced) {
+            self.archive_if_pinned(key, &name, &old).await;
+        }
+        self.metrics.plugin_load_latency(took);
+        self.metrics
+            .plugin_load(&name, "loaded", &format!("{:?}", l.source).to_lowercase());
+        tracing::info!(
+            configmap = %format!("{}/{}", key.0, key.1),
+            plugin = %name, %version, %digest,
+            replaced = ?replaced.map(|d| d.to_string()),
+            compile = ?l.source, took_ms = took.as_millis() as u64,
+            "plugin loaded from ConfigMap"
+        );
+        if cm.annotations().contains_key(ANNOTATION_ERROR) {
+            self.annotate(key, json!({ANNOTATION_ERROR: null})).await;
+        }
+        self.publish_event(
+            cm,
+            "Normal",
+            "PluginLoaded",
+            &format!("plugin {name} {version} ({digest}) is serving"),
+        )
+        .await;
+        self.write_status(key, &BTreeMap::new()).await;
+        self.displaced(&name).await;
+        self.retry_conflicts().await;
+    }
+
+    /// A version was refused: the previous one (if any) keeps serving.
+    async fn rejected(&self, key: &(String, String), cm: &ConfigMap, rejection: Rejection) {
+        let message = rejection.to_string();
+        let conflict = matches!(rejection, Rejection::Conflict { .. });
+        let plugin = self
+            .sources()
+            .get(key)
+            .and_then(|s| s.plugin.clone())
+            .or_else(|| cm.labels().get(LABEL_PLUGIN).cloned())
+            .unwrap_or_default();
+        {
+            let mut sources = self.sources();
+            let s = sources.entry(key.clone()).or_default();
+            s.error = Some(message.clone());
+            s.conflict = conflict;
+            s.desired = Head::parse(cm).ok().and_then(|h| h.digest);
+        }
+        self.metrics
+            .plugin_load(&plugin, "rejected", rejection.metric_label());
+        tracing::warn!(
+            configmap = %format!("{}/{}", key.0, key.1),
+            reason = rejection.metric_label(),
+            "plugin ConfigMap rejected, the previous version keeps serving: {message}"
+        );
+        self.annotate(key, json!({ANNOTATION_ERROR: message.clone()}))
+            .await;
+        let reason = if conflict {
+            "PluginConflict"
+        } else {
+            "PluginRejected"
+        };
+        self.publish_event(cm, "Warning", reason, &message).await;
+        self.write_status(key, &BTreeMap::new()).await;
+    }
+
+    /// After `winner` was published: tells the owners of other plugins that
+    /// lost a task type to it (a higher priority, or the operator's choice).
+    async fn displaced(&self, winner: &str) {
+        let snap = self.registry.snapshot();
+        let lost: Vec<_> = snap
+            .conflicts()
+            .values()
+            .filter(|c| c.winner == winner)
+            .cloned()
+            .collect();
+        for c in lost {
+            for loser in &c.losers {
+                let Some(key) = self.source_of(loser) else {
+                    tracing::warn!(plugin = %loser, "{c}");
+                    continue;
                 };
-                if let Some(prev) = previous_name.filter(|p| *p != name) {
-                    self.registry.withdraw(&prev);
+                let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &key.0);
+                if let Ok(cm) = api.get(&key.1).await {
+                    self.publish_event(&cm, "Warning", "PluginConflict", &c.to_string())
+                        .await;
                 }
-                self.registry.set_pinning(&name, pinning);
-                let replaced = self.registry.publish(plugin);
-                let took = started.elapsed();
-                self.metrics.plugin_load_latency(took);
-                self.metrics
-                    .plugin_load(&name, "loaded", &format!("{source:?}").to_lowercase());
-                tracing::info!(
-                    configmap = %format!("{}/{}", key.0, key.1),
-                    plugin = %name, %version, %digest,
-                    replaced = ?replaced.map(|d| d.to_string()),
-                    compile = ?source, took_ms = took.as_millis() as u64,
-                    "plugin loaded from ConfigMap"
-                );
-                if cm.annotations().contains_key(ANNOTATION_ERROR) {
-                    self.annotate(&key, json!({ANNOTATION_ERROR: null})).await;
-                }
-                self.publish_event(
-                    &cm,
-                    "Normal",
-                    "PluginLoaded",
-                    &format!("plugin {name} {version} ({digest}) is serving"),
-                )
-                .await;
-                self.write_status(&key, &BTreeMap::new()).await;
-            }
-            Err(rejection) => {
-                let message = rejection.to_string();
-                let plugin = self
-                    .sources()
-                    .get(&key)
-                    .and_then(|s| s.plugin.clone())
-                    .or_else(|| cm.labels().get(LABEL_PLUGIN).cloned())
-                    .unwrap_or_default();
-                {
-                    let mut sources = self.sources();
-                    let s = sources.entry(key.clone()).or_default();
-                    s.error = Some(message.clone());
-                    s.desired = Head::parse(&cm).ok().and_then(|h| h.digest);
-                }
-                self.metrics
-                    .plugin_load(&plugin, "rejected", rejection.metric_label());
-                tracing::warn!(
-                    configmap = %format!("{}/{}", key.0, key.1),
-                    reason = rejection.metric_label(),
-                    "plugin ConfigMap rejected, the previous version keeps serving: {message}"
-                );
-                self.annotate(&key, json!({ANNOTATION_ERROR: message.clone()}))
-                    .await;
-                self.publish_event(&cm, "Warning", "PluginRejected", &message)
-                    .await;
                 self.write_status(&key, &BTreeMap::new()).await;
             }
         }
     }
 
+    /// The head ConfigMap that provides plugin `name`.
+    fn source_of(&self, name: &str) -> Option<(String, String)> {
+        self.sources()
+            .iter()
+            .find(|(_, s)| s.plugin.as_deref() == Some(name))
+            .map(|(k, _)| k.clone())
+    }
+
     /// Assemble, check and compile one head ConfigMap.
-    async fn load(
-        &self,
-        cm: &ConfigMap,
-    ) -> Result<(Plugin, Pinning, weft_plugin::engine::CompileSource), Rejection> {
+    async fn load(&self, cm: &ConfigMap) -> Result<Loaded, Rejection> {
         let (ns, name) = key_of(cm);
         let origin = format!("configmap {ns}/{name}");
         let head = Head::parse(cm)?;
+        let manifest = Manifest::parse(&head.manifest, &origin)?;
+        if let Some(other) = self
+            .source_of(&manifest.name)
+            .filter(|k| *k != (ns.clone(), name.clone()))
+        {
+            return Err(Rejection::Duplicate {
+                name: manifest.name,
+                other: format!("{}/{}", other.0, other.1),
+            });
+        }
+        // Who claimed a task type first is when its ConfigMap was created:
+        // the same answer on every replica and after every restart.
+        let since = cm
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0.as_millisecond());
+        if let Some(c) = self.registry.snapshot().would_lose(&manifest, since) {
+            let source_of_winner = self
+                .source_of(&c.winner)
+                .map(|(n, m)| format!(" (configmap {n}/{m})"))
+                .unwrap_or_default();
+            return Err(Rejection::Conflict {
+                plugin: manifest.name,
+                task_type: c.task_type,
+                winner: c.winner,
+                source_of_winner,
+                why: c.why,
+            });
+        }
+        // From here until it is published or rejected, work for its task
+        // types waits for this version.
+        let loading = self
+            .registry
+            .begin_loading(&manifest.name, &manifest.task_types);
+        if let Some(d) = head.digest {
+            let key = (ns.clone(), name.clone());
+            if let Some(s) = self.sources().get_mut(&key) {
+                s.compiling = Some((manifest.name.clone(), d));
+            }
+            self.write_status(&key, &BTreeMap::new()).await;
+        }
         let packed = match head.body {
             Body::Inline(b) => b,
-            Body::Parts(names) => {
-                let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &ns);
-                let mut packed = Vec::new();
-                for part in names {
-                    let cm = api.get(&part).await.map_err(|source| Rejection::Fetch {
-                        name: part.clone(),
-                        source,
-                    })?;
-                    let bytes = package::part_bytes(&cm).ok_or_else(|| Problem::Part {
-                        name: part.clone(),
-                        problem: format!("no binaryData.{}", package::KEY_PART),
-                    })?;
-                    if packed.len() + bytes.len() > self.config.max_size {
-                        return Err(Problem::TooLarge {
-                            limit: self.config.max_size,
-                        }
-                        .into());
-                    }
-                    packed.extend_from_slice(bytes);
-                }
-                packed
-            }
+            Body::Parts(names) => self.fetch_parts(&ns, names).await?,
         };
-        let manifest = Manifest::parse(&head.manifest, &origin)?;
-        {
-            let sources = self.sources();
-            let other = sources.iter().find(|(k, s)| {
-                **k != (ns.clone(), name.clone())
-                    && s.plugin.as_deref() == Some(manifest.name.as_str())
-            });
-            if let Some(((ons, oname), _)) = other {
-                return Err(Rejection::Duplicate {
-                    name: manifest.name,
-                    other: format!("{ons}/{oname}"),
-                });
-            }
-        }
         let engine = self.engine.clone();
         let cap = self.config.max_size;
         let digest = head.digest;
         let pinning = head.pinning;
-        tokio::task::spawn_blocking(move || -> Result<_, Rejection> {
-            let (bytes, _) = package::unpack(&packed, digest, cap)?;
+        let manifest_text = head.manifest.clone();
+        let compiled = tokio::task::spawn_blocking(move || -> Result<_, Rejection> {
+            let (bytes, digest) = package::unpack(&packed, digest, cap)?;
+            let stored = Arc::new(Stored {
+                manifest: manifest_text,
+                digest,
+                pinning,
+                packed,
+            });
             let (plugin, source) = Plugin::load(&engine, &bytes, manifest, &origin)?;
-            Ok((plugin, pinning, source))
+            Ok((plugin, source, stored))
         })
         .await
         .unwrap_or_else(|e| {
@@ -536,7 +660,180 @@ impl HotLoader {
                     "compilation panicked: {e}"
                 )),
             }))
+        });
+        let (plugin, source, stored) = compiled?;
+        Ok(Loaded {
+            plugin,
+            pinning,
+            source,
+            since,
+            loading,
+            stored,
         })
+    }
+
+    /// Reads the parts of a split component, under the size cap.
+    async fn fetch_parts(&self, ns: &str, names: Vec<String>) -> Result<Vec<u8>, Rejection> {
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), ns);
+        let mut packed = Vec::new();
+        for part in names {
+            let cm = api.get(&part).await.map_err(|source| Rejection::Fetch {
+                name: part.clone(),
+                source,
+            })?;
+            let bytes = package::part_bytes(&cm).ok_or_else(|| Problem::Part {
+                name: part.clone(),
+                problem: format!("no binaryData.{}", package::KEY_PART),
+            })?;
+            if packed.len() + bytes.len() > self.config.max_size {
+                return Err(Problem::TooLarge {
+                    limit: self.config.max_size,
+                }
+                .into());
+            }
+            packed.extend_from_slice(bytes);
+        }
+        Ok(packed)
+    }
+
+    /// Writes a replaced version that running workflows pin as an archive
+    /// ConfigMap, so a restarted controller can still serve them (without
+    /// it, after a restart only each plugin's current version would load and
+    /// pinned workflows would move to it). Unpinned: nothing to keep.
+    async fn archive_if_pinned(&self, key: &(String, String), plugin: &str, old: &Stored) {
+        match self.pins().await {
+            Ok(pins) if !pins.contains_key(&(plugin.to_string(), old.digest)) => return,
+            Ok(_) => {}
+            // Unknown: keep it; the next prune deletes it if nobody pins it.
+            Err(e) => tracing::debug!("cannot list Workflows for plugin pins: {e}"),
+        }
+        let packed = package::archive(&key.1, plugin, old);
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &key.0);
+        let apply = PatchParams::apply(ARCHIVE_MANAGER).force();
+        for cm in packed.parts.iter().chain([&packed.head]) {
+            let name = cm.name_any();
+            if let Err(e) = api.patch(&name, &apply, &Patch::Apply(cm)).await {
+                tracing::warn!(configmap = %format!("{}/{name}", key.0), "cannot archive pinned plugin version {}: {e}", old.digest);
+                return;
+            }
+            self.metrics.api_write("configmap");
+        }
+        tracing::info!(plugin, digest = %old.digest, configmap = %format!("{}/{}", key.0, packed.head.name_any()), "archived a replaced version that running workflows pin");
+        self.archives()
+            .insert(old.digest, (key.0.clone(), packed.head.name_any()));
+    }
+
+    fn archives(&self) -> std::sync::MutexGuard<'_, BTreeMap<Digest, (String, String)>> {
+        self.archives.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// At start: loads every archived version (kept, not served), so the
+    /// workflows pinned to them before a restart finish on them.
+    async fn load_archives(&self) {
+        let namespaces: Vec<Option<String>> = if self.config.namespaces.is_empty() {
+            vec![None]
+        } else {
+            self.config.namespaces.iter().cloned().map(Some).collect()
+        };
+        for ns in namespaces {
+            let api: Api<ConfigMap> = match &ns {
+                Some(ns) => Api::namespaced(self.client.clone(), ns),
+                None => Api::all(self.client.clone()),
+            };
+            let list = match api.list(&ListParams::default().labels(LABEL_ARCHIVE)).await {
+                Ok(l) => l.items,
+                Err(e) => {
+                    tracing::warn!("cannot list archived plugin versions: {e}");
+                    continue;
+                }
+            };
+            for cm in list {
+                let key = key_of(&cm);
+                match self.load_archive(&cm).await {
+                    Ok(plugin) => {
+                        let digest = plugin.digest();
+                        tracing::info!(plugin = %plugin.manifest().name, %digest, configmap = %format!("{}/{}", key.0, key.1), "archived plugin version loaded for pinned workflows");
+                        self.registry.retain(plugin);
+                        self.archives().insert(digest, key);
+                    }
+                    Err(e) => {
+                        tracing::warn!(configmap = %format!("{}/{}", key.0, key.1), "cannot load archived plugin version: {e}")
+                    }
+                }
+            }
+        }
+    }
+
+    async fn load_archive(&self, cm: &ConfigMap) -> Result<Plugin, Rejection> {
+        let (ns, name) = key_of(cm);
+        let origin = format!("configmap {ns}/{name}");
+        let head = Head::parse(cm)?;
+        let manifest = Manifest::parse(&head.manifest, &origin)?;
+        let packed = match head.body {
+            Body::Inline(b) => b,
+            Body::Parts(names) => self.fetch_parts(&ns, names).await?,
+        };
+        let (engine, cap, digest) = (self.engine.clone(), self.config.max_size, head.digest);
+        tokio::task::spawn_blocking(move || -> Result<Plugin, Rejection> {
+            let (bytes, _) = package::unpack(&packed, digest, cap)?;
+            Ok(Plugin::load(&engine, &bytes, manifest, &origin)?.0)
+        })
+        .await
+        .map_err(|e| {
+            Rejection::Load(weft_plugin::plugin::LoadError {
+                origin: format!("configmap {ns}/{name}"),
+                problem: weft_plugin::plugin::LoadProblem::Compile(format!("panicked: {e}")),
+            })
+        })?
+    }
+
+    /// Deletes the archives of versions no longer loaded (nobody pins them).
+    async fn prune_archives(&self) {
+        let snap = self.registry.snapshot();
+        let gone: Vec<(Digest, (String, String))> = self
+            .archives()
+            .iter()
+            .filter(|(d, _)| snap.version(**d).is_none())
+            .map(|(d, k)| (*d, k.clone()))
+            .collect();
+        for (digest, (ns, name)) in gone {
+            let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &ns);
+            let parts = ListParams::default().labels(&format!("{}={name}", package::LABEL_PART));
+            let _ = api.delete_collection(&Default::default(), &parts).await;
+            match api.delete(&name, &Default::default()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => {
+                    tracing::debug!("cannot delete plugin archive {ns}/{name}: {e}");
+                    continue;
+                }
+            }
+            self.metrics.api_write("configmap");
+            tracing::info!(%digest, configmap = %format!("{ns}/{name}"), "plugin archive deleted: no running workflow pins it");
+            self.archives().remove(&digest);
+        }
+    }
+
+    /// Loads again the ConfigMaps that lost a task-type conflict: the
+    /// plugin that beat them may be gone.
+    async fn retry_conflicts(&self) {
+        let keys: Vec<_> = {
+            let mut sources = self.sources();
+            sources
+                .iter_mut()
+                .filter(|(_, s)| s.conflict)
+                .map(|(k, s)| {
+                    s.fingerprint = None;
+                    k.clone()
+                })
+                .collect()
+        };
+        for key in keys {
+            let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &key.0);
+            if let Ok(cm) = api.get(&key.1).await {
+                Box::pin(self.apply(cm)).await;
+            }
+        }
     }
 
     /// A head ConfigMap was deleted: new work no longer gets its plugin.
@@ -552,6 +849,7 @@ impl HotLoader {
                     "plugin ConfigMap deleted: no longer serving new work; unloading once unpinned"
                 );
             }
+            self.retry_conflicts().await;
             self.prune().await;
         }
     }
@@ -603,6 +901,7 @@ impl HotLoader {
             self.metrics.plugin_unload(&name);
             tracing::info!(plugin = %name, %digest, "plugin version unloaded: no running workflow pins it");
         }
+        self.prune_archives().await;
         let keys: Vec<_> = self.sources().keys().cloned().collect();
         for key in keys {
             self.write_status(&key, &pins).await;
@@ -642,7 +941,16 @@ impl HotLoader {
     ) -> Option<PluginStatus> {
         let source = self.sources().get(key).cloned()?;
         let snap = self.registry.snapshot();
-        let name = source.plugin.clone().unwrap_or_default();
+        let name = source
+            .plugin
+            .clone()
+            .or_else(|| source.compiling.as_ref().map(|c| c.0.clone()))
+            .unwrap_or_default();
+        let conflict = snap
+            .conflicts()
+            .values()
+            .find(|c| c.losers.contains(&name))
+            .map(|c| c.to_string());
         let current = snap.plugins().get(&name);
         let pin = |d: Digest| pins.get(&(name.clone(), d)).copied().unwrap_or(0);
         let retained = snap
@@ -656,11 +964,28 @@ impl HotLoader {
             })
             .collect();
         let trips = self.registry.trips();
+        let state = if source.compiling.is_some() {
+            "compiling"
+        } else if source.conflict || conflict.is_some() {
+            "conflict"
+        } else if source.error.is_some() {
+            "rejected"
+        } else if current.is_some() {
+            "serving"
+        } else {
+            "withdrawn"
+        };
         Some(PluginStatus {
             plugin: name.clone(),
+            state: state.into(),
+            conflict,
             version: current.map(|p| p.manifest().version.clone()),
             serving: current.map(|p| p.digest().to_string()),
-            desired: source.desired.map(|d| d.to_string()),
+            desired: source
+                .compiling
+                .map(|c| c.1)
+                .or(source.desired)
+                .map(|d| d.to_string()),
             pinning: match snap.pinning(&name) {
                 Pinning::Pinned => "pinned".into(),
                 Pinning::Latest => "latest".into(),
@@ -753,6 +1078,9 @@ pub async fn read_status(
 
 /// The field manager of `weft plugin push`.
 pub const PUSH_MANAGER: &str = "weft-plugin-push";
+
+/// The field manager of the loader's archives of pinned versions.
+pub const ARCHIVE_MANAGER: &str = "weft-plugin-archive";
 
 /// Creates or updates the ConfigMap(s) of a plugin (server-side apply):
 /// the parts first, then the head, so a head never references a missing

@@ -39,6 +39,10 @@ use weft_plugin::{Pinning, engine::Digest};
 pub const LABEL_PLUGIN: &str = "weft.dev/plugin";
 /// Label of a part ConfigMap; its value is the head's name.
 pub const LABEL_PART: &str = "weft.dev/plugin-part";
+/// Label of an *archive* head: a replaced version that running workflows
+/// still pin, kept by the loader so a restarted controller can load it
+/// (its value is the plugin name). Same layout as a head; not served.
+pub const LABEL_ARCHIVE: &str = "weft.dev/plugin-archive";
 /// Annotation the loader sets on a head it rejected (removed once a version loads).
 pub const ANNOTATION_ERROR: &str = "weft.dev/plugin-error";
 /// Annotation the loader keeps on each head: what serves, pins, breaker (JSON).
@@ -282,13 +286,54 @@ pub fn pack(
     manifest: &str,
     pinning: Pinning,
 ) -> Packed {
-    let digest = Digest::of(component);
-    let packed = compress(component);
+    let stored = Stored {
+        manifest: manifest.to_string(),
+        digest: Digest::of(component),
+        pinning,
+        packed: compress(component),
+    };
+    pack_stored(name, (LABEL_PLUGIN, plugin), &stored)
+}
+
+/// A version as it was read from its ConfigMaps: enough to write it again
+/// (as an archive) without decompressing it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stored {
+    /// The manifest text.
+    pub manifest: String,
+    /// The uncompressed component's digest.
+    pub digest: Digest,
+    /// The pinning policy.
+    pub pinning: Pinning,
+    /// The component as stored (compressed or raw).
+    pub packed: Vec<u8>,
+}
+
+/// The archive ConfigMaps of a stored version of plugin `plugin` whose head
+/// was `head`: named for the digest, labelled [`LABEL_ARCHIVE`].
+pub fn archive(head: &str, plugin: &str, stored: &Stored) -> Packed {
+    let name = archive_name(head, stored.digest);
+    pack_stored(&name, (LABEL_ARCHIVE, plugin), stored)
+}
+
+/// The name of the archive of `digest` for head `head` (a valid ConfigMap
+/// name: heads are at most 253 characters, so it is trimmed to fit).
+pub fn archive_name(head: &str, digest: Digest) -> String {
+    let suffix = format!("-v-{}", &digest.hex()[..12]);
+    let keep = head
+        .len()
+        .min(253 - suffix.len() - "-part-123456789012-99".len());
+    format!("{}{suffix}", head[..keep].trim_end_matches(['-', '.']))
+}
+
+fn pack_stored(name: &str, label: (&str, &str), stored: &Stored) -> Packed {
+    let digest = stored.digest;
+    let packed = &stored.packed;
     let mut data = BTreeMap::from([
-        (KEY_MANIFEST.to_string(), manifest.to_string()),
+        (KEY_MANIFEST.to_string(), stored.manifest.clone()),
         (KEY_DIGEST.to_string(), digest.to_string()),
     ]);
-    if pinning == Pinning::Latest {
+    if stored.pinning == Pinning::Latest {
         data.insert(KEY_PINNING.into(), "latest".into());
     }
     let meta = |name: String, labels: BTreeMap<String, String>| ObjectMeta {
@@ -299,7 +344,7 @@ pub fn pack(
     let mut parts = Vec::new();
     let mut binary = BTreeMap::new();
     if packed.len() <= PART_SIZE {
-        binary.insert(KEY_COMPONENT.to_string(), ByteString(packed));
+        binary.insert(KEY_COMPONENT.to_string(), ByteString(packed.clone()));
     } else {
         let short = &digest.hex()[..12];
         let mut names = Vec::new();
@@ -323,7 +368,7 @@ pub fn pack(
     let head = ConfigMap {
         metadata: meta(
             name.to_string(),
-            BTreeMap::from([(LABEL_PLUGIN.to_string(), plugin.to_string())]),
+            BTreeMap::from([(label.0.to_string(), label.1.to_string())]),
         ),
         data: Some(data),
         binary_data: (!binary.is_empty()).then_some(binary),
@@ -448,6 +493,35 @@ mod tests {
             unpack(&z[..z.len() / 2], None, 1 << 20),
             Err(Problem::Decompress { .. })
         ));
+    }
+
+    #[test]
+    fn an_archive_is_a_head_under_another_label_and_name() {
+        let c = component(3 << 20);
+        let p = pack("my-plugin", "mine", &c, "m", Pinning::Pinned);
+        let stored = Stored {
+            manifest: "m".into(),
+            digest: p.digest,
+            pinning: Pinning::Pinned,
+            packed: compress(&c),
+        };
+        let a = archive("my-plugin", "mine", &stored);
+        let name = a.head.metadata.name.clone().unwrap();
+        assert_eq!(name, format!("my-plugin-v-{}", &p.digest.hex()[..12]));
+        let labels = a.head.metadata.labels.clone().unwrap();
+        assert_eq!(labels.get(LABEL_ARCHIVE).map(String::as_str), Some("mine"));
+        assert!(
+            !labels.contains_key(LABEL_PLUGIN),
+            "an archive is never served"
+        );
+        assert_eq!(join(&a), join(&p));
+        let long = "x".repeat(253);
+        let n = archive_name(&long, p.digest);
+        assert!(
+            n.len() + "-part-123456789012-99".len() <= 253,
+            "{}",
+            n.len()
+        );
     }
 
     #[test]

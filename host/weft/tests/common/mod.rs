@@ -59,10 +59,16 @@ impl Env {
                 .unwrap();
         weft::runtime::install_crd(&client).await.unwrap();
         let (stop, rx) = tokio::sync::oneshot::channel::<()>();
-        let (ctx, controller) =
-            weft::runtime::spawn_controller(client.clone(), registry.clone(), None, async {
+        let (open, synced) = weft::runtime::after_sync();
+        let (ctx, controller) = weft::runtime::spawn_controller_after(
+            client.clone(),
+            registry.clone(),
+            None,
+            synced,
+            async {
                 let _ = rx.await;
-            });
+            },
+        );
         let (stop_hotload, hotload_rx) = tokio::sync::oneshot::channel::<()>();
         let loader = hotload.map(|config| {
             let (loader, _task) = weft::runtime::spawn_hotload(
@@ -77,6 +83,7 @@ impl Env {
             );
             loader
         });
+        open(loader.clone());
         if let Some(l) = &loader {
             l.synced().await;
         }
