@@ -288,10 +288,12 @@ impl Snapshot {
 
     /// The task type a plugin with `manifest`, claiming since `since`, would
     /// not own if it were published now (`None`: it would own all of its
-    /// task types). A new version that would lose a task type its name does
-    /// not already lose is rejected by the hot loader, so an upgrade never
-    /// takes work away silently.
-    pub fn would_lose(&self, manifest: &Manifest, since: Option<i64>) -> Option<Conflict> {
+    /// task types). A name that already claims keeps its claim time (an
+    /// upgrade is not a newcomer); a newcomer that never served passes
+    /// `i64::MAX`, so it loses any tie to a plugin that serves. A new
+    /// version that would lose a task type is rejected by the hot loader,
+    /// so an upgrade never takes work away silently.
+    pub fn would_lose(&self, manifest: &Manifest, since: i64) -> Option<Conflict> {
         let enabled = |name: &str| {
             self.config
                 .enabled
@@ -302,14 +304,12 @@ impl Snapshot {
             return None;
         }
         let mut me = self.versions.claim(manifest);
-        if let Some(t) = since {
-            me.since = self
-                .versions
-                .claimed_at
-                .get(&manifest.name)
-                .copied()
-                .unwrap_or(t);
-        }
+        me.since = self
+            .versions
+            .claimed_at
+            .get(&manifest.name)
+            .copied()
+            .unwrap_or(since);
         for tt in &manifest.task_types {
             let mut ranked = vec![me.clone()];
             for (name, p) in &self.plugins {

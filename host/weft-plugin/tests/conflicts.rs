@@ -83,27 +83,20 @@ fn would_lose_detects_a_newcomer_and_an_upgrade_that_claims_an_owned_type() {
     let newcomer = plugin(&engine, "py-job", "job", 0);
     let c = r
         .snapshot()
-        .would_lose(newcomer.manifest(), Some(2_000))
+        .would_lose(newcomer.manifest(), 2_000)
         .expect("a later claim loses");
     assert_eq!((c.task_type.as_str(), c.winner.as_str()), ("job", "js-job"));
     let urgent = plugin(&engine, "py-job", "job", 5);
-    assert_eq!(
-        r.snapshot().would_lose(urgent.manifest(), Some(2_000)),
-        None
-    );
+    assert_eq!(r.snapshot().would_lose(urgent.manifest(), 2_000), None);
 
     // An upgrade of js-job keeps its original claim time, so it keeps
     // winning even though it is published after py-job's claim.
     r.set_claimed_at("py-job", 2_000);
     r.publish(plugin(&engine, "py-job", "other", 0));
     let upgrade = plugin(&engine, "py-job", "other, job", 0);
-    assert!(
-        r.snapshot()
-            .would_lose(upgrade.manifest(), Some(3_000))
-            .is_some()
-    );
+    assert!(r.snapshot().would_lose(upgrade.manifest(), 3_000).is_some());
     let js2 = plugin(&engine, "js-job", "job", 0);
-    assert_eq!(r.snapshot().would_lose(js2.manifest(), Some(9_000)), None);
+    assert_eq!(r.snapshot().would_lose(js2.manifest(), 9_000), None);
 }
 
 #[test]

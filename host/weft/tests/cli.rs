@@ -234,3 +234,187 @@ fn push_dry_run_prints_the_configmaps_the_loader_reads() {
             .contains_key("component.wasm")
     );
 }
+
+#[test]
+fn plugin_log_lines_show_without_flags_and_test_prints_a_per_call_figure() {
+    let echo = root().join("target/test-guests/echo.wasm");
+    let task = root().join("examples/tasks/hello-pod.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_weft"))
+        .args(["plugin", "test", echo.to_str().unwrap(), "--task"])
+        .arg(&task)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    // The guest's log::info line, at the default verbosity, under its name.
+    let line = err
+        .lines()
+        .find(|l| l.contains("echo call 1"))
+        .unwrap_or_else(|| panic!("no plugin log line: {err}"));
+    assert!(line.contains("plugin") && line.contains("echo"), "{line}");
+    assert!(
+        err.contains("build-resource: ") && err.contains("µs per call (median of 21"),
+        "{err}"
+    );
+    assert!(err.contains("peak memory"), "{err}");
+}
+
+#[test]
+fn push_without_a_kubeconfig_says_what_to_set() {
+    let home = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_weft"))
+        .args(["plugin", "push", pod().to_str().unwrap()])
+        .env("HOME", home.path())
+        .env("KUBECONFIG", home.path().join("missing"))
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("KUBERNETES_SERVICE_PORT")
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert!(!out.status.success());
+    assert_eq!(
+        err.matches("cannot find a Kubernetes cluster").count(),
+        1,
+        "said once: {err}"
+    );
+    assert!(
+        err.contains("Set KUBECONFIG") && err.contains(".weft/dev/kubeconfig"),
+        "{err}"
+    );
+}
+
+#[test]
+fn weft_dev_outside_the_repository_starts_without_an_error() {
+    use std::io::BufRead as _;
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_weft"))
+        .args(["dev", "--admin-listen", "127.0.0.1:0"])
+        .current_dir(dir.path())
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut seen = String::new();
+    while !seen.contains("admin API at") {
+        let mut line = String::new();
+        if out.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        seen.push_str(&line);
+    }
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let done = child.wait_with_output().unwrap();
+    let err = stderr(&done);
+    assert!(
+        seen.contains("admin API at"),
+        "weft dev did not serve: {seen}{err}"
+    );
+    assert!(seen.contains("kubeconfig .weft/dev/kubeconfig"), "{seen}");
+    assert!(
+        !err.contains("ERROR") && !err.contains("target/plugins"),
+        "{err}"
+    );
+}
+
+/// Every `weft ...` command line in the docs' code blocks names only
+/// subcommands and flags that exist (the C README once named a flag
+/// `weft dev` does not have).
+#[test]
+fn the_docs_name_only_flags_that_exist() {
+    let mut files = vec![root().join("README.md"), root().join("deploy/README.md")];
+    for dir in ["docs", "sdk/c", "sdk/python", "sdk/js", "sdk/rust"] {
+        for e in std::fs::read_dir(root().join(dir)).unwrap().flatten() {
+            if e.path().extension().is_some_and(|x| x == "md") {
+                files.push(e.path());
+            }
+        }
+    }
+    let mut helps: std::collections::HashMap<Vec<String>, Option<String>> = Default::default();
+    let mut help = |path: &[String]| -> Option<String> {
+        helps
+            .entry(path.to_vec())
+            .or_insert_with(|| {
+                let out = weft(
+                    &[
+                        path.iter().map(String::as_str).collect::<Vec<_>>(),
+                        vec!["--help"],
+                    ]
+                    .concat(),
+                );
+                out.status.success().then(|| stdout(&out))
+            })
+            .clone()
+    };
+    let mut problems = Vec::new();
+    let mut checked = 0;
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        // Command lines in code blocks (comments cut), and every inline
+        // `weft ...` span, in prose or in those comments.
+        let mut commands: Vec<String> = Vec::new();
+        let mut fenced = false;
+        for line in text.lines() {
+            if line.trim_start().starts_with("```") {
+                fenced = !fenced;
+                continue;
+            }
+            for (i, span) in line.split('`').enumerate() {
+                if i % 2 == 1
+                    && let Some(cmd) = span.strip_prefix("weft ")
+                {
+                    commands.push(cmd.to_string());
+                }
+            }
+            if let Some(cmd) = line.trim_start().strip_prefix("weft ").filter(|_| fenced) {
+                commands.push(
+                    cmd.split(['#', '|', '>', '&'])
+                        .next()
+                        .unwrap_or_default()
+                        .into(),
+                );
+            }
+        }
+        for cmd in &commands {
+            let mut path: Vec<String> = Vec::new();
+            let mut args_started = false;
+            for word in cmd.split_whitespace() {
+                let word = word.trim_matches(|c| c == '[' || c == ']');
+                if let Some(flag) = word.strip_prefix("--") {
+                    let flag = format!("--{}", flag.split('=').next().unwrap());
+                    let h = help(&path).unwrap_or_default();
+                    checked += 1;
+                    if !h.contains(&flag) {
+                        problems.push(format!(
+                            "{}: `weft {cmd}`: {flag} is not a flag of `weft {}`",
+                            file.display(),
+                            path.join(" ")
+                        ));
+                    }
+                } else if !args_started
+                    && word.chars().all(|c| c.is_ascii_lowercase() || c == '-')
+                    && !word.starts_with('-')
+                {
+                    let mut next = path.clone();
+                    next.push(word.to_string());
+                    if help(&next).is_some() {
+                        path = next;
+                    } else {
+                        args_started = true;
+                    }
+                } else {
+                    args_started = true;
+                }
+            }
+        }
+    }
+    assert!(
+        checked > 20,
+        "only {checked} flags found: is the scan broken?"
+    );
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}

@@ -705,6 +705,28 @@ async fn a_second_plugin_for_a_task_type_is_rejected_as_a_conflict_and_workflows
         "{}",
         env.ctx.metrics.render()
     );
+    // A plugin pushed where no controller watches is shown as unseen.
+    let ns = k8s_openapi::api::core::v1::Namespace {
+        metadata: kube::api::ObjectMeta {
+            name: Some("elsewhere".into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(env.client.clone())
+        .create(&Default::default(), &ns)
+        .await
+        .unwrap();
+    weft::hotload::push(
+        &env.client,
+        "elsewhere",
+        "stray",
+        &version("echo", "stray"),
+        &job_manifest("stray", 0),
+        Pinning::Pinned,
+    )
+    .await
+    .unwrap();
     let table = weft_cli(&["plugin", "status", "--server", &server]).await;
     let table = String::from_utf8_lossy(&table.stdout).to_string();
     let row = |cm: &str| {
@@ -716,6 +738,14 @@ async fn a_second_plugin_for_a_task_type_is_rejected_as_a_conflict_and_workflows
     };
     assert!(row("js-job").contains(" serving "), "{table}");
     assert!(row("py-job").contains(" conflict "), "{table}");
+    let stray = table
+        .lines()
+        .find(|l| l.starts_with("elsewhere/stray "))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(
+        stray.contains(" unseen ") && stray.contains("no controller has seen this version"),
+        "{stray}"
+    );
 
     // New workflows of the type run on the owner (they used to fail).
     env.submit("uses-job", "nodes:\n  - {id: a, task: {type: job}}\n")

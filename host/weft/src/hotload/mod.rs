@@ -51,7 +51,8 @@ use weft_plugin::{
 use crate::api::Workflow;
 use crate::controller::metrics::Metrics;
 use package::{
-    ANNOTATION_ERROR, ANNOTATION_STATUS, Body, Head, LABEL_ARCHIVE, LABEL_PLUGIN, Problem, Stored,
+    ANNOTATION_CLAIMED_AT, ANNOTATION_ERROR, ANNOTATION_STATUS, Body, Head, LABEL_ARCHIVE,
+    LABEL_PLUGIN, Problem, Stored,
 };
 
 /// Most watch events coalesced into one batch.
@@ -252,7 +253,7 @@ struct Loaded {
     plugin: Plugin,
     pinning: Pinning,
     source: weft_plugin::engine::CompileSource,
-    /// When its ConfigMap was created (Unix milliseconds).
+    /// When it first served, from its ConfigMap (Unix milliseconds).
     since: Option<i64>,
     /// Keeps its task types marked as loading until it is published.
     loading: weft_plugin::registry::Loading,
@@ -276,6 +277,13 @@ pub struct HotLoader {
 
 fn key_of(cm: &ConfigMap) -> (String, String) {
     (cm.namespace().unwrap_or_default(), cm.name_any())
+}
+
+/// The claim time a loader recorded on a head, if any.
+fn claimed_at(cm: &ConfigMap) -> Option<i64> {
+    cm.annotations()
+        .get(ANNOTATION_CLAIMED_AT)
+        .and_then(|v| v.trim().parse().ok())
 }
 
 fn fingerprint(cm: &ConfigMap) -> Digest {
@@ -483,8 +491,13 @@ impl HotLoader {
             self.registry.withdraw(&prev);
         }
         self.registry.set_pinning(&name, l.pinning);
-        if let Some(since) = l.since {
-            self.registry.set_claimed_at(&name, since);
+        let claimed = l
+            .since
+            .unwrap_or_else(|| k8s_openapi::jiff::Timestamp::now().as_millisecond());
+        self.registry.set_claimed_at(&name, claimed);
+        if l.since.is_none() {
+            self.annotate(key, json!({ANNOTATION_CLAIMED_AT: claimed.to_string()}))
+                .await;
         }
         let replaced = self.registry.publish(l.plugin);
         drop(l.loading);
@@ -600,14 +613,16 @@ impl HotLoader {
                 other: format!("{}/{}", other.0, other.1),
             });
         }
-        // Who claimed a task type first is when its ConfigMap was created:
-        // the same answer on every replica and after every restart.
-        let since = cm
-            .metadata
-            .creation_timestamp
-            .as_ref()
-            .map(|t| t.0.as_millisecond());
-        if let Some(c) = self.registry.snapshot().would_lose(&manifest, since) {
+        // Who claimed a task type first: when its plugin first served, as
+        // recorded on its ConfigMap (creationTimestamp counts whole seconds,
+        // too coarse for two pushes in a row); one that never served comes
+        // after every plugin that does.
+        let since = claimed_at(cm);
+        if let Some(c) = self
+            .registry
+            .snapshot()
+            .would_lose(&manifest, since.unwrap_or(i64::MAX))
+        {
             let source_of_winner = self
                 .source_of(&c.winner)
                 .map(|(n, m)| format!(" (configmap {n}/{m})"))

@@ -45,6 +45,10 @@ pub const LABEL_PART: &str = "weft.dev/plugin-part";
 pub const LABEL_ARCHIVE: &str = "weft.dev/plugin-archive";
 /// Annotation the loader sets on a head it rejected (removed once a version loads).
 pub const ANNOTATION_ERROR: &str = "weft.dev/plugin-error";
+/// Annotation the loader sets on a head when its plugin first serves: the
+/// claim time (Unix milliseconds) that decides task-type conflicts ("first
+/// loaded wins"), kept across restarts. Never rewritten once set.
+pub const ANNOTATION_CLAIMED_AT: &str = "weft.dev/claimed-at";
 /// Annotation the loader keeps on each head: what serves, pins, breaker (JSON).
 pub const ANNOTATION_STATUS: &str = "weft.dev/plugin-status";
 /// The manifest's key in `data`.
