@@ -78,12 +78,18 @@ fn id(name: &str) -> Option<pb::ExecutionId> {
 /// Hot-loads a test guest into weft-system as `weft plugin push` does.
 fn push(server: &str, guest: &str) {
     let dir = root().join("target/test-guests");
+    push_file(server, &dir.join(format!("{guest}.wasm")), guest);
+}
+
+/// `weft plugin push` of a component with the test guest's manifest.
+fn push_file(server: &str, wasm: &std::path::Path, guest: &str) {
+    let dir = root().join("target/test-guests");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_weft"))
         .args(["plugin", "push"])
-        .arg(dir.join(format!("{guest}.wasm")))
+        .arg(wasm)
         .arg("--manifest")
         .arg(dir.join(format!("{guest}.yaml")))
-        .args(["--server", server, "-n", NS])
+        .args(["--server", server, "-n", NS, "--wait"])
         .output()
         .unwrap();
     assert!(
@@ -187,11 +193,14 @@ async fn a_deployed_controller_uses_exactly_its_rbac_and_exposes_its_metrics() {
     })
     .await;
 
-    // A workflow with an approval gate, through the admin API.
+    // A workflow with an approval gate, through the admin API, on a
+    // hot-loaded plugin that gets a new version while it waits: the old
+    // version is archived for it, and the archive deleted once it is done.
+    push(&server, "echo");
     let gated = r#"{"nodes": [
-        {"id": "hello", "task": {"type": "pod", "config": {"image": "busybox", "command": ["sh", "-c", "echo hi"]}}},
+        {"id": "hello", "task": {"type": "echo"}},
         {"id": "approve", "dependsOn": ["hello"], "gate": {"approval": {}}},
-        {"id": "after", "dependsOn": ["approve"], "task": {"type": "pod", "config": {"image": "busybox", "command": ["true"]}}}
+        {"id": "after", "dependsOn": ["approve"], "task": {"type": "echo"}}
     ]}"#;
     admin
         .create_execution(pb::CreateExecutionRequest {
@@ -208,6 +217,39 @@ async fn a_deployed_controller_uses_exactly_its_rbac_and_exposes_its_metrics() {
         .unwrap()
         .into_inner();
     wait_phase(&mut admin, "gated", "Running", 60).await;
+    let workflows: kube::Api<weft::api::Workflow> =
+        kube::Api::namespaced(client.clone(), "default");
+    for _ in 0..600 {
+        let wf = workflows.get("gated").await.unwrap();
+        let hello = wf.status.and_then(|s| s.nodes.get("hello").cloned());
+        if hello.is_some_and(|n| n.plugin.is_some()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut echo2 = std::fs::read(root().join("target/test-guests/echo.wasm")).unwrap();
+    echo2.extend([0, 12, 9]);
+    echo2.extend(b"weft-saltv2");
+    let echo2_path = dir.path().join("echo.wasm");
+    std::fs::write(&echo2_path, echo2).unwrap();
+    push_file(&server, &echo2_path, "echo");
+    let configmaps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(client.clone(), NS);
+    let archives = async || {
+        configmaps
+            .list(&kube::api::ListParams::default().labels(weft::hotload::package::LABEL_ARCHIVE))
+            .await
+            .unwrap()
+            .items
+            .len()
+    };
+    for _ in 0..600 {
+        if archives().await == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(archives().await, 1, "the pinned version is archived");
     // While it waits at the gate, the node gauges count it.
     wait_metric(&controller, "nodes by phase", |m| {
         common::sum(m, "weft_nodes") > 0.0
@@ -233,6 +275,13 @@ async fn a_deployed_controller_uses_exactly_its_rbac_and_exposes_its_metrics() {
         last = e.phase;
     }
     assert_eq!(last, "Succeeded");
+    for _ in 0..600 {
+        if archives().await == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(archives().await, 0, "the archive goes once unpinned");
 
     // One that runs until it is aborted.
     admin

@@ -53,10 +53,11 @@ labelling a ConfigMap elsewhere. patch: the weft.dev/plugin-status and
 weft.dev/plugin-error annotations the controller keeps on them.
 */}}
 {{- define "weft.rules.configmaps" -}}
-# Hot-loaded plugin ConfigMaps, and their status annotations.
+# Hot-loaded plugin ConfigMaps, their status annotations, and the archives
+# of replaced versions that running workflows pin.
 - apiGroups: [""]
   resources: [configmaps]
-  verbs: [get, list, watch, patch]
+  verbs: [get, list, watch, create, patch, delete]
 {{- end -}}
 
 {{- define "weft.rules.events" -}}

@@ -802,19 +802,24 @@ impl HotLoader {
         })?
     }
 
-    /// Deletes the archives of versions no longer loaded (nobody pins them).
-    async fn prune_archives(&self) {
-        let snap = self.registry.snapshot();
+    /// Deletes the archives of versions no running workflow pins (a
+    /// rollback target stays loaded in memory, but needs no archive: only
+    /// pins must survive a restart).
+    async fn prune_archives(&self, pins: &BTreeMap<(String, Digest), usize>) {
         let gone: Vec<(Digest, (String, String))> = self
             .archives()
             .iter()
-            .filter(|(d, _)| snap.version(**d).is_none())
+            .filter(|(d, _)| !pins.keys().any(|(_, p)| p == *d))
             .map(|(d, k)| (*d, k.clone()))
             .collect();
         for (digest, (ns, name)) in gone {
             let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &ns);
+            // Part by part (list and delete, no deletecollection: the Role
+            // grants only what the controller uses).
             let parts = ListParams::default().labels(&format!("{}={name}", package::LABEL_PART));
-            let _ = api.delete_collection(&Default::default(), &parts).await;
+            for part in api.list(&parts).await.map(|l| l.items).unwrap_or_default() {
+                let _ = api.delete(&part.name_any(), &Default::default()).await;
+            }
             match api.delete(&name, &Default::default()).await {
                 Ok(_) => {}
                 Err(kube::Error::Api(s)) if s.code == 404 => {}
@@ -916,7 +921,7 @@ impl HotLoader {
             self.metrics.plugin_unload(&name);
             tracing::info!(plugin = %name, %digest, "plugin version unloaded: no running workflow pins it");
         }
-        self.prune_archives().await;
+        self.prune_archives(&pins).await;
         let keys: Vec<_> = self.sources().keys().cloned().collect();
         for key in keys {
             self.write_status(&key, &pins).await;
