@@ -418,3 +418,154 @@ fn the_docs_name_only_flags_that_exist() {
     );
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// Runs `cmd` in `dir` and fails the test with its output unless it succeeds.
+fn run_ok(dir: &Path, cmd: &str, args: &[&str], envs: &[(&str, &Path)]) -> String {
+    let out = Command::new(cmd)
+        .args(args)
+        .current_dir(dir)
+        .envs(envs.iter().map(|(k, v)| (*k, v.as_os_str())))
+        .output()
+        .unwrap_or_else(|e| panic!("run {cmd}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd} {args:?} in {}:\n{}{}",
+        dir.display(),
+        stdout(&out),
+        stderr(&out)
+    );
+    stdout(&out) + &stderr(&out)
+}
+
+/// `weft plugin new` as `spin new`: each language's scaffold is a plugin
+/// that passes its own unit tests and, built by its SDK, the conformance
+/// checks, serving the task type it was named after.
+#[test]
+fn plugin_new_scaffolds_a_plugin_that_builds_and_passes_conformance() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let sdk = root().join("sdk");
+    let new = |lang: &str, name: &str| {
+        let out = weft(&[
+            "plugin",
+            "new",
+            name,
+            "--lang",
+            lang,
+            "--dir",
+            dir.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+        assert!(stdout(&out).contains("next:"), "{}", stdout(&out));
+        let manifest = std::fs::read_to_string(dir.join(name).join("weft-plugin.yaml")).unwrap();
+        assert!(manifest.contains(&format!("name: {name}")), "{manifest}");
+        assert!(
+            manifest.contains(&format!("taskTypes: [{name}]")),
+            "{manifest}"
+        );
+        dir.join(name)
+    };
+    let conformance = |name: &str, plugin: &Path| {
+        let wasm = dir.join("out").join(format!("{name}.wasm"));
+        let task = plugin.join("task.json");
+        let out = weft(&[
+            "plugin",
+            "test",
+            wasm.to_str().unwrap(),
+            "--task",
+            task.to_str().unwrap(),
+            "--conformance",
+        ]);
+        assert!(
+            out.status.success(),
+            "{name}: {}{}",
+            stdout(&out),
+            stderr(&out)
+        );
+        assert!(!stdout(&out).contains("FAIL"), "{}", stdout(&out));
+    };
+    let out_dir = dir.join("out");
+    let out_dir = out_dir.to_str().unwrap();
+
+    let c = new("c", "c-task");
+    run_ok(
+        &root(),
+        "bash",
+        &["sdk/c/build.sh", c.to_str().unwrap(), out_dir],
+        &[],
+    );
+    conformance("c-task", &c);
+
+    let py = new("python", "py-task");
+    run_ok(
+        &py,
+        "python3",
+        &["-m", "unittest", "-q"],
+        &[("PYTHONPATH", &sdk.join("python"))],
+    );
+    run_ok(
+        &root(),
+        "bash",
+        &["sdk/python/build.sh", py.to_str().unwrap(), out_dir],
+        &[],
+    );
+    conformance("py-task", &py);
+
+    let js = new("js", "js-task");
+    let register = sdk.join("js/testing/register.js");
+    run_ok(
+        &js,
+        "node",
+        &["--import", register.to_str().unwrap(), "--test"],
+        &[],
+    );
+    run_ok(
+        &root(),
+        "bash",
+        &["sdk/js/build.sh", js.to_str().unwrap(), out_dir],
+        &[],
+    );
+    conformance("js-task", &js);
+
+    // Rust: the crate's own tests, natively (its component build is the
+    // guest toolchain's, as for every first-party plugin). One target dir
+    // for every run, so that a second run compiles only the new crate.
+    let rs = new("rust", "rs-task");
+    let cargo_toml = std::fs::read_to_string(rs.join("Cargo.toml")).unwrap();
+    assert!(cargo_toml.contains("name = \"rs-task\""), "{cargo_toml}");
+    let shared = root().join("target/scaffold-test");
+    let log = run_ok(
+        &rs,
+        env!("CARGO"),
+        &["test", "-q"],
+        &[("CARGO_TARGET_DIR", &shared)],
+    );
+    assert!(log.contains("3 passed"), "{log}");
+
+    // A second scaffold of the same name refuses to overwrite it.
+    let again = weft(&[
+        "plugin",
+        "new",
+        "c-task",
+        "--lang",
+        "c",
+        "--dir",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(again.status.code(), Some(1), "{}", stdout(&again));
+    assert!(
+        stderr(&again).contains("already exists"),
+        "{}",
+        stderr(&again)
+    );
+    let bad = weft(&[
+        "plugin",
+        "new",
+        "Bad_Name",
+        "--lang",
+        "c",
+        "--dir",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(stderr(&bad).contains("\"Bad_Name\""), "{}", stderr(&bad));
+}

@@ -2,7 +2,7 @@
  * A Weft task plugin in C: copy this folder, rename the plugin in
  * weft-plugin.yaml, and change the two functions below.
  *
- * Task type `hello` runs `config.image` (required) as a Pod with the task's
+ * Task type `my-task` runs `config.image` (required) as a Pod with the task's
  * inputs as environment variables, and maps the Pod's status.phase.
  * Build: sdk/c/build.sh <this-folder> <out-dir>
  */

@@ -10,6 +10,7 @@ pub mod controller;
 pub mod dev;
 pub mod plugin;
 pub mod run;
+pub mod scaffold;
 
 /// Weft: a Kubernetes workflow executor with WebAssembly plugins.
 #[derive(Debug, Parser)]

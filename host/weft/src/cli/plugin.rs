@@ -27,6 +27,8 @@ pub enum PluginCommand {
     Push(PushArgs),
     /// List hot-loaded plugins: versions, digests, pins, errors and breaker state.
     Status(StatusArgs),
+    /// Start a new plugin from an SDK template (rust, python, js or c).
+    New(super::scaffold::NewArgs),
 }
 
 /// Arguments of `weft plugin push`.
@@ -163,6 +165,7 @@ pub fn run(cmd: PluginCommand) -> anyhow::Result<ExitCode> {
         PluginCommand::Test(args) => test(args),
         PluginCommand::Push(args) => push(args),
         PluginCommand::Status(args) => status(args),
+        PluginCommand::New(args) => super::scaffold::new(args),
     }
 }
 

@@ -1,0 +1,185 @@
+//! `weft plugin new`: a new plugin from the SDK templates, like `spin new`
+//! or `kwctl scaffold`. The templates are the SDKs' own (`sdk/*/template`),
+//! compiled into the binary, so it works outside the repository too.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use clap::{Args, ValueEnum};
+
+/// The languages Weft has SDKs for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Lang {
+    /// `sdk/rust`: a crate with `weft-plugin-sdk`.
+    Rust,
+    /// `sdk/python`: componentize-py.
+    Python,
+    /// `sdk/js`: componentize-js.
+    Js,
+    /// `sdk/c`: zig and wit-bindgen's C generator.
+    C,
+}
+
+/// Arguments of `weft plugin new`.
+#[derive(Debug, Args)]
+pub struct NewArgs {
+    /// The plugin's name (a DNS-1123 label); also its task type and folder.
+    pub name: String,
+    /// The language.
+    #[arg(long, value_enum)]
+    pub lang: Lang,
+    /// Where the plugin's folder goes.
+    #[arg(long, default_value = ".")]
+    pub dir: PathBuf,
+    /// The Weft SDK folder (`sdk/` of the repository), for the build
+    /// commands and the Rust crate's path dependency; default: the one this
+    /// `weft` was built from, if it is still there.
+    #[arg(long)]
+    pub sdk: Option<PathBuf>,
+}
+
+/// One template: (path in the new folder, contents).
+type Template = &'static [(&'static str, &'static str)];
+
+macro_rules! files {
+    ($lang:literal: $($f:literal),+) => {
+        &[$(($f, include_str!(concat!("../../../../sdk/", $lang, "/template/", $f)))),+]
+    };
+}
+
+const RUST: Template =
+    files!("rust": "Cargo.toml", "src/lib.rs", "weft-plugin.yaml", "task.json", "README.md");
+const PYTHON: Template =
+    files!("python": "plugin.py", "test_plugin.py", "weft-plugin.yaml", "task.json");
+const JS: Template = files!("js": "plugin.js", "plugin.test.js", "weft-plugin.yaml", "task.json");
+const C: Template = files!("c": "plugin.c", "weft-plugin.yaml", "task.json", "README.md");
+
+/// The name every template uses for itself (and its task type).
+const PLACEHOLDER: &str = "my-task";
+
+impl Lang {
+    fn template(self) -> Template {
+        match self {
+            Lang::Rust => RUST,
+            Lang::Python => PYTHON,
+            Lang::Js => JS,
+            Lang::C => C,
+        }
+    }
+
+    fn sdk_dir(self) -> &'static str {
+        match self {
+            Lang::Rust => "rust",
+            Lang::Python => "python",
+            Lang::Js => "js",
+            Lang::C => "c",
+        }
+    }
+}
+
+/// `my-task` -> `MyTask`.
+fn camel(name: &str) -> String {
+    name.split('-')
+        .map(|w| {
+            let mut c = w.chars();
+            c.next().map_or_else(String::new, |f| {
+                f.to_ascii_uppercase().to_string() + c.as_str()
+            })
+        })
+        .collect()
+}
+
+/// The template's text with its own name replaced by `name`.
+fn render(lang: Lang, text: &str, name: &str, sdk: &Path) -> String {
+    let ph = PLACEHOLDER;
+    let mut out = text
+        .replace(ph, name)
+        .replace(&ph.replace('-', "_"), &name.replace('-', "_"))
+        .replace(&camel(ph), &camel(name));
+    if lang == Lang::Rust {
+        let sdk_rust = sdk.join("rust");
+        out = out.replace(
+            "path = \"../\"",
+            &format!("path = {:?}", sdk_rust.display().to_string()),
+        );
+    }
+    out
+}
+
+/// The SDK folder this binary was built from, if it is still there.
+fn default_sdk() -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sdk");
+    p.join("rust/Cargo.toml")
+        .is_file()
+        .then(|| p.canonicalize().unwrap_or(p))
+}
+
+/// Run `weft plugin new`.
+pub fn new(args: NewArgs) -> anyhow::Result<ExitCode> {
+    if let Err(problem) = weft_plugin::manifest::check_dns_label(&args.name) {
+        bail!("plugin name {:?}: {problem}", args.name);
+    }
+    let sdk = match args.sdk.clone().or_else(default_sdk) {
+        Some(s) => s,
+        None => bail!(
+            "cannot find the Weft SDK folder this weft was built from: pass --sdk <repository>/sdk"
+        ),
+    };
+    let target = args.dir.join(&args.name);
+    if target.exists() {
+        bail!(
+            "{} already exists: choose another name or --dir",
+            target.display()
+        );
+    }
+    for (file, text) in args.lang.template() {
+        let path = target.join(file);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("creating {}", parent.display()))?;
+        }
+        std::fs::write(&path, render(args.lang, text, &args.name, &sdk))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    super::out(&next_steps(args.lang, &args.name, &target, &sdk))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn next_steps(lang: Lang, name: &str, dir: &Path, sdk: &Path) -> String {
+    let d = dir.display();
+    let s = sdk.join(lang.sdk_dir());
+    let s = s.display();
+    let build = match lang {
+        Lang::Rust => format!("cd {d} && cargo test\n  (build the component: see {d}/README.md)"),
+        Lang::Python => {
+            format!("(cd {d} && PYTHONPATH={s} python3 -m unittest)\n  {s}/build.sh {d} out")
+        }
+        Lang::Js => format!(
+            "(cd {d} && node --import {s}/testing/register.js --test)\n  {s}/build.sh {d} out"
+        ),
+        Lang::C => format!("{s}/build.sh {d} out"),
+    };
+    format!(
+        "created {d}: a {lang:?} plugin serving task type {name:?}\nnext:\n  {build}\n  weft plugin test out/{name}.wasm --task {d}/task.json --conformance\n  weft plugin push out/{name}.wasm --wait\n"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_replaced_in_every_spelling() {
+        let sdk = Path::new("/opt/weft/sdk");
+        let text = "name: my-task\nstruct MyTask; my_task\npath = \"../\"";
+        assert_eq!(
+            render(Lang::Rust, text, "ray-job", sdk),
+            "name: ray-job\nstruct RayJob; ray_job\npath = \"/opt/weft/sdk/rust\""
+        );
+        assert_eq!(
+            render(Lang::C, "taskTypes: [my-task]", "x", sdk),
+            "taskTypes: [x]"
+        );
+    }
+}
