@@ -217,6 +217,30 @@ pub struct Manifest {
 }
 
 impl Manifest {
+    /// The configuration a guest sees before the host resolves Secret
+    /// references: every `{valueFrom: ...}` value left out, so that no
+    /// guest ever reads a reference instead of a value (the plugin's own
+    /// default applies until the hot loader resolves it).
+    pub fn config_without_secret_refs(&self) -> serde_json::Map<String, serde_json::Value> {
+        fn strip(v: &serde_json::Value) -> Option<serde_json::Value> {
+            use serde_json::Value;
+            match v {
+                Value::Object(m) if m.contains_key("valueFrom") => None,
+                Value::Object(m) => Some(Value::Object(
+                    m.iter()
+                        .filter_map(|(k, v)| Some((k.clone(), strip(v)?)))
+                        .collect(),
+                )),
+                Value::Array(a) => Some(Value::Array(a.iter().filter_map(strip).collect())),
+                other => Some(other.clone()),
+            }
+        }
+        self.config
+            .iter()
+            .filter_map(|(k, v)| Some((k.clone(), strip(v)?)))
+            .collect()
+    }
+
     /// Read and validate a manifest file.
     pub fn from_path(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
@@ -425,6 +449,19 @@ resources: [{apiVersion: v1, kind: Pod}]
 limits: {deadline: 250ms, memory: 32Mi}
 config: {imagePullGracePeriodSeconds: 300}
 "#;
+
+    #[test]
+    fn guests_never_see_secret_references() {
+        let text = POD.replace(
+            "config: {imagePullGracePeriodSeconds: 300}",
+            "config:\n  a: 1\n  token: {valueFrom: {secretKeyRef: {name: s, key: k}}}\n  jwt: {keys: [{valueFrom: {secretKeyRef: {name: s, key: j}}}, pem], leeway: 3}",
+        );
+        let m = Manifest::parse(&text, "test").unwrap();
+        assert_eq!(
+            serde_json::Value::Object(m.config_without_secret_refs()),
+            serde_json::json!({"a": 1, "jwt": {"keys": ["pem"], "leeway": 3}})
+        );
+    }
 
     #[test]
     fn parses_a_task_manifest() {

@@ -474,7 +474,33 @@ pub enum Plugin {
     Middleware(Arc<MiddlewarePlugin>),
 }
 
+/// `base` with `overrides` winning key by key (top level only).
+fn merged(base: &Map<String, Value>, overrides: &Map<String, Value>) -> Map<String, Value> {
+    let mut out = base.clone();
+    for (k, v) in overrides {
+        out.insert(k.clone(), v.clone());
+    }
+    out
+}
+
 impl Plugin {
+    /// The same version with another whole configuration (see
+    /// [`TaskPlugin::set_config`]); the compiled code is shared.
+    pub fn with_config(&self, config: Map<String, Value>) -> Plugin {
+        match self {
+            Plugin::Task(t) => {
+                let mut t = TaskPlugin::clone(t);
+                t.set_config(config);
+                Plugin::Task(Arc::new(t))
+            }
+            Plugin::Middleware(m) => {
+                let mut m = MiddlewarePlugin::clone(m);
+                m.set_config(config);
+                Plugin::Middleware(Arc::new(m))
+            }
+        }
+    }
+
     /// Load a component with its manifest. Blocking (may compile): call it off the async runtime.
     pub fn load(
         engine: &PluginEngine,
@@ -522,7 +548,7 @@ impl Plugin {
         let common = Common {
             name: manifest.name.clone().into(),
             state: engine.state_of(&manifest.name),
-            config_json: Value::Object(manifest.config.clone()).to_string(),
+            config_json: Value::Object(manifest.config_without_secret_refs()).to_string(),
             manifest: Arc::new(manifest),
             digest,
             size: bytes.len(),
@@ -598,6 +624,10 @@ struct Common {
 }
 
 impl Common {
+    fn set_config(&mut self, config: Map<String, Value>) {
+        self.config_json = Value::Object(config).to_string();
+    }
+
     fn limits(&self) -> Limits {
         self.manifest.limits
     }
@@ -733,11 +763,15 @@ impl TaskPlugin {
     /// Replace the plugin configuration (manifest defaults merged with the
     /// operator's overrides, overrides winning key by key).
     pub fn set_config_overrides(&mut self, overrides: &Map<String, Value>) {
-        let mut merged = self.common.manifest.config.clone();
-        for (k, v) in overrides {
-            merged.insert(k.clone(), v.clone());
-        }
-        self.common.config_json = Value::Object(merged).to_string();
+        let base = self.common.manifest.config_without_secret_refs();
+        self.common.set_config(merged(&base, overrides));
+    }
+
+    /// Replace the whole plugin configuration the guest sees (e.g. with
+    /// Secret references resolved). It lives only in memory: nothing
+    /// prints or stores it.
+    pub fn set_config(&mut self, config: Map<String, Value>) {
+        self.common.set_config(config);
     }
 
     fn call_properties(&self) -> Result<TaskProperties, CallError> {
@@ -1115,11 +1149,13 @@ impl MiddlewarePlugin {
 
     /// Replace the plugin configuration (see [`TaskPlugin::set_config_overrides`]).
     pub fn set_config_overrides(&mut self, overrides: &Map<String, Value>) {
-        let mut merged = self.common.manifest.config.clone();
-        for (k, v) in overrides {
-            merged.insert(k.clone(), v.clone());
-        }
-        self.common.config_json = Value::Object(merged).to_string();
+        let base = self.common.manifest.config_without_secret_refs();
+        self.common.set_config(merged(&base, overrides));
+    }
+
+    /// Replace the whole configuration (see [`TaskPlugin::set_config`]).
+    pub fn set_config(&mut self, config: Map<String, Value>) {
+        self.common.set_config(config);
     }
 
     /// Decide on one call. The request body is dropped unless the manifest asks for it.

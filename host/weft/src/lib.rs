@@ -13,5 +13,6 @@ pub mod dev;
 pub mod hotload;
 pub mod render;
 pub mod runtime;
+pub mod secrets;
 pub mod serve;
 pub mod telemetry;

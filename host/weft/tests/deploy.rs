@@ -540,6 +540,19 @@ fn rbac_is_least_privilege() {
             );
         }
         assert!(!grants(role_rules, "coordination.k8s.io", "leases", "update").is_empty());
+        // Secrets plugins' configuration names: read and followed, never written.
+        for verb in ["get", "list", "watch"] {
+            assert!(
+                !grants(role_rules, "", "secrets", verb).is_empty(),
+                "{overlay}: secrets {verb}"
+            );
+        }
+        for verb in ["create", "patch", "update", "delete"] {
+            assert!(
+                grants(role_rules, "", "secrets", verb).is_empty(),
+                "{overlay}: secrets {verb}"
+            );
+        }
 
         // Bound to the controller's account, and only to it.
         let [crb] = &r.cluster_role_bindings[..] else {

@@ -1044,3 +1044,188 @@ async fn pinned_versions_survive_a_controller_sigkill_and_each_workflow_finishes
     drop(restarted);
     cluster.shutdown().await;
 }
+
+/// Plugin configuration from a Secret, as a user sets it up: `weft plugin
+/// push` of a manifest naming the Secret, `kubectl create secret`, a
+/// rotation with `kubectl apply`, against a real `weft controller` process.
+/// The guest gets the values (the echo guest shows its plugin config on the
+/// Pod it builds); ConfigMaps, Events, Workflow status, metrics, the
+/// controller's log and `weft plugin status` never show them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugin_config_comes_from_secrets_and_never_shows_their_values() {
+    let (dir, cluster, kubeconfig, client) = common::dev_cluster().await;
+    let server = cluster.base_url();
+    let controller = common::ControllerProcess::start(
+        &kubeconfig,
+        "secrets",
+        &["--plugin-namespace", "default"],
+    );
+    controller.metrics().await;
+    let kubectl = async |args: &[&str], stdin: Option<&str>| {
+        let out = common::kubectl(&kubeconfig, args, stdin).await;
+        assert!(
+            out.status.success(),
+            "kubectl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let manifest = format!(
+        "{}config:\n  greeting:\n    valueFrom: {{secretKeyRef: {{name: sec-creds, key: greeting}}}}\n  tokens:\n    valueFrom: {{secretKeyRef: {{name: sec-creds, key: tokens.json, format: json}}}}\n  extra:\n    valueFrom: {{secretKeyRef: {{name: sec-creds, key: absent, optional: true}}}}\n  plain: visible\n",
+        manifest("sec", "sec", "1.0.0")
+    );
+    let wasm = files(dir.path(), "sec", &version("echo", "secrets"), &manifest);
+    let yaml = wasm.replace(".wasm", ".yaml");
+
+    // No Secret yet: refused, naming the Secret and the key.
+    let out = weft_cli(&[
+        "plugin",
+        "push",
+        &wasm,
+        "--manifest",
+        &yaml,
+        "--server",
+        &server,
+        "--wait",
+        "--timeout",
+        "90s",
+    ])
+    .await;
+    let said =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{said}");
+    assert!(
+        said.contains("Secret default/sec-creds key \"greeting\": not found"),
+        "{said}"
+    );
+
+    // The Secret appears: the plugin loads on its own.
+    kubectl(
+        &[
+            "create",
+            "secret",
+            "generic",
+            "sec-creds",
+            "--from-literal=greeting=hunter2-v1",
+            "--from-literal=tokens.json={\"t0k3n-v1\": \"robot:ci\"}",
+        ],
+        None,
+    )
+    .await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let status = async || -> Option<PluginStatus> {
+        let cm = cms.get("sec").await.ok()?;
+        serde_json::from_str(cm.annotations().get(package::ANNOTATION_STATUS)?).ok()
+    };
+    let start = Instant::now();
+    while status().await.is_none_or(|s| s.state != "serving") {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "{:?}\n{}",
+            status().await,
+            controller.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let workflows: Api<weft::api::Workflow> = Api::namespaced(client.clone(), "default");
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), "default");
+    let run = async |wf: &str| -> serde_json::Value {
+        let yaml = format!(
+            "apiVersion: weft.dev/v1alpha1\nkind: Workflow\nmetadata: {{name: {wf}}}\nspec:\n  nodes:\n    - {{id: a, task: {{type: sec}}}}\n"
+        );
+        kubectl(&["create", "-f", "-"], Some(&yaml)).await;
+        let done = poll_workflow(&workflows, wf, 60, |w| {
+            w.status.as_ref().is_some_and(|s| s.phase.is_terminal())
+        })
+        .await;
+        assert_eq!(
+            done.status.as_ref().unwrap().phase,
+            WorkflowPhase::Succeeded,
+            "{wf}"
+        );
+        let pod = pods
+            .list(&ListParams::default().labels(&format!("weft.dev/workflow={wf}")))
+            .await
+            .unwrap()
+            .items
+            .remove(0);
+        serde_json::from_str(&pod.annotations()["echo.weft.dev/plugin-config"]).unwrap()
+    };
+    assert_eq!(
+        run("uses-v1").await,
+        json!({"greeting": "hunter2-v1", "tokens": {"t0k3n-v1": "robot:ci"}, "plain": "visible"})
+    );
+
+    // Rotation: the serving plugin is configured again, same digest.
+    let rotated = kubectl(
+        &[
+            "create",
+            "secret",
+            "generic",
+            "sec-creds",
+            "--from-literal=greeting=hunter2-v2",
+            "--from-literal=tokens.json={\"t0k3n-v2\": \"robot:ci\"}",
+            "--dry-run=client",
+            "-o",
+            "yaml",
+        ],
+        None,
+    )
+    .await;
+    kubectl(&["apply", "-f", "-"], Some(&rotated)).await;
+    let events = async || kubectl(&["get", "events", "-o", "yaml"], None).await;
+    let start = Instant::now();
+    while !events().await.contains("PluginReconfigured") {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{}",
+            controller.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(run("uses-v2").await["greeting"], "hunter2-v2");
+
+    // A required key gone: the last good values keep serving, with a Warning.
+    let broken = rotated.replace("greeting:", "renamed:");
+    kubectl(&["apply", "-f", "-"], Some(&broken)).await;
+    let start = Instant::now();
+    while !events().await.contains("PluginConfigError") {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{}",
+            controller.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        events().await.contains("keeps its previous configuration"),
+        "{}",
+        events().await
+    );
+    assert_eq!(run("uses-v2-still").await["greeting"], "hunter2-v2");
+
+    // Nowhere else: not in ConfigMaps, Events, Workflows, metrics, logs or status.
+    let cli = weft_cli(&["plugin", "status", "-n", "default", "--server", &server]).await;
+    let places = [
+        (
+            "configmaps",
+            kubectl(&["get", "configmaps", "-A", "-o", "yaml"], None).await,
+        ),
+        ("events", events().await),
+        (
+            "workflows",
+            kubectl(&["get", "workflows", "-o", "yaml"], None).await,
+        ),
+        ("metrics", controller.metrics().await),
+        ("controller log", controller.log()),
+        (
+            "weft plugin status",
+            String::from_utf8_lossy(&cli.stdout).into_owned(),
+        ),
+    ];
+    for (place, text) in places {
+        for value in ["hunter2", "t0k3n"] {
+            assert!(!text.contains(value), "{value} shows in {place}:\n{text}");
+        }
+    }
+}

@@ -6,20 +6,36 @@
 //! - the RBAC review: every verb the controller used on every resource
 //!   (from the dev cluster's audit log) is granted by deploy/'s Role and
 //!   ClusterRole, and every verb they grant was used;
-//! - `/metrics` exposes the metrics the dashboards need, with samples.
+//! - `/metrics` exposes the metrics the dashboards need, with samples;
+//! - the admin API's bearer tokens come from a Secret and rotate with it.
 
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{ControllerProcess, free_port, grant_set, kubectl, kustomize, root, sum};
 use k8s_openapi::api::rbac::v1::{ClusterRole, Role};
 use serde::Deserialize;
-use tonic::transport::Channel;
+use tonic::{service::interceptor::InterceptedService, transport::Channel};
 use weft::admin::pb;
 
-type AdminClient = pb::admin_service_client::AdminServiceClient<Channel>;
+type AdminClient =
+    pb::admin_service_client::AdminServiceClient<InterceptedService<Channel, Bearer>>;
+
+/// Sends `authorization: Bearer <token>`, the token swappable (rotation).
+#[derive(Clone, Default)]
+struct Bearer(Arc<Mutex<String>>);
+
+impl tonic::service::Interceptor for Bearer {
+    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        let value = format!("Bearer {}", self.0.lock().unwrap());
+        req.metadata_mut()
+            .insert("authorization", value.parse().unwrap());
+        Ok(req)
+    }
+}
 
 /// The user the controller's kubeconfig names (its bearer token): the
 /// service account deploy/ binds the roles to.
@@ -58,10 +74,11 @@ fn deployed_rbac() -> (BTreeSet<Grant>, BTreeSet<Grant>) {
     (cluster, namespaced)
 }
 
-async fn admin_client(port: u16) -> AdminClient {
+async fn admin_client(port: u16, token: Bearer) -> AdminClient {
     for _ in 0..600 {
-        if let Ok(c) = AdminClient::connect(format!("http://127.0.0.1:{port}")).await {
-            return c;
+        let endpoint = Channel::from_shared(format!("http://127.0.0.1:{port}")).unwrap();
+        if let Ok(c) = endpoint.connect().await {
+            return pb::admin_service_client::AdminServiceClient::with_interceptor(c, token);
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -152,7 +169,7 @@ async fn a_deployed_controller_uses_exactly_its_rbac_and_exposes_its_metrics() {
     let admin_config = dir.path().join("admin.yaml");
     std::fs::write(
         &admin_config,
-        format!("listen: 127.0.0.1:{admin_port}\nmiddleware: [request-id]\n"),
+        format!("listen: 127.0.0.1:{admin_port}\nmiddleware: [request-id, auth-token]\n"),
     )
     .unwrap();
     // The base grants the pod plugin's kinds; other plugins' kinds come
@@ -160,9 +177,34 @@ async fn a_deployed_controller_uses_exactly_its_rbac_and_exposes_its_metrics() {
     // controller starts with the pod plugin and the middleware only.
     let plugins = dir.path().join("plugins");
     std::fs::create_dir(&plugins).unwrap();
-    for f in ["pod.wasm", "pod.yaml", "request-id.wasm", "request-id.yaml"] {
+    for f in [
+        "pod.wasm",
+        "pod.yaml",
+        "request-id.wasm",
+        "request-id.yaml",
+        "auth-token.wasm",
+        "auth-token.yaml",
+    ] {
         std::fs::copy(root().join("target/plugins").join(f), plugins.join(f)).unwrap();
     }
+    // auth-token's static tokens, from the Secret its manifest names (as
+    // deploy/README.md says to create it).
+    let tokens = |t: &str| {
+        format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: weft-auth-token, namespace: {NS}}}\nstringData:\n  tokens.json: '{{\"{t}\": \"ci-robot\"}}'\n"
+        )
+    };
+    let out = kubectl(
+        &admin_kubeconfig,
+        &["apply", "-f", "-"],
+        Some(&tokens("ops-token-1")),
+    )
+    .await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let controller = ControllerProcess::start(
         &kubeconfig,
         "weft-controller-0",
@@ -178,7 +220,9 @@ async fn a_deployed_controller_uses_exactly_its_rbac_and_exposes_its_metrics() {
             admin_config.to_str().unwrap(),
         ],
     );
-    let mut admin = admin_client(admin_port).await;
+    let bearer = Bearer::default();
+    *bearer.0.lock().unwrap() = "ops-token-1".into();
+    let mut admin = admin_client(admin_port, bearer.clone()).await;
     wait_metric(&controller, "leadership", |m| {
         m.contains("weft_leader{shard=\"0\"} 1")
     })
@@ -210,7 +254,7 @@ async fn a_deployed_controller_uses_exactly_its_rbac_and_exposes_its_metrics() {
             ..Default::default()
         })
         .await
-        .unwrap();
+        .unwrap_or_else(|e| panic!("{e:?}; log:\n{}", controller.log()));
     let mut watch = admin
         .watch_execution(pb::WatchExecutionRequest { id: id("gated") })
         .await
@@ -334,6 +378,43 @@ async fn a_deployed_controller_uses_exactly_its_rbac_and_exposes_its_metrics() {
         .await
         .unwrap();
     wait_phase(&mut admin, "faulty", "Failed", 120).await;
+
+    // Rotation: the new token works and the old one stops, no restart.
+    let out = kubectl(
+        &admin_kubeconfig,
+        &["apply", "-f", "-"],
+        Some(&tokens("ops-token-2")),
+    )
+    .await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let list = pb::ListExecutionsRequest {
+        namespace: "default".into(),
+        ..Default::default()
+    };
+    for _ in 0..600 {
+        let old = admin.list_executions(list.clone()).await;
+        if old
+            .as_ref()
+            .is_err_and(|e| e.code() == tonic::Code::Unauthenticated)
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let refused = admin.list_executions(list.clone()).await.unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::Unauthenticated, "{refused:?}");
+    *bearer.0.lock().unwrap() = "ops-token-2".into();
+    admin.list_executions(list).await.unwrap();
+    for token in ["ops-token-1", "ops-token-2"] {
+        assert!(
+            !controller.log().contains(token),
+            "{token} in the controller log"
+        );
+    }
 
     // /metrics: what the dashboards and alerts are built on.
     let m = wait_metric(&controller, "the breaker's trip", |m| {

@@ -58,6 +58,11 @@ weft.dev/plugin-error annotations the controller keeps on them.
 - apiGroups: [""]
   resources: [configmaps]
   verbs: [get, list, watch, create, patch, delete]
+# Plugin configuration from Secrets (valueFrom.secretKeyRef in manifests),
+# read at load and followed for changes; read-only.
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get, list, watch]
 {{- end -}}
 
 {{- define "weft.rules.events" -}}

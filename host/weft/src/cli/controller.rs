@@ -194,21 +194,6 @@ pub fn controller(args: ControllerArgs) -> anyhow::Result<ExitCode> {
         }
         let ready = Arc::new(serve::Readiness::default());
         let metrics = Arc::new(Metrics::default());
-        // The admin API, hot loading and /metrics serve on every replica;
-        // only reconciling waits for the lease.
-        let admin = match &admin_config {
-            Some(config) => Some(
-                crate::admin::serve(
-                    config,
-                    client.clone(),
-                    registry.clone(),
-                    metrics.clone(),
-                    super::dev::shutdown_signal(),
-                )
-                .await?,
-            ),
-            None => None,
-        };
         let loader = (!args.no_hotload).then(|| {
             runtime::spawn_hotload(
                 client.clone(),
@@ -225,6 +210,24 @@ pub fn controller(args: ControllerArgs) -> anyhow::Result<ExitCode> {
             l.synced().await;
         }
         let loader = loader.map(|(_, task)| task);
+        // The admin API, hot loading and /metrics serve on every replica;
+        // only reconciling waits for the lease. The admin API opens once
+        // the plugins are loaded and configured (its middleware chain with
+        // them): before, an authenticator without its tokens would refuse
+        // every caller.
+        let admin = match &admin_config {
+            Some(config) => Some(
+                crate::admin::serve(
+                    config,
+                    client.clone(),
+                    registry.clone(),
+                    metrics.clone(),
+                    super::dev::shutdown_signal(),
+                )
+                .await?,
+            ),
+            None => None,
+        };
         let addr = serve::serve(args.metrics_addr, metrics.clone(), ready.clone()).await?;
         tracing::info!(%addr, "serving /metrics, /healthz, /readyz");
         if let Some(l) = &leader {

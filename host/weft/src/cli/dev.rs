@@ -95,7 +95,10 @@ pub fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
             hotload,
             futures::future::pending(),
         );
-        open(Some(hot));
+        open(Some(hot.clone()));
+        // As `weft controller`: the admin API opens with its middleware
+        // loaded and configured.
+        hot.synced().await;
         let server = admin::serve(
             &config,
             client,

@@ -29,6 +29,7 @@
 //! Run one per host (with leader election, the leader's).
 
 pub mod package;
+mod secrets;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -122,6 +123,10 @@ pub enum Rejection {
         /// Why the winner keeps it.
         why: String,
     },
+    /// A Secret its configuration names is missing or unreadable (loaded
+    /// again when the Secret changes).
+    #[error("configuration: {0}")]
+    Secret(#[from] crate::secrets::SecretError),
     /// A part could not be read from the API.
     #[error("cannot read part {name}: {source}")]
     Fetch {
@@ -151,6 +156,7 @@ impl Rejection {
             Rejection::Duplicate { .. } => "duplicate",
             Rejection::Conflict { .. } => "conflict",
             Rejection::Fetch { .. } => "missing_part",
+            Rejection::Secret(_) => "secret",
         }
     }
 }
@@ -246,6 +252,9 @@ struct Source {
     /// The serving version as stored, to archive it when it is replaced
     /// while running workflows pin it.
     stored: Option<Arc<Stored>>,
+    /// The Secrets its configuration names, with the resourceVersion it
+    /// was configured from (None: missing).
+    secrets: secrets::SecretVersions,
 }
 
 /// A version that compiled and passed every check, ready to publish.
@@ -273,6 +282,8 @@ pub struct HotLoader {
     archives: Mutex<BTreeMap<Digest, (String, String)>>,
     trips: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<Trip>>>,
     synced: tokio::sync::watch::Sender<bool>,
+    /// Plugins from the plugin directory configured from Secrets.
+    dir_secrets: Mutex<BTreeMap<String, secrets::SecretVersions>>,
 }
 
 fn key_of(cm: &ConfigMap) -> (String, String) {
@@ -315,6 +326,7 @@ impl HotLoader {
             archives: Mutex::new(BTreeMap::new()),
             trips: Mutex::new(Some(rx)),
             synced: tokio::sync::watch::Sender::new(false),
+            dir_secrets: Mutex::new(BTreeMap::new()),
         })
     }
 
@@ -364,7 +376,9 @@ impl HotLoader {
             .expect("HotLoader::run is called once");
         // Archived versions first: they are part of what "synced" promises.
         self.load_archives().await;
+        self.configure_dir_plugins().await;
         let mut events = self.watch();
+        let mut secret_events = self.watch_secrets();
         let mut tick = tokio::time::interval(self.config.prune_every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut shutdown = std::pin::pin!(shutdown);
@@ -381,6 +395,10 @@ impl HotLoader {
                 },
                 Some(trip) = trips.recv() => {
                     self.tripped(trip).await;
+                    continue;
+                }
+                Some(ev) = secret_events.next() => {
+                    self.secret_event(ev).await;
                     continue;
                 }
                 _ = tick.tick() => {
@@ -635,6 +653,12 @@ impl HotLoader {
                 why: c.why,
             });
         }
+        // Its Secrets, as missing until read: a change to any of them loads
+        // it again if this version is rejected.
+        let named = crate::secrets::refs(&manifest.config)?;
+        if let Some(s) = self.sources().get_mut(&(ns.clone(), name.clone())) {
+            s.secrets = named.into_iter().map(|(_, r)| (r.name, None)).collect();
+        }
         // From here until it is published or rejected, work for its task
         // types waits for this version.
         let loading = self
@@ -677,6 +701,10 @@ impl HotLoader {
             }))
         });
         let (plugin, source, stored) = compiled?;
+        let (plugin, versions) = self.configure(&plugin, &ns).await?;
+        if let Some(s) = self.sources().get_mut(&(ns.clone(), name.clone())) {
+            s.secrets = versions;
+        }
         Ok(Loaded {
             plugin,
             pinning,

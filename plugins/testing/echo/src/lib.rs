@@ -1,7 +1,7 @@
 //! A well-behaved task plugin: what the sandbox suite calls after every
 //! fault to prove the host still serves. It echoes its task into a Pod and
 //! counts its calls in host state (instances are fresh per call, so the
-//! count proves state outlives them).
+//! count proves state outlives them), and shows the plugin config it got.
 
 use weft_plugin_sdk::{json, log, state, PhaseInfo, PluginError, TaskContext, TaskPlugin, Value};
 
@@ -25,6 +25,9 @@ impl TaskPlugin for Echo {
                     "echo.weft.dev/calls": calls.to_string(),
                     "echo.weft.dev/config": ctx.config.to_string(),
                     "echo.weft.dev/inputs": ctx.inputs.to_string(),
+                    // What the operator configured (Secret values
+                    // included): tests check the guest got them.
+                    "echo.weft.dev/plugin-config": ctx.plugin_config.to_string(),
                 },
             },
             "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox", "command": ["true"]}]},
