@@ -44,4 +44,4 @@ pub use plugin::{
     CallError, FailureKind, MiddlewareCall, MiddlewarePlugin, Phase, PhaseInfo, Plugin,
     TaskContext, TaskPlugin, Verdict, WarmTaskInstance, resource_name,
 };
-pub use registry::{Pinning, Registry, RegistryConfig};
+pub use registry::{Pinning, PluginSettings, Registry, RegistryConfig};

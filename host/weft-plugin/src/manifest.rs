@@ -216,29 +216,36 @@ pub struct Manifest {
     pub middleware: MiddlewareSettings,
 }
 
+/// `config` with every `{valueFrom: ...}` value left out, so that no guest
+/// ever reads a Secret reference instead of a value (the plugin's own
+/// default applies until the host resolves it).
+pub fn without_secret_refs(
+    config: &serde_json::Map<String, serde_json::Value>,
+) -> serde_json::Map<String, serde_json::Value> {
+    fn strip(v: &serde_json::Value) -> Option<serde_json::Value> {
+        use serde_json::Value;
+        match v {
+            Value::Object(m) if m.contains_key("valueFrom") => None,
+            Value::Object(m) => Some(Value::Object(
+                m.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), strip(v)?)))
+                    .collect(),
+            )),
+            Value::Array(a) => Some(Value::Array(a.iter().filter_map(strip).collect())),
+            other => Some(other.clone()),
+        }
+    }
+    config
+        .iter()
+        .filter_map(|(k, v)| Some((k.clone(), strip(v)?)))
+        .collect()
+}
+
 impl Manifest {
     /// The configuration a guest sees before the host resolves Secret
-    /// references: every `{valueFrom: ...}` value left out, so that no
-    /// guest ever reads a reference instead of a value (the plugin's own
-    /// default applies until the hot loader resolves it).
+    /// references (see [`without_secret_refs`]).
     pub fn config_without_secret_refs(&self) -> serde_json::Map<String, serde_json::Value> {
-        fn strip(v: &serde_json::Value) -> Option<serde_json::Value> {
-            use serde_json::Value;
-            match v {
-                Value::Object(m) if m.contains_key("valueFrom") => None,
-                Value::Object(m) => Some(Value::Object(
-                    m.iter()
-                        .filter_map(|(k, v)| Some((k.clone(), strip(v)?)))
-                        .collect(),
-                )),
-                Value::Array(a) => Some(Value::Array(a.iter().filter_map(strip).collect())),
-                other => Some(other.clone()),
-            }
-        }
-        self.config
-            .iter()
-            .filter_map(|(k, v)| Some((k.clone(), strip(v)?)))
-            .collect()
+        without_secret_refs(&self.config)
     }
 
     /// Read and validate a manifest file.

@@ -764,7 +764,8 @@ impl TaskPlugin {
     /// operator's overrides, overrides winning key by key).
     pub fn set_config_overrides(&mut self, overrides: &Map<String, Value>) {
         let base = self.common.manifest.config_without_secret_refs();
-        self.common.set_config(merged(&base, overrides));
+        let overrides = crate::manifest::without_secret_refs(overrides);
+        self.common.set_config(merged(&base, &overrides));
     }
 
     /// Replace the whole plugin configuration the guest sees (e.g. with
@@ -1150,7 +1151,8 @@ impl MiddlewarePlugin {
     /// Replace the plugin configuration (see [`TaskPlugin::set_config_overrides`]).
     pub fn set_config_overrides(&mut self, overrides: &Map<String, Value>) {
         let base = self.common.manifest.config_without_secret_refs();
-        self.common.set_config(merged(&base, overrides));
+        let overrides = crate::manifest::without_secret_refs(overrides);
+        self.common.set_config(merged(&base, &overrides));
     }
 
     /// Replace the whole configuration (see [`TaskPlugin::set_config`]).

@@ -48,9 +48,10 @@ pub enum Error {
     },
 }
 
-/// How the operator configures the registry (Flyte's `tasks.task-plugins`).
+/// How the operator configures the registry (Flyte's `tasks.task-plugins`
+/// and per-plugin config): `weft controller --registry-config FILE`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RegistryConfig {
     /// Plugins that may serve; `None` enables every loaded plugin.
     #[serde(default)]
@@ -61,6 +62,20 @@ pub struct RegistryConfig {
     /// Ordered middleware per slot; plugins not listed run after, by name.
     #[serde(default)]
     pub middleware_order: BTreeMap<String, Vec<String>>,
+    /// The operator's settings per plugin name.
+    #[serde(default)]
+    pub plugins: BTreeMap<String, PluginSettings>,
+}
+
+/// The operator's settings for one plugin.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PluginSettings {
+    /// Overrides of the manifest's `config`, key by key (top level); values
+    /// may be Secret references (`valueFrom.secretKeyRef`), read from the
+    /// controller's plugin namespace.
+    #[serde(default)]
+    pub config: serde_json::Map<String, serde_json::Value>,
 }
 
 /// Whether running workflows keep the plugin version they started with.
@@ -539,6 +554,11 @@ impl Registry {
         self.update_versions(|_, versions| {
             versions.claimed_at.insert(name.to_string(), since);
         });
+    }
+
+    /// How the operator configured it.
+    pub fn config(&self) -> &RegistryConfig {
+        &self.config
     }
 
     /// The current snapshot; hold it for as long as one decision needs a consistent view.

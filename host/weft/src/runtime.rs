@@ -11,7 +11,7 @@ use kube::{
     Api, Client, CustomResourceExt,
     api::{Patch, PatchParams},
 };
-use weft_plugin::{EngineConfig, PluginEngine, Registry};
+use weft_plugin::{EngineConfig, PluginEngine, Registry, RegistryConfig};
 
 use crate::api::Workflow;
 use crate::controller::{self, Context, children::Children};
@@ -35,16 +35,41 @@ pub fn cache_dir(data_dir: &Path) -> std::path::PathBuf {
         .unwrap_or_else(|| data_dir.join("cache"))
 }
 
+/// The operator's registry configuration (`--registry-config FILE`, YAML;
+/// see [`RegistryConfig`]): an unknown key or a bad value is refused,
+/// naming it. No file: the defaults.
+pub fn registry_config(path: Option<&Path>) -> anyhow::Result<RegistryConfig> {
+    let Some(path) = path else {
+        return Ok(RegistryConfig::default());
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the registry config {}", path.display()))?;
+    serde_yaml::from_str(&text)
+        .with_context(|| format!("the registry config {} is not valid", path.display()))
+}
+
 /// Loads every plugin of a directory; says which failed and why, and goes on.
 pub fn load_plugins(
     dir: &Path,
     cache: Option<&Path>,
 ) -> anyhow::Result<(PluginEngine, Arc<Registry>)> {
+    load_plugins_with(dir, cache, RegistryConfig::default())
+}
+
+/// [`load_plugins`] into a registry the operator configured. Their
+/// `plugins.NAME.config` overrides apply at once; Secret references in
+/// them wait for the hot loader, which has a client (until then the guest
+/// sees those keys left out).
+pub fn load_plugins_with(
+    dir: &Path,
+    cache: Option<&Path>,
+    config: RegistryConfig,
+) -> anyhow::Result<(PluginEngine, Arc<Registry>)> {
     let engine = PluginEngine::new(EngineConfig {
         cache_dir: cache.map(Path::to_path_buf),
         ..EngineConfig::default()
     })?;
-    let registry = Arc::new(Registry::default());
+    let registry = Arc::new(Registry::new(config));
     if !dir.exists() {
         // Outside the repository (or in a cluster without baked-in
         // plugins) there is no directory: plugins come from ConfigMaps.
@@ -54,6 +79,14 @@ pub fn load_plugins(
     for err in registry.load_dir(&engine, dir) {
         tracing::error!("{err}");
         eprintln!("warning: {err}");
+    }
+    for (name, settings) in &registry.config().plugins {
+        if let Some(p) = registry.snapshot().plugins().get(name) {
+            let base = p.manifest().config_without_secret_refs();
+            let mut config = base;
+            config.extend(weft_plugin::manifest::without_secret_refs(&settings.config));
+            registry.publish(p.with_config(config));
+        }
     }
     let types: Vec<String> = registry
         .snapshot()

@@ -569,3 +569,26 @@ fn plugin_new_scaffolds_a_plugin_that_builds_and_passes_conformance() {
     ]);
     assert!(stderr(&bad).contains("\"Bad_Name\""), "{}", stderr(&bad));
 }
+
+/// A mistyped registry config stops `weft controller` before it starts,
+/// naming the file and the key (no cluster needed to find out).
+#[test]
+fn a_bad_registry_config_is_refused_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("registry.yaml");
+    std::fs::write(&file, "enabeld: [pod]\n").unwrap();
+    let out = weft(&["controller", "--registry-config", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("registry.yaml") && err.contains("unknown field `enabeld`"),
+        "{err}"
+    );
+    std::fs::write(&file, "plugins: {pod: {config: []}}\n").unwrap();
+    let out = weft(&["controller", "--registry-config", file.to_str().unwrap()]);
+    assert!(
+        stderr(&out).contains("plugins.pod.config"),
+        "{}",
+        stderr(&out)
+    );
+}

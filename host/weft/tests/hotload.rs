@@ -1047,7 +1047,8 @@ async fn pinned_versions_survive_a_controller_sigkill_and_each_workflow_finishes
 
 /// Plugin configuration from a Secret, as a user sets it up: `weft plugin
 /// push` of a manifest naming the Secret, `kubectl create secret`, a
-/// rotation with `kubectl apply`, against a real `weft controller` process.
+/// rotation with `kubectl apply`, the operator's `--registry-config`
+/// overrides (one from another Secret), against a real `weft controller`.
 /// The guest gets the values (the echo guest shows its plugin config on the
 /// Pod it builds); ConfigMaps, Events, Workflow status, metrics, the
 /// controller's log and `weft plugin status` never show them.
@@ -1055,10 +1056,28 @@ async fn pinned_versions_survive_a_controller_sigkill_and_each_workflow_finishes
 async fn plugin_config_comes_from_secrets_and_never_shows_their_values() {
     let (dir, cluster, kubeconfig, client) = common::dev_cluster().await;
     let server = cluster.base_url();
+    let registry_config = dir.path().join("registry.yaml");
+    std::fs::write(
+        &registry_config,
+        "plugins:\n  sec:\n    config:\n      plain: overridden\n      opKey: {valueFrom: {secretKeyRef: {name: op-creds, key: k}}}\n",
+    )
+    .unwrap();
+    let op = "apiVersion: v1\nkind: Secret\nmetadata: {name: op-creds, namespace: default}\nstringData: {k: op-s3cret}\n";
+    let out = common::kubectl(&kubeconfig, &["apply", "-f", "-"], Some(op)).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let controller = common::ControllerProcess::start(
         &kubeconfig,
         "secrets",
-        &["--plugin-namespace", "default"],
+        &[
+            "--plugin-namespace",
+            "default",
+            "--registry-config",
+            registry_config.to_str().unwrap(),
+        ],
     );
     controller.metrics().await;
     let kubectl = async |args: &[&str], stdin: Option<&str>| {
@@ -1153,7 +1172,7 @@ async fn plugin_config_comes_from_secrets_and_never_shows_their_values() {
     };
     assert_eq!(
         run("uses-v1").await,
-        json!({"greeting": "hunter2-v1", "tokens": {"t0k3n-v1": "robot:ci"}, "plain": "visible"})
+        json!({"greeting": "hunter2-v1", "tokens": {"t0k3n-v1": "robot:ci"}, "plain": "overridden", "opKey": "op-s3cret"})
     );
 
     // Rotation: the serving plugin is configured again, same digest.
@@ -1224,7 +1243,7 @@ async fn plugin_config_comes_from_secrets_and_never_shows_their_values() {
         ),
     ];
     for (place, text) in places {
-        for value in ["hunter2", "t0k3n"] {
+        for value in ["hunter2", "t0k3n", "op-s3cret"] {
             assert!(!text.contains(value), "{value} shows in {place}:\n{text}");
         }
     }

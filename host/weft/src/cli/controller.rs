@@ -22,6 +22,11 @@ pub struct ControllerArgs {
     /// Plugin directory (components with their manifests).
     #[arg(long, default_value = "/var/lib/weft/plugins", env = "WEFT_PLUGINS")]
     pub plugins: PathBuf,
+    /// The operator's plugin registry settings (YAML): `enabled`,
+    /// `defaultForTaskTypes`, `middlewareOrder`, and `plugins.NAME.config`
+    /// overrides (which may name Secrets). See docs/hotload.md.
+    #[arg(long, value_name = "FILE", env = "WEFT_REGISTRY_CONFIG")]
+    pub registry_config: Option<PathBuf>,
     /// Only Workflows of this namespace (all namespaces when absent).
     #[arg(long, env = "WEFT_NAMESPACE")]
     pub namespace: Option<String>,
@@ -182,13 +187,15 @@ pub fn controller(args: ControllerArgs) -> anyhow::Result<ExitCode> {
         .then(|| args.admin.config(false))
         .transpose()?;
     // Bad flags fail before anything starts.
+    let registry_config = runtime::registry_config(args.registry_config.as_deref())?;
     let leader = args.leader()?;
     let shard = args.shard()?;
     crate::controller::set_instance(&args.identity());
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {
         let client = Client::try_default().await?;
-        let (engine, registry) = runtime::load_plugins(&args.plugins, args.cache_dir.as_deref())?;
+        let (engine, registry) =
+            runtime::load_plugins_with(&args.plugins, args.cache_dir.as_deref(), registry_config)?;
         if args.install_crd {
             runtime::install_crd(&client).await?;
         }

@@ -53,6 +53,11 @@ pub struct DevArgs {
     /// Plugin directory (components with their manifests).
     #[arg(long, default_value = "target/plugins")]
     pub plugins: PathBuf,
+    /// The operator's plugin registry settings (YAML): `enabled`,
+    /// `defaultForTaskTypes`, `middlewareOrder`, and `plugins.NAME.config`
+    /// overrides (which may name Secrets). See docs/hotload.md.
+    #[arg(long, value_name = "FILE", env = "WEFT_REGISTRY_CONFIG")]
+    pub registry_config: Option<PathBuf>,
     /// The namespace whose plugin ConfigMaps are hot-loaded.
     #[arg(short, long, default_value = "default")]
     pub namespace: String,
@@ -64,12 +69,16 @@ pub struct DevArgs {
 /// Run `weft dev`.
 pub fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
     let config = args.admin.config(true)?;
+    let registry_config = runtime::registry_config(args.registry_config.as_deref())?;
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {
         let cluster = crate::dev::start(&args.data_dir).await?;
         let client = runtime::client_for(&cluster.base_url())?;
-        let (engine, registry) =
-            runtime::load_plugins(&args.plugins, Some(&runtime::cache_dir(&args.data_dir)))?;
+        let (engine, registry) = runtime::load_plugins_with(
+            &args.plugins,
+            Some(&runtime::cache_dir(&args.data_dir)),
+            registry_config,
+        )?;
         runtime::install_crd(&client).await?;
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let (open, synced) = runtime::after_sync();

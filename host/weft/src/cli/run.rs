@@ -36,6 +36,11 @@ pub struct RunArgs {
     /// Plugin directory (components with their manifests).
     #[arg(long, default_value = "target/plugins")]
     pub plugins: PathBuf,
+    /// The operator's plugin registry settings (YAML): `enabled`,
+    /// `defaultForTaskTypes`, `middlewareOrder`, and `plugins.NAME.config`
+    /// overrides (which may name Secrets). See docs/hotload.md.
+    #[arg(long, value_name = "FILE", env = "WEFT_REGISTRY_CONFIG")]
+    pub registry_config: Option<PathBuf>,
     /// Namespace to run in.
     #[arg(short, long, default_value = "default")]
     pub namespace: String,
@@ -75,6 +80,7 @@ pub fn read_workflow(path: &Path) -> anyhow::Result<Workflow> {
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let wf = read_workflow(&args.file)?;
     let admin_config = args.serve.then(|| args.admin.config(true)).transpose()?;
+    let registry_config = runtime::registry_config(args.registry_config.as_deref())?;
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {
         let (client, cluster) = match &args.server {
@@ -89,8 +95,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 (runtime::client_for(&cluster.base_url())?, Some(cluster))
             }
         };
-        let (engine, registry) =
-            runtime::load_plugins(&args.plugins, Some(&runtime::cache_dir(&args.data_dir)))?;
+        let (engine, registry) = runtime::load_plugins_with(
+            &args.plugins,
+            Some(&runtime::cache_dir(&args.data_dir)),
+            registry_config,
+        )?;
         if registry.snapshot().task_types().next().is_none() && !args.hotload {
             bail!(
                 "no plugins in {}: build them with `make guests`",

@@ -657,7 +657,10 @@ impl HotLoader {
         // it again if this version is rejected.
         let named = crate::secrets::refs(&manifest.config)?;
         if let Some(s) = self.sources().get_mut(&(ns.clone(), name.clone())) {
-            s.secrets = named.into_iter().map(|(_, r)| (r.name, None)).collect();
+            s.secrets = named
+                .into_iter()
+                .map(|(_, r)| ((ns.clone(), r.name), None))
+                .collect();
         }
         // From here until it is published or rejected, work for its task
         // types waits for this version.
