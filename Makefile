@@ -37,7 +37,7 @@ test: guests helm-tools
 	$(MAKE) plugin-tests
 	bash .ci/check-image.sh
 
-## The plugins' and SDK examples' own logic, natively (the host's tests run the components).
+## The plugins' and SDK examples' own logic, natively (the host's tests run the components), and byte-reproducible Python and JS SDK builds.
 plugin-tests:
 	cd plugins && cargo fmt --all --check
 	cd plugins && CARGO_TARGET_DIR=target-native cargo test --locked -q $(addprefix -p weft-plugin-,auth-token request-id rate-limit audit spark k8s-resource)
@@ -45,6 +45,7 @@ plugin-tests:
 	cd sdk/python/examples/rayjob && PYTHONPATH=../.. python3 -m unittest -q
 	cd sdk/js/examples/k8s-job && node --import ../../testing/register.js --test
 	cd sdk/js/template && node --import ../testing/register.js --test
+	bash .ci/check-reproducible.sh
 
 ## Benchmarks (not part of `make test`): figures go to docs/benchmarks.md.
 bench: guests

@@ -19,8 +19,9 @@ js sdk/js/examples/k8s-job js-job"
 
 while read -r lang dir name; do
   stamp_file="$out/$name.stamp"
-  # The SDK's sources and the example's, without installed or built files.
-  stamp=$(find "sdk/$lang" wit/plugin -type f \
+  # The SDK's sources and the example's, without installed or built files,
+  # and what the Python and JS builds share (sdk/repro.sh, sdk/repro-shim.c).
+  stamp=$(find "sdk/$lang" wit/plugin sdk/repro.sh sdk/repro-shim.c -type f \
       -not -path '*/node_modules/*' -not -path '*/out/*' -not -path '*/__pycache__/*' \
       -not -name '*.pyc' -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-64)
   if [ -f "$out/$name.wasm" ] && [ "$(cat "$stamp_file" 2>/dev/null)" = "$stamp" ]; then

