@@ -48,6 +48,9 @@ pub struct Trip {
     pub faults: u32,
     /// The last fault.
     pub last_error: String,
+    /// The version was a roll-out candidate: its roll-out was aborted
+    /// (the serving version was never touched).
+    pub rollout_aborted: bool,
 }
 
 type Observer = Box<dyn Fn(&Trip) + Send + Sync>;

@@ -36,6 +36,7 @@ mod host;
 pub mod manifest;
 pub mod plugin;
 pub mod registry;
+pub mod rollout;
 
 pub use engine::{Digest, EngineConfig, PluginEngine};
 pub use host::{PLUGIN_LOG_TARGET, StateLimits, StateStore};

@@ -16,6 +16,7 @@ use std::{
 use arc_swap::ArcSwap;
 
 pub use crate::breaker::{BreakerConfig, Trip};
+pub use crate::rollout::{Rollout, RolloutMode, ShadowStats};
 use crate::{
     engine::{CompileSource, Digest, PluginEngine},
     manifest::{Manifest, World},
@@ -104,6 +105,9 @@ struct Versions {
     /// ConfigMap's creation time, Unix milliseconds); absent: loaded at
     /// start, which counts as first.
     claimed_at: BTreeMap<String, i64>,
+    /// The candidate version of a plugin being rolled out (shadow or
+    /// canary), by plugin name; the candidate itself is in `retained`.
+    rollouts: BTreeMap<String, Rollout>,
 }
 
 /// A task type that several enabled plugins claim, and which one owns it.
@@ -399,6 +403,46 @@ impl Snapshot {
         self.task_plugin(task_type)
     }
 
+    /// [`Snapshot::task_plugin_pinned`] for the workflow `uid`: a new
+    /// workflow (no pin for the plugin) runs on a canary candidate when the
+    /// roll-out takes it (see [`Rollout::takes`]).
+    pub fn task_plugin_for(
+        &self,
+        task_type: &str,
+        pins: &[Digest],
+        uid: &str,
+    ) -> Result<Arc<TaskPlugin>, Error> {
+        let current = self.task_plugin_pinned(task_type, pins)?;
+        let Some(r) = self.versions.rollouts.get(current.name()) else {
+            return Ok(current);
+        };
+        if pins.contains(&current.digest()) || !r.takes(uid) {
+            return Ok(current);
+        }
+        match self.version(r.candidate) {
+            Some(Plugin::Task(c)) if c.manifest().task_types.iter().any(|t| t == task_type) => {
+                Ok(c)
+            }
+            _ => Ok(current),
+        }
+    }
+
+    /// The roll-out of a plugin, if one is under way.
+    pub fn rollout(&self, name: &str) -> Option<&Rollout> {
+        self.versions.rollouts.get(name)
+    }
+
+    /// The shadow candidate of a plugin, if it has one.
+    pub fn shadow(&self, name: &str) -> Option<(Arc<TaskPlugin>, &Rollout)> {
+        let r = self
+            .rollout(name)
+            .filter(|r| r.mode == RolloutMode::Shadow)?;
+        match self.version(r.candidate)? {
+            Plugin::Task(t) => Some((t, r)),
+            Plugin::Middleware(_) => None,
+        }
+    }
+
     /// A loaded version by digest, current or retained.
     pub fn version(&self, digest: Digest) -> Option<Plugin> {
         self.versions.retained.get(&digest).cloned().or_else(|| {
@@ -622,6 +666,62 @@ impl Registry {
         self.current.load().task_plugin_pinned(task_type, pins)
     }
 
+    /// [`Snapshot::task_plugin_for`] on the current snapshot.
+    pub fn task_plugin_for(
+        &self,
+        task_type: &str,
+        pins: &[Digest],
+        uid: &str,
+    ) -> Result<Arc<TaskPlugin>, Error> {
+        self.current.load().task_plugin_for(task_type, pins, uid)
+    }
+
+    /// Load `candidate` beside its plugin's serving version as a shadow or
+    /// canary (replacing any earlier candidate). The plugin must be serving
+    /// already: a roll-out compares with, or splits from, something.
+    pub fn start_rollout(&self, candidate: Plugin, mode: RolloutMode) -> Result<(), String> {
+        let name = candidate.manifest().name.clone();
+        if matches!(candidate, Plugin::Middleware(_)) {
+            return Err(format!(
+                "plugin {name:?} is a middleware: roll-outs are for task plugins"
+            ));
+        }
+        let digest = candidate.digest();
+        self.update_versions(|plugins, versions| {
+            let Some(current) = plugins.get(&name) else {
+                return Err(format!(
+                    "plugin {name:?} has no serving version to roll out beside: push it without a roll-out first"
+                ));
+            };
+            if current.digest() == digest {
+                return Err(format!("plugin {name:?} already serves {digest}"));
+            }
+            if versions.rollouts.get(&name).is_some_and(|r| r.candidate == digest && r.mode == mode) {
+                return Ok(());
+            }
+            versions.retained.insert(digest, candidate);
+            versions.rollouts.insert(name, Rollout::new(digest, mode));
+            Ok(())
+        })
+    }
+
+    /// End a plugin's roll-out without promoting it (the candidate stays
+    /// loaded while workflows pin it). Returns what it was.
+    pub fn abort_rollout(&self, name: &str) -> Option<Rollout> {
+        self.snapshot().versions.rollouts.get(name)?;
+        self.update_versions(|_, versions| versions.rollouts.remove(name))
+    }
+
+    /// Make a plugin's candidate its serving version. Returns its digest.
+    pub fn promote(&self, name: &str) -> Option<Digest> {
+        let snap = self.snapshot();
+        let r = snap.versions.rollouts.get(name)?;
+        let candidate = snap.version(r.candidate)?;
+        self.abort_rollout(name);
+        self.publish(candidate);
+        Some(r.candidate)
+    }
+
     /// Make `plugin` the current version of its name, atomically, keeping
     /// the version it replaces loaded (for workflows pinned to it and as the
     /// rollback target). Publishing the current digest again changes nothing.
@@ -696,7 +796,8 @@ impl Registry {
                 let name = &p.manifest().name;
                 let rollback =
                     snap.plugins.contains_key(name) && snap.history(name).last() == Some(*d);
-                !rollback && !pinned(name, **d)
+                let candidate = snap.rollout(name).is_some_and(|r| r.candidate == **d);
+                !rollback && !candidate && !pinned(name, **d)
             })
             .map(|(d, p)| (p.manifest().name.clone(), *d))
             .collect();
@@ -778,6 +879,24 @@ impl Registry {
         let Some(faults) = self.breaker.fault(digest) else {
             return;
         };
+        if self
+            .snapshot()
+            .rollout(name)
+            .is_some_and(|r| r.candidate == digest)
+        {
+            // A failing candidate: the serving version never stopped
+            // serving; only the roll-out ends.
+            self.abort_rollout(name);
+            self.breaker.trip(Trip {
+                plugin: name.to_string(),
+                from: digest,
+                to: None,
+                faults,
+                last_error: e.to_string(),
+                rollout_aborted: true,
+            });
+            return;
+        }
         let is_current = self
             .snapshot()
             .plugins
@@ -801,6 +920,7 @@ impl Registry {
             to,
             faults,
             last_error: e.to_string(),
+            rollout_aborted: false,
         });
     }
 }

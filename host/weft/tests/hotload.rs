@@ -1248,3 +1248,285 @@ async fn plugin_config_comes_from_secrets_and_never_shows_their_values() {
         }
     }
 }
+
+async fn push_rollout(
+    env: &Env,
+    name: &str,
+    component: &[u8],
+    manifest: &str,
+    mode: weft_plugin::rollout::RolloutMode,
+) -> Digest {
+    weft::hotload::push_with(
+        &env.client,
+        "default",
+        name,
+        component,
+        manifest,
+        Pinning::Pinned,
+        Some(mode),
+    )
+    .await
+    .expect("push")
+    .digest
+}
+
+fn plugin_file(name: &str) -> Vec<u8> {
+    std::fs::read(root().join(format!("target/plugins/{name}.wasm"))).expect("make guests")
+}
+
+const ONE_NODE: &str =
+    "nodes:\n  - {id: a, task: {type: ro, config: {image: busybox, command: [\"true\"]}}}\n";
+
+/// Shadow: a candidate that builds a different Pod is compared on real
+/// calls and reported (status --diff, metric), while every workflow keeps
+/// running on the serving version; `weft plugin promote` then serves it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shadow_is_compared_on_real_calls_and_promoted() {
+    let env = Env::start_hotload(config()).await;
+    let server = env.cluster.as_ref().unwrap().base_url();
+    let echo = push(
+        &env,
+        "ro",
+        &version("echo", "serving"),
+        &manifest("ro", "ro", "1.0.0"),
+    )
+    .await;
+    served_by(&env, "ro", echo, 30).await;
+    // The pod plugin as version 2 of `ro`: it builds another Pod.
+    let pod = push_rollout(
+        &env,
+        "ro",
+        &plugin_file("pod"),
+        &manifest("ro", "ro", "2.0.0"),
+        weft_plugin::rollout::RolloutMode::Shadow,
+    )
+    .await;
+    wait_status(&env, "ro", "the shadow", |s| s.state == "shadow").await;
+    wait_event(&env, "ro", "PluginRolloutStarted").await;
+    for i in 0..3 {
+        let wf = format!("shadowed-{i}");
+        env.submit(&wf, ONE_NODE).await;
+        let done = env.finish(&wf, 60).await;
+        assert_eq!(
+            done.status.as_ref().unwrap().phase,
+            WorkflowPhase::Succeeded
+        );
+        assert_eq!(
+            node(&done, "a").plugin.as_ref().unwrap().digest,
+            echo.to_string()
+        );
+        let pod = &env.pods_of(&wf).await[0];
+        assert!(
+            pod.annotations().contains_key("echo.weft.dev/calls"),
+            "the serving version built it"
+        );
+    }
+    let st = wait_status(&env, "ro", "differences", |s| {
+        s.rollout
+            .as_ref()
+            .and_then(|r| r.shadow.as_ref())
+            .is_some_and(|sh| sh.diffs >= 3)
+    })
+    .await;
+    let shadow = st.rollout.unwrap().shadow.unwrap();
+    assert!(
+        shadow
+            .samples
+            .iter()
+            .any(|d| d.starts_with("build-resource of shadowed-")),
+        "{shadow:?}"
+    );
+    assert!(
+        shadow
+            .samples
+            .iter()
+            .any(|d| d.contains("/metadata/annotations")),
+        "{shadow:?}"
+    );
+    let m = env.ctx.metrics.render();
+    assert!(
+        common::sample(
+            &m,
+            "weft_plugin_shadow_calls_total{plugin=\"ro\",call=\"build-resource\",result=\"diff\"}"
+        )
+        .is_some_and(|v| v >= 3.0),
+        "{m}"
+    );
+    let out = weft_cli(&[
+        "plugin", "status", "--diff", "-n", "default", "--server", &server,
+    ])
+    .await;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("shadow 2.0.0") && text.contains("differing"),
+        "{text}"
+    );
+    assert!(text.contains("  - build-resource of shadowed-"), "{text}");
+
+    let out = weft_cli(&[
+        "plugin", "promote", "ro", "-n", "default", "--server", &server,
+    ])
+    .await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    served_by(&env, "ro", pod, 30).await;
+    wait_status(&env, "ro", "serving", |s| {
+        s.state == "serving" && s.rollout.is_none()
+    })
+    .await;
+    env.submit("promoted", ONE_NODE).await;
+    let done = env.finish("promoted", 60).await;
+    assert_eq!(
+        node(&done, "a").plugin.as_ref().unwrap().digest,
+        pod.to_string()
+    );
+    env.stop().await;
+}
+
+/// Canary 25%: of 100 new workflows exactly 25 run on the candidate, each
+/// workflow on one version throughout; `weft plugin abort` sends the rest
+/// back to the serving version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_canary_takes_its_share_of_new_workflows_and_is_aborted() {
+    let env = Env::start_hotload(config()).await;
+    let server = env.cluster.as_ref().unwrap().base_url();
+    let stable = push(
+        &env,
+        "ro",
+        &version("echo", "stable"),
+        &manifest("ro", "ro", "1.0.0"),
+    )
+    .await;
+    served_by(&env, "ro", stable, 30).await;
+    let out = weft_cli(&[
+        "plugin",
+        "push",
+        &files(
+            &tempfile::tempdir().unwrap().keep(),
+            "ro",
+            &version("echo", "canary"),
+            &manifest("ro", "ro", "2.0.0"),
+        ),
+        "--canary",
+        "25",
+        "--wait",
+        "-n",
+        "default",
+        "--server",
+        &server,
+    ])
+    .await;
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && said.contains("rolled out as canary 25%"),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let canary = Digest::of(&version("echo", "canary"));
+    let two = "nodes:\n  - {id: a, task: {type: ro, config: {}}}\n  - {id: b, dependsOn: [a], task: {type: ro, config: {}}}\n";
+    for i in 0..100 {
+        env.submit(&format!("c-{i}"), two).await;
+    }
+    let mut on_canary = 0;
+    for i in 0..100 {
+        let done = env.finish(&format!("c-{i}"), 120).await;
+        let (a, b) = (node(&done, "a"), node(&done, "b"));
+        let d = a.plugin.as_ref().unwrap().digest.clone();
+        assert_eq!(
+            Some(&d),
+            b.plugin.as_ref().map(|p| &p.digest),
+            "one version per workflow"
+        );
+        on_canary += usize::from(d == canary.to_string());
+    }
+    assert!(
+        (24..=26).contains(&on_canary),
+        "{on_canary} of 100 on the canary"
+    );
+    let st = status_of(&env, "ro").await.unwrap();
+    let r = st.rollout.unwrap();
+    assert_eq!((r.routed, r.to_candidate), (100, on_canary as u64));
+
+    let out = weft_cli(&[
+        "plugin", "abort", "ro", "-n", "default", "--server", &server,
+    ])
+    .await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wait_status(&env, "ro", "aborted", |s| s.state == "aborted").await;
+    wait_event(&env, "ro", "PluginRolloutAborted").await;
+    for i in 0..8 {
+        let wf = format!("after-{i}");
+        env.submit(&wf, two).await;
+        let done = env.finish(&wf, 60).await;
+        assert_eq!(
+            node(&done, "a").plugin.as_ref().unwrap().digest,
+            stable.to_string()
+        );
+    }
+    env.stop().await;
+}
+
+/// A canary that traps is aborted by the circuit breaker on its own: a
+/// Warning Event, the metric, `rollout: aborted` on its head, and new
+/// workflows on the serving version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_breaker_aborts_a_trapping_canary() {
+    let env = Env::start_hotload(config()).await;
+    let stable = push(
+        &env,
+        "ro",
+        &version("echo", "stable"),
+        &manifest("ro", "ro", "1.0.0"),
+    )
+    .await;
+    served_by(&env, "ro", stable, 30).await;
+    push_rollout(
+        &env,
+        "ro",
+        &guest("panic"),
+        &manifest("ro", "ro", "2.0.0"),
+        weft_plugin::rollout::RolloutMode::Canary { percent: 100 },
+    )
+    .await;
+    wait_status(&env, "ro", "the canary", |s| s.state == "canary").await;
+    for i in 0..3 {
+        env.submit(&format!("trap-{i}"), ONE_NODE).await;
+    }
+    let e = wait_event(&env, "ro", "PluginRolloutAborted").await;
+    assert_eq!(e.type_.as_deref(), Some("Warning"));
+    assert!(
+        e.message
+            .as_deref()
+            .unwrap_or_default()
+            .contains("circuit breaker aborted"),
+        "{e:?}"
+    );
+    let st = wait_status(&env, "ro", "aborted", |s| s.state == "aborted").await;
+    assert_eq!(st.serving, Some(stable.to_string()));
+    let head = configmaps(&env).get("ro").await.unwrap();
+    assert_eq!(head.data.unwrap()[package::KEY_ROLLOUT], "aborted");
+    let m = env.ctx.metrics.render();
+    assert_eq!(
+        common::sample(&m, "weft_plugin_rollouts_aborted_total{plugin=\"ro\"}"),
+        Some(1.0),
+        "{m}"
+    );
+    env.submit("after-trap", ONE_NODE).await;
+    let done = env.finish("after-trap", 60).await;
+    assert_eq!(
+        done.status.as_ref().unwrap().phase,
+        WorkflowPhase::Succeeded
+    );
+    assert_eq!(
+        node(&done, "a").plugin.as_ref().unwrap().digest,
+        stable.to_string()
+    );
+    env.stop().await;
+}

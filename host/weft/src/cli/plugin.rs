@@ -12,6 +12,9 @@ use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use weft_plugin::rollout::RolloutMode;
+
+use crate::hotload::PluginStatus;
 use weft_plugin::{
     Manifest, Plugin, PluginEngine, TaskContext, engine::EngineConfig, registry::manifest_path_for,
 };
@@ -29,6 +32,23 @@ pub enum PluginCommand {
     Status(StatusArgs),
     /// Start a new plugin from an SDK template (rust, python, js or c).
     New(super::scaffold::NewArgs),
+    /// Make a shadow or canary version (push --shadow, --canary) the serving one.
+    Promote(RolloutArgs),
+    /// Drop a shadow or canary version; the serving one stays.
+    Abort(RolloutArgs),
+}
+
+/// Arguments of `weft plugin promote` and `weft plugin abort`.
+#[derive(Debug, Args)]
+pub struct RolloutArgs {
+    /// The plugin (its head ConfigMap is found by the weft.dev/plugin label).
+    pub plugin: String,
+    /// The namespace of its ConfigMap.
+    #[arg(short, long, default_value = "default")]
+    pub namespace: String,
+    /// API server URL (default: kubeconfig, as kubectl finds it).
+    #[arg(long)]
+    pub server: Option<String>,
 }
 
 /// Arguments of `weft plugin push`.
@@ -62,6 +82,15 @@ pub struct PushArgs {
     /// With --wait: give up after this long (exit 1).
     #[arg(long, default_value = "5m", value_parser = humantime::parse_duration, requires = "wait")]
     pub timeout: std::time::Duration,
+    /// Load it beside the serving version as a shadow: it gets copies of
+    /// real calls, its answers are compared and never used
+    /// (`weft plugin status --diff`); then promote or abort.
+    #[arg(long, conflicts_with = "canary")]
+    pub shadow: bool,
+    /// Load it beside the serving version for this percentage (1-100) of
+    /// new workflows; then promote or abort (the breaker aborts it on its own).
+    #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u8).range(1..=100))]
+    pub canary: Option<u8>,
 }
 
 /// Arguments of `weft plugin status`.
@@ -73,6 +102,10 @@ pub struct StatusArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Also print each roll-out: routed workflows, and a shadow's
+    /// differences from the serving version (counts and samples).
+    #[arg(long)]
+    pub diff: bool,
     /// API server URL (default: kubeconfig, as kubectl finds it).
     #[arg(long)]
     pub server: Option<String>,
@@ -166,6 +199,8 @@ pub fn run(cmd: PluginCommand) -> anyhow::Result<ExitCode> {
         PluginCommand::Push(args) => push(args),
         PluginCommand::Status(args) => status(args),
         PluginCommand::New(args) => super::scaffold::new(args),
+        PluginCommand::Promote(args) => end_rollout(args, true),
+        PluginCommand::Abort(args) => end_rollout(args, false),
     }
 }
 
@@ -213,8 +248,18 @@ fn push(args: PushArgs) -> anyhow::Result<ExitCode> {
     } else {
         weft_plugin::Pinning::Pinned
     };
+    let rollout = match (args.shadow, args.canary) {
+        (true, _) => Some(RolloutMode::Shadow),
+        (_, Some(percent)) => Some(RolloutMode::Canary { percent }),
+        _ => None,
+    };
     if args.dry_run {
-        let packed = crate::hotload::package::pack(&name, &parsed.name, &bytes, &manifest, pinning);
+        let mut packed =
+            crate::hotload::package::pack(&name, &parsed.name, &bytes, &manifest, pinning);
+        if let Some(mode) = rollout {
+            let data = crate::hotload::package::HeadRollout::data(mode);
+            packed.head.data.get_or_insert_default().extend(data);
+        }
         let mut docs = Vec::new();
         for mut cm in packed.parts.into_iter().chain([packed.head]) {
             cm.metadata.namespace = Some(args.namespace.clone());
@@ -226,9 +271,16 @@ fn push(args: PushArgs) -> anyhow::Result<ExitCode> {
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {
         let client = client(args.server.as_deref()).await?;
-        let packed =
-            crate::hotload::push(&client, &args.namespace, &name, &bytes, &manifest, pinning)
-                .await?;
+        let packed = crate::hotload::push_with(
+            &client,
+            &args.namespace,
+            &name,
+            &bytes,
+            &manifest,
+            pinning,
+            rollout,
+        )
+        .await?;
         let stored: usize = packed
             .parts
             .iter()
@@ -276,6 +328,17 @@ async fn wait_for_version(
             .find(|(_, n, _, _)| n == name)
             .and_then(|(_, _, st, _)| st);
         let about_this = st.as_ref().filter(|s| s.desired.as_deref() == Some(digest));
+        let rolled_out = about_this
+            .and_then(|s| s.rollout.as_ref())
+            .filter(|r| r.candidate == digest);
+        if let Some(r) = rolled_out {
+            super::out(&format!(
+                "{digest} rolled out as {} after {:.1}s",
+                r.mode,
+                start.elapsed().as_secs_f64()
+            ))?;
+            return Ok(ExitCode::SUCCESS);
+        }
         let state = match about_this {
             Some(s) if s.serving.as_deref() == Some(digest) && s.state != "conflict" => {
                 super::out(&format!(
@@ -341,6 +404,10 @@ fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
             "RETAINED",
             "BREAKER / ERROR"
         );
+        let rows_for_diff: Vec<(String, String, Option<PluginStatus>)> = rows
+            .iter()
+            .map(|(ns, name, st, _)| (ns.clone(), name.clone(), st.clone()))
+            .collect();
         for (ns, name, st, desired) in rows {
             let st = st.unwrap_or_default();
             let retained = st
@@ -401,7 +468,85 @@ fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
                 note.join("; ")
             ));
         }
+        if args.diff {
+            out.push_str(&rollouts(&rows_for_diff));
+        }
         super::out(&out)?;
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// `status --diff`: each roll-out, with a shadow's differences.
+fn rollouts(rows: &[(String, String, Option<PluginStatus>)]) -> String {
+    let mut out = String::new();
+    for (ns, name, st) in rows {
+        let Some(r) = st.as_ref().and_then(|s| s.rollout.as_ref()) else {
+            continue;
+        };
+        out.push_str(&format!(
+            "\n{ns}/{name}: {} {} ({}) — {} of {} new workflows on it\n",
+            r.mode,
+            r.version,
+            short(&Some(r.candidate.clone())),
+            r.to_candidate,
+            r.routed
+        ));
+        if let Some(sh) = &r.shadow {
+            out.push_str(&format!(
+                "  shadow calls {}, differing {}, candidate failed {}\n",
+                sh.calls, sh.diffs, sh.errors
+            ));
+            for d in &sh.samples {
+                out.push_str(&format!("  - {d}\n"));
+            }
+        }
+    }
+    if out.is_empty() {
+        out.push_str("\nno roll-out under way\n");
+    }
+    out
+}
+
+/// `weft plugin promote` (`promote`) or `abort`: edits the head's
+/// `data.rollout`; the controller does the rest and records an Event.
+fn end_rollout(args: RolloutArgs, promote: bool) -> anyhow::Result<ExitCode> {
+    use crate::hotload::package::{KEY_CANARY_PERCENT, KEY_ROLLOUT};
+    let rt = tokio::runtime::Runtime::new()?;
+    rt.block_on(async move {
+        let client = client(args.server.as_deref()).await?;
+        let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+            kube::Api::namespaced(client, &args.namespace);
+        let head = crate::hotload::rollout::find_head(&api, &args.plugin).await?;
+        let data = head.data.clone().unwrap_or_default();
+        match data.get(KEY_ROLLOUT).map(String::as_str) {
+            Some("shadow" | "canary") => {}
+            other => anyhow::bail!(
+                "plugin {} in {} has no roll-out under way (data.{KEY_ROLLOUT} is {other:?}): push one with --shadow or --canary",
+                args.plugin,
+                args.namespace
+            ),
+        }
+        let patch = if promote {
+            json!({"data": {KEY_ROLLOUT: null, KEY_CANARY_PERCENT: null}})
+        } else {
+            json!({"data": {KEY_ROLLOUT: "aborted"}})
+        };
+        use kube::ResourceExt as _;
+        api.patch(
+            &head.name_any(),
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await?;
+        super::out(&format!(
+            "configmap {}/{}: {} {}",
+            args.namespace,
+            head.name_any(),
+            if promote { "promoting" } else { "aborting" },
+            data.get(crate::hotload::package::KEY_DIGEST)
+                .map(String::as_str)
+                .unwrap_or("the candidate")
+        ))?;
         Ok(ExitCode::SUCCESS)
     })
 }

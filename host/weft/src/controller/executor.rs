@@ -18,6 +18,7 @@ use weft_plugin::{CallError, Digest, FailureKind, Phase, Registry, TaskContext, 
 
 use super::children::Children;
 use super::metrics::Metrics;
+use super::shadow::{Call, Shadow};
 
 /// How long a node waits for a plugin that is being loaded, unless the
 /// controller is told otherwise: a Python or JavaScript component takes up
@@ -53,6 +54,8 @@ pub struct PluginExecutor {
     pins: Vec<Digest>,
     /// How long a node waits for its plugin to finish loading.
     plugin_wait: std::time::Duration,
+    /// Where calls to a plugin with a shadow candidate are copied.
+    shadow: Option<Arc<Shadow>>,
 }
 
 impl PluginExecutor {
@@ -77,6 +80,23 @@ impl PluginExecutor {
             unwatched: Vec::new(),
             pins: Vec::new(),
             plugin_wait: DEFAULT_PLUGIN_WAIT,
+            shadow: None,
+        }
+    }
+
+    /// Copy calls to shadow candidates through `shadow`.
+    pub fn with_shadow(mut self, shadow: Arc<Shadow>) -> Self {
+        self.shadow = Some(shadow);
+        self
+    }
+
+    /// Copies a call the serving version answered to its shadow, if it
+    /// has one (`call` makes the copy: nothing is cloned otherwise).
+    fn shadow(&self, plugin: &TaskPlugin, ctx: &TaskContext, call: impl FnOnce() -> (Call, Value)) {
+        let Some(s) = &self.shadow else { return };
+        if self.registry.snapshot().shadow(plugin.name()).is_some() {
+            let (call, served) = call();
+            s.offer(&self.registry, plugin, ctx, call, served);
         }
     }
 
@@ -110,10 +130,13 @@ impl PluginExecutor {
     }
 
     fn plugin(&self, req: &TaskRequest<'_>) -> Result<Arc<TaskPlugin>, Box<TaskObservation>> {
-        // The node's own version first, then the workflow's.
+        // The node's own version first, then the workflow's; a new
+        // workflow may be a canary's.
         let own = req.plugin.and_then(|p| Digest::parse(&p.digest));
         let pins: Vec<Digest> = own.into_iter().chain(self.pins.iter().copied()).collect();
-        let found = self.registry.task_plugin_pinned(&req.task.task_type, &pins);
+        let found = self
+            .registry
+            .task_plugin_for(&req.task.task_type, &pins, &self.uid);
         found.map_err(|e| {
             Box::new(TaskObservation::failed(
                 false,
@@ -153,6 +176,7 @@ impl PluginExecutor {
         result
             .map(|(v, stats)| {
                 self.metrics.plugin_memory(plugin.name(), stats.memory_peak);
+                self.shadow(plugin, ctx, || (Call::Build, v.clone()));
                 v
             })
             .map_err(|e| Box::new(self.call_failed(plugin, "build-resource", &e)))
@@ -296,6 +320,10 @@ impl Executor for PluginExecutor {
             Err(e) => self.call_failed(&plugin, "get-task-phase", &e),
             Ok((info, stats)) => {
                 self.metrics.plugin_memory(plugin.name(), stats.memory_peak);
+                self.shadow(&plugin, &ctx, || {
+                    let served = serde_json::to_value(&info).unwrap_or(Value::Null);
+                    (Call::Phase(observed.clone()), served)
+                });
                 let failed = |retryable| TaskState::Failed {
                     retryable,
                     system: info.failure_kind() == FailureKind::System,

@@ -42,6 +42,8 @@ pub struct Metrics {
     plugin_memory: Family<Labels, Gauge>,
     leader: Family<Labels, Gauge>,
     leader_transitions: Family<Labels, Counter>,
+    shadow_calls: Family<Labels, Counter>,
+    rollouts_aborted: Family<Labels, Counter>,
 }
 
 impl Default for Metrics {
@@ -69,7 +71,19 @@ impl Default for Metrics {
             plugin_memory: Family::default(),
             leader: Family::default(),
             leader_transitions: Family::default(),
+            shadow_calls: Family::default(),
+            rollouts_aborted: Family::default(),
         };
+        registry.register(
+            "plugin_shadow_calls",
+            "Calls copied to a shadow candidate, by plugin, call and result (same, diff, error, skipped)",
+            m.shadow_calls.clone(),
+        );
+        registry.register(
+            "plugin_rollouts_aborted",
+            "Shadow or canary roll-outs the circuit breaker aborted, by plugin",
+            m.rollouts_aborted.clone(),
+        );
         registry.register(
             "reconciles",
             "Reconciles of Workflows this shard owns, by result (ok, error)",
@@ -287,6 +301,24 @@ impl Metrics {
     pub fn api_write(&self, what: &str) {
         self.api_writes
             .get_or_create(&vec![("kind".into(), what.into())])
+            .inc();
+    }
+
+    /// One call copied to a shadow candidate, and how it compared.
+    pub fn shadow_call(&self, plugin: &str, call: &str, result: &str) {
+        self.shadow_calls
+            .get_or_create(&vec![
+                ("plugin".into(), plugin.into()),
+                ("call".into(), call.into()),
+                ("result".into(), result.into()),
+            ])
+            .inc();
+    }
+
+    /// The breaker aborted a plugin's roll-out.
+    pub fn rollout_aborted(&self, plugin: &str) {
+        self.rollouts_aborted
+            .get_or_create(&vec![("plugin".into(), plugin.into())])
             .inc();
     }
 

@@ -12,6 +12,7 @@ pub mod elected;
 pub mod executor;
 pub mod leader;
 pub mod metrics;
+pub mod shadow;
 pub mod shard;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -82,6 +83,8 @@ pub struct Context {
     finalized: Mutex<HashMap<String, bool>>,
     /// How long a node waits for its plugin to finish loading.
     plugin_wait: Mutex<Duration>,
+    /// Copies calls to shadow candidates.
+    shadow: Arc<shadow::Shadow>,
 }
 
 impl Context {
@@ -94,11 +97,13 @@ impl Context {
         metrics: Arc<Metrics>,
         shard: Option<Shard>,
     ) -> Arc<Self> {
+        let shadow = shadow::Shadow::start(registry.clone(), metrics.clone());
         Arc::new(Context {
             client,
             registry,
             children,
             metrics,
+            shadow,
             shard,
             compiled: Mutex::new(HashMap::new()),
             written: Mutex::new(HashMap::new()),
@@ -310,6 +315,7 @@ async fn reconcile_owned(wf: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action,
         &ns,
     )
     .with_pins(pins)
+    .with_shadow(ctx.shadow.clone())
     .with_plugin_wait(*ctx.plugin_wait.lock().unwrap_or_else(|e| e.into_inner()));
     let spec = wf.spec.spec.clone();
     let started = Instant::now();

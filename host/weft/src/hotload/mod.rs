@@ -29,6 +29,7 @@
 //! Run one per host (with leader election, the leader's).
 
 pub mod package;
+pub mod rollout;
 mod secrets;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -123,6 +124,10 @@ pub enum Rejection {
         /// Why the winner keeps it.
         why: String,
     },
+    /// A roll-out that cannot start (no serving version beside it, a
+    /// middleware).
+    #[error("roll-out: {0}")]
+    Rollout(String),
     /// A Secret its configuration names is missing or unreadable (loaded
     /// again when the Secret changes).
     #[error("configuration: {0}")]
@@ -157,6 +162,7 @@ impl Rejection {
             Rejection::Conflict { .. } => "conflict",
             Rejection::Fetch { .. } => "missing_part",
             Rejection::Secret(_) => "secret",
+            Rejection::Rollout(_) => "rollout",
         }
     }
 }
@@ -170,10 +176,15 @@ pub struct PluginStatus {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub plugin: String,
     /// Where the ConfigMap's version stands: `compiling`, `serving`,
-    /// `rejected` (the previous version, if any, keeps serving) or
-    /// `conflict` (another plugin owns one of its task types).
+    /// `rejected` (the previous version, if any, keeps serving),
+    /// `conflict` (another plugin owns one of its task types), `shadow` or
+    /// `canary` (rolled out beside the serving version) or `aborted` (its
+    /// roll-out was aborted; the serving version stays).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub state: String,
+    /// The roll-out under way, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<rollout::RolloutStatus>,
     /// The task-type conflict it is part of, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conflict: Option<String>,
@@ -255,6 +266,9 @@ struct Source {
     /// The Secrets its configuration names, with the resourceVersion it
     /// was configured from (None: missing).
     secrets: secrets::SecretVersions,
+    /// What its head asks besides serving: a roll-out or an aborted one
+    /// (`stored` then stays the serving version's).
+    rollout: Option<package::HeadRollout>,
 }
 
 /// A version that compiled and passed every check, ready to publish.
@@ -268,6 +282,8 @@ struct Loaded {
     loading: weft_plugin::registry::Loading,
     /// The version as stored, for its archive.
     stored: Arc<Stored>,
+    /// What the head asks besides serving it.
+    rollout: Option<package::HeadRollout>,
 }
 
 /// The loader. Create with [`HotLoader::new`], drive with [`HotLoader::run`].
@@ -491,8 +507,16 @@ impl HotLoader {
         }
     }
 
-    /// A new version passed every check: publish it.
+    /// A new version passed every check: publish it (or roll it out, as
+    /// its head asks).
     async fn loaded(&self, key: &(String, String), cm: &ConfigMap, l: Loaded, took: Duration) {
+        match l.rollout {
+            Some(package::HeadRollout::Start(mode)) => {
+                return self.roll_out(key, cm, l, mode).await;
+            }
+            Some(package::HeadRollout::Aborted) => return self.keep_stable(key, cm, l).await,
+            None => {}
+        }
         let name = l.plugin.manifest().name.clone();
         let version = l.plugin.manifest().version.clone();
         let digest = l.plugin.digest();
@@ -503,6 +527,7 @@ impl HotLoader {
             s.desired = Some(digest);
             s.error = None;
             s.conflict = false;
+            s.rollout = None;
             (prev, s.stored.replace(l.stored.clone()))
         };
         if let Some(prev) = previous_name.filter(|p| *p != name) {
@@ -517,6 +542,8 @@ impl HotLoader {
             self.annotate(key, json!({ANNOTATION_CLAIMED_AT: claimed.to_string()}))
                 .await;
         }
+        // A candidate being rolled out is promoted by serving it.
+        self.registry.abort_rollout(&name);
         let replaced = self.registry.publish(l.plugin);
         drop(l.loading);
         if let Some(old) = previous_stored.filter(|o| Some(o.digest) == replaced) {
@@ -682,6 +709,7 @@ impl HotLoader {
         let cap = self.config.max_size;
         let digest = head.digest;
         let pinning = head.pinning;
+        let rollout = head.rollout;
         let manifest_text = head.manifest.clone();
         let compiled = tokio::task::spawn_blocking(move || -> Result<_, Rejection> {
             let (bytes, digest) = package::unpack(&packed, digest, cap)?;
@@ -715,6 +743,7 @@ impl HotLoader {
             since,
             loading,
             stored,
+            rollout,
         })
     }
 
@@ -753,6 +782,15 @@ impl HotLoader {
             // Unknown: keep it; the next prune deletes it if nobody pins it.
             Err(e) => tracing::debug!("cannot list Workflows for plugin pins: {e}"),
         }
+        self.write_archive(key, plugin, old).await;
+    }
+
+    /// Writes `old` of `plugin` (head `key`) as an archive ConfigMap, which
+    /// the loader loads on start.
+    async fn write_archive(&self, key: &(String, String), plugin: &str, old: &Stored) {
+        if self.archives().contains_key(&old.digest) {
+            return;
+        }
         let packed = package::archive(&key.1, plugin, old);
         let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &key.0);
         let apply = PatchParams::apply(ARCHIVE_MANAGER).force();
@@ -764,7 +802,7 @@ impl HotLoader {
             }
             self.metrics.api_write("configmap");
         }
-        tracing::info!(plugin, digest = %old.digest, configmap = %format!("{}/{}", key.0, packed.head.name_any()), "archived a replaced version that running workflows pin");
+        tracing::info!(plugin, digest = %old.digest, configmap = %format!("{}/{}", key.0, packed.head.name_any()), "archived a plugin version its head no longer holds");
         self.archives()
             .insert(old.digest, (key.0.clone(), packed.head.name_any()));
     }
@@ -837,10 +875,11 @@ impl HotLoader {
     /// rollback target stays loaded in memory, but needs no archive: only
     /// pins must survive a restart).
     async fn prune_archives(&self, pins: &BTreeMap<(String, Digest), usize>) {
+        let stable = self.rollout_stables();
         let gone: Vec<(Digest, (String, String))> = self
             .archives()
             .iter()
-            .filter(|(d, _)| !pins.keys().any(|(_, p)| p == *d))
+            .filter(|(d, _)| !pins.keys().any(|(_, p)| p == *d) && !stable.contains(*d))
             .map(|(d, k)| (*d, k.clone()))
             .collect();
         for (digest, (ns, name)) in gone {
@@ -907,6 +946,9 @@ impl HotLoader {
 
     /// The breaker rolled a plugin back (or could not).
     async fn tripped(&self, trip: Trip) {
+        if trip.rollout_aborted {
+            return self.candidate_tripped(trip).await;
+        }
         self.metrics.plugin_rollback(&trip.plugin);
         let key = self
             .sources()
@@ -1015,12 +1057,21 @@ impl HotLoader {
             })
             .collect();
         let trips = self.registry.trips();
+        let rollout = snap.rollout(&name).map(|r| rollout::status(&snap, r));
         let state = if source.compiling.is_some() {
             "compiling"
         } else if source.conflict || conflict.is_some() {
             "conflict"
         } else if source.error.is_some() {
             "rejected"
+        } else if let Some(r) = &rollout {
+            if r.mode == weft_plugin::rollout::RolloutMode::Shadow {
+                "shadow"
+            } else {
+                "canary"
+            }
+        } else if source.rollout == Some(package::HeadRollout::Aborted) {
+            "aborted"
         } else if current.is_some() {
             "serving"
         } else {
@@ -1029,6 +1080,7 @@ impl HotLoader {
         Some(PluginStatus {
             plugin: name.clone(),
             state: state.into(),
+            rollout,
             conflict,
             version: current.map(|p| p.manifest().version.clone()),
             serving: current.map(|p| p.digest().to_string()),
@@ -1145,9 +1197,30 @@ pub async fn push(
     manifest: &str,
     pinning: Pinning,
 ) -> anyhow::Result<package::Packed> {
+    push_with(client, namespace, name, component, manifest, pinning, None).await
+}
+
+/// [`push`] as a shadow or canary of the serving version (`rollout`), or
+/// plainly (`None`: it serves once loaded, promoting any candidate).
+pub async fn push_with(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    component: &[u8],
+    manifest: &str,
+    pinning: Pinning,
+    rollout: Option<weft_plugin::rollout::RolloutMode>,
+) -> anyhow::Result<package::Packed> {
     use anyhow::Context as _;
     let parsed = Manifest::parse(manifest, "--manifest")?;
-    let packed = package::pack(name, &parsed.name, component, manifest, pinning);
+    let mut packed = package::pack(name, &parsed.name, component, manifest, pinning);
+    if let Some(mode) = rollout {
+        packed
+            .head
+            .data
+            .get_or_insert_default()
+            .extend(package::HeadRollout::data(mode));
+    }
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
     let apply = PatchParams::apply(PUSH_MANAGER).force();
     for part in &packed.parts {

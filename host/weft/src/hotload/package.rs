@@ -10,6 +10,8 @@
 //!     ...
 //!   digest: sha256:...        # of the whole uncompressed component; required with parts
 //!   pinning: pinned           # or latest (optional)
+//!   rollout: canary           # or shadow, or aborted (optional: see below)
+//!   canaryPercent: "25"       # with rollout: canary
 //!   parts: echo-part-3f2a9c01d2e4-0,echo-part-3f2a9c01d2e4-1   # only when split
 //! binaryData:
 //!   component.wasm: ...       # only when not split; raw, zstd or gzip (by magic bytes)
@@ -22,6 +24,12 @@
 //! carry the digest, so a push never rewrites the parts an older head
 //! still references, and a head always points at a consistent set.
 //!
+//! With `rollout`, the version is not published: it is loaded beside the
+//! serving one as a shadow or a canary (`weft plugin push --shadow |
+//! --canary N`); removing `rollout` promotes it (`weft plugin promote`),
+//! `rollout: aborted` drops it (`weft plugin abort`, or the circuit
+//! breaker). The serving version is kept as an archive meanwhile.
+//!
 //! The plain `kubectl` path, for a component under 1 MiB:
 //! `kubectl create configmap echo --from-file=component.wasm=echo.wasm
 //! --from-file=manifest.yaml=echo.yaml && kubectl label configmap echo weft.dev/plugin=echo`.
@@ -33,7 +41,7 @@ use k8s_openapi::{
     ByteString, api::core::v1::ConfigMap, apimachinery::pkg::apis::meta::v1::OwnerReference,
 };
 use kube::api::ObjectMeta;
-use weft_plugin::{Pinning, engine::Digest};
+use weft_plugin::{Pinning, engine::Digest, rollout::RolloutMode};
 
 /// Label of a plugin's head ConfigMap; its value is the plugin name (informative).
 pub const LABEL_PLUGIN: &str = "weft.dev/plugin";
@@ -61,6 +69,10 @@ pub const KEY_DIGEST: &str = "digest";
 pub const KEY_PARTS: &str = "parts";
 /// The pinning policy in `data`: `pinned` (default) or `latest`.
 pub const KEY_PINNING: &str = "pinning";
+/// The roll-out in `data`: `shadow`, `canary` or `aborted` (optional).
+pub const KEY_ROLLOUT: &str = "rollout";
+/// The canary's share of new workflows in `data`, 1-100.
+pub const KEY_CANARY_PERCENT: &str = "canaryPercent";
 /// The chunk's key in a part's `binaryData`.
 pub const KEY_PART: &str = "part";
 /// Kubernetes refuses ConfigMaps whose data is over 1 MiB.
@@ -84,6 +96,9 @@ pub enum Problem {
     /// `data.pinning` is neither `pinned` nor `latest`.
     #[error("data.{KEY_PINNING} is {0:?}: expected pinned or latest")]
     BadPinning(String),
+    /// `data.rollout` or `data.canaryPercent` is not understood.
+    #[error("data.{KEY_ROLLOUT}: {0}")]
+    BadRollout(String),
     /// A part is missing or has no `binaryData.part`.
     #[error("part {name}: {problem}")]
     Part {
@@ -124,6 +139,7 @@ impl Problem {
             Problem::NoComponent => "no_component",
             Problem::BadDigest(_) => "bad_digest",
             Problem::BadPinning(_) => "bad_pinning",
+            Problem::BadRollout(_) => "bad_rollout",
             Problem::Part { .. } => "missing_part",
             Problem::TooLarge { .. } => "too_large",
             Problem::Decompress { .. } => "decompress",
@@ -141,6 +157,54 @@ pub enum Body {
     Parts(Vec<String>),
 }
 
+/// What a head asks of its version besides serving it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeadRollout {
+    /// Load it beside the serving version as a shadow or canary.
+    Start(RolloutMode),
+    /// Its roll-out was aborted: the serving version stays.
+    Aborted,
+}
+
+impl HeadRollout {
+    /// Reads `data.rollout` and `data.canaryPercent`.
+    fn parse(data: &BTreeMap<String, String>) -> Result<Option<HeadRollout>, Problem> {
+        let percent = data.get(KEY_CANARY_PERCENT).map(|s| s.trim());
+        Ok(Some(match data.get(KEY_ROLLOUT).map(|s| s.trim()) {
+            None | Some("") => return Ok(None),
+            Some("shadow") => HeadRollout::Start(RolloutMode::Shadow),
+            Some("aborted") => HeadRollout::Aborted,
+            Some("canary") => {
+                let p = percent
+                    .and_then(|p| p.trim_end_matches('%').parse::<u8>().ok())
+                    .filter(|p| (1..=100).contains(p))
+                    .ok_or_else(|| {
+                        Problem::BadRollout(format!(
+                            "canary needs data.{KEY_CANARY_PERCENT} between 1 and 100, not {percent:?}"
+                        ))
+                    })?;
+                HeadRollout::Start(RolloutMode::Canary { percent: p })
+            }
+            Some(other) => {
+                return Err(Problem::BadRollout(format!(
+                    "{other:?}: expected shadow, canary or aborted"
+                )));
+            }
+        }))
+    }
+
+    /// The `data` entries for a roll-out (what `weft plugin push` writes).
+    pub fn data(mode: RolloutMode) -> BTreeMap<String, String> {
+        match mode {
+            RolloutMode::Shadow => BTreeMap::from([(KEY_ROLLOUT.into(), "shadow".into())]),
+            RolloutMode::Canary { percent } => BTreeMap::from([
+                (KEY_ROLLOUT.into(), "canary".into()),
+                (KEY_CANARY_PERCENT.into(), percent.to_string()),
+            ]),
+        }
+    }
+}
+
 /// What a head ConfigMap says.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Head {
@@ -150,6 +214,8 @@ pub struct Head {
     pub digest: Option<Digest>,
     /// The pinning policy.
     pub pinning: Pinning,
+    /// A roll-out instead of serving at once.
+    pub rollout: Option<HeadRollout>,
     /// The component, or where it is.
     pub body: Body,
 }
@@ -202,6 +268,7 @@ impl Head {
             manifest,
             digest,
             pinning,
+            rollout: HeadRollout::parse(&data)?,
             body,
         })
     }
