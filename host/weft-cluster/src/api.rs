@@ -41,6 +41,8 @@ pub(crate) struct Cluster {
     pub(crate) live_logs: Mutex<HashSet<PathBuf>>,
     /// Who did what, for tests of permissions.
     pub(crate) audit: crate::audit::AuditLog,
+    /// Whether requests are checked against RBAC.
+    pub(crate) authorization: crate::rbac::Authorization,
 }
 
 /// Options common to writes.
@@ -108,6 +110,14 @@ fn spec_part(obj: &Value, drop_status: bool) -> Value {
 }
 
 impl Cluster {
+    /// Decides requests as [`crate::Config::authorization`] says.
+    pub(crate) fn authorizer(&self) -> crate::rbac::Authorizer<'_> {
+        crate::rbac::Authorizer {
+            mode: self.authorization,
+            store: &self.store,
+        }
+    }
+
     /// Sets apiVersion to the version the client asked for: storage keeps
     /// whatever version wrote the object and, as with a CRD conversion
     /// strategy of `None`, only apiVersion differs between versions.

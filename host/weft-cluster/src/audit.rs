@@ -1,10 +1,13 @@
 //! An audit log, as kube-apiserver keeps one: who asked for which verb on
-//! which resource, in which namespace. The dev cluster authorizes nothing,
-//! so this is how a test learns which permissions a client really uses
-//! (and so whether a Role grants too little or too much).
+//! which resource, in which namespace. By default the dev cluster
+//! authorizes nothing, so this is how a test learns which permissions a
+//! client really uses (and so whether a Role grants too little or too
+//! much); with RBAC on it records only what was allowed.
 //!
 //! The user is the bearer token a client sends (`token:` in a kubeconfig):
-//! the dev cluster does not authenticate, so a token is just a name.
+//! the dev cluster does not authenticate, so a token is just a name (see
+//! [`crate::authn`]). An impersonating request is recorded as the user it
+//! impersonates, with the token's user as `impersonator`.
 
 use std::sync::Mutex;
 
@@ -13,7 +16,9 @@ use hyper::Method;
 /// One resource request.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct AuditRecord {
-    /// The bearer token, or `system:anonymous` without one.
+    /// The bearer token, or without one `system:anonymous`
+    /// (`system:admin` with RBAC on); the impersonated user when the
+    /// request impersonates one.
     pub user: String,
     /// Kubernetes' verb: get, list, watch, create, update, patch, delete,
     /// deletecollection.
@@ -26,6 +31,9 @@ pub struct AuditRecord {
     pub namespace: String,
     /// The object's name, for requests about one object.
     pub name: String,
+    /// The user who sent an impersonating request (`kubectl --as`), which
+    /// `user` then names; `None` without impersonation.
+    pub impersonator: Option<String>,
 }
 
 /// At most this many records are kept (the oldest go first).
@@ -48,15 +56,6 @@ pub(crate) fn verb(method: &Method, named: bool, watch: bool) -> &'static str {
         ("DELETE", false) => "deletecollection",
         _ => "unknown",
     }
-}
-
-/// The user a request's headers name.
-pub(crate) fn user(headers: &hyper::HeaderMap) -> String {
-    headers
-        .get(hyper::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map_or_else(|| "system:anonymous".to_string(), str::to_string)
 }
 
 impl AuditLog {
@@ -87,16 +86,5 @@ mod tests {
         assert_eq!(verb(&Method::PATCH, true, false), "patch");
         assert_eq!(verb(&Method::DELETE, true, false), "delete");
         assert_eq!(verb(&Method::DELETE, false, false), "deletecollection");
-    }
-
-    #[test]
-    fn the_token_is_the_user() {
-        let mut h = hyper::HeaderMap::new();
-        assert_eq!(user(&h), "system:anonymous");
-        h.insert(
-            hyper::header::AUTHORIZATION,
-            "Bearer weft-controller".parse().unwrap(),
-        );
-        assert_eq!(user(&h), "weft-controller");
     }
 }

@@ -16,6 +16,10 @@ pub enum Error {
     /// The listening socket could not be bound.
     #[error("cannot listen on {0}: {1}")]
     Bind(std::net::SocketAddr, #[source] std::io::Error),
+    /// A configuration value could not be understood (such as an unknown
+    /// authorization mode).
+    #[error("invalid configuration: {0}")]
+    Config(String),
 }
 
 /// Result with the dev cluster's [`Error`].

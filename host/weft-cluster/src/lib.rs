@@ -22,12 +22,14 @@
 
 mod api;
 mod audit;
+mod authn;
 mod error;
 mod gc;
 mod logs;
 mod meta;
 mod patch;
 mod protobuf;
+mod rbac;
 mod registry;
 mod runner;
 mod selector;
@@ -51,6 +53,7 @@ use tokio::task::JoinSet;
 
 pub use audit::AuditRecord;
 pub use error::{Error, Result};
+pub use rbac::{AUTHORIZATION_MODE_ENV, Authorization};
 
 /// How the local runner behaves.
 #[derive(Debug, Clone)]
@@ -86,7 +89,7 @@ pub struct Config {
     /// restart resumes everything, resourceVersions included.
     pub data_dir: PathBuf,
     /// Address to listen on; port 0 picks a free one. Keep it on loopback:
-    /// there is no authentication.
+    /// there is no authentication (a bearer token is taken as a user name).
     pub bind: SocketAddr,
     /// How many changes are kept for watches to resume from; a watch from
     /// an older resourceVersion gets 410 Gone.
@@ -98,6 +101,10 @@ pub struct Config {
     pub node_name: String,
     /// The local runner.
     pub runner: RunnerConfig,
+    /// Whether requests are checked against the stored RBAC objects and
+    /// impersonation rights ([`Authorization::Rbac`]) or all allowed
+    /// ([`Authorization::AlwaysAllow`], the default).
+    pub authorization: Authorization,
 }
 
 impl Config {
@@ -112,7 +119,15 @@ impl Config {
             history_bytes: 256 * 1024 * 1024,
             node_name: "weft-dev".into(),
             runner: RunnerConfig::default(),
+            authorization: Authorization::AlwaysAllow,
         }
+    }
+
+    /// The same configuration with another authorization mode, e.g.
+    /// `Config::new(dir).with_authorization(Authorization::Rbac)`.
+    pub fn with_authorization(mut self, authorization: Authorization) -> Self {
+        self.authorization = authorization;
+        self
     }
 }
 
@@ -150,6 +165,7 @@ impl DevCluster {
             data_dir: config.data_dir.clone(),
             live_logs: Mutex::new(HashSet::new()),
             audit: audit::AuditLog::default(),
+            authorization: config.authorization,
         });
         cx.bootstrap()
             .await
@@ -161,7 +177,7 @@ impl DevCluster {
         if config.runner.enabled {
             tasks.spawn(runner::run(cx.clone(), config.runner.clone(), rx.clone()));
         }
-        tracing::info!(%addr, data_dir = %config.data_dir.display(), "dev cluster serving");
+        tracing::info!(%addr, data_dir = %config.data_dir.display(), authorization = ?config.authorization, "dev cluster serving");
         Ok(DevCluster {
             addr,
             cx,
@@ -171,7 +187,8 @@ impl DevCluster {
     }
 
     /// Every resource request so far (the most recent 100,000), in order:
-    /// which user (bearer token) used which verb on which resource.
+    /// which user (bearer token, or the impersonated user) used which verb
+    /// on which resource. Requests refused by RBAC are not recorded.
     pub fn audit(&self) -> Vec<AuditRecord> {
         self.cx.audit.records()
     }
@@ -187,9 +204,19 @@ impl DevCluster {
     }
 
     /// A kubeconfig for this cluster (context `weft-dev`, namespace
-    /// `default`, no credentials: the server does not authenticate).
+    /// `default`, no credentials: the server does not authenticate). With
+    /// [`Authorization::Rbac`] its user is the cluster admin.
     pub fn kubeconfig(&self) -> String {
         kubeconfig_for(&self.base_url())
+    }
+
+    /// A kubeconfig whose user is `user` (sent as the bearer token, which
+    /// the dev cluster takes as the user name), e.g.
+    /// `system:serviceaccount:weft-system:weft-controller`. For kube-rs:
+    /// kubectl (client-go) reads credentials only for `https://` servers,
+    /// so it never sends the token here; `kubectl --as USER` acts as a user.
+    pub fn kubeconfig_as(&self, user: &str) -> String {
+        kubeconfig_with_token(&self.base_url(), user)
     }
 
     /// Writes [`DevCluster::kubeconfig`] to `path`, creating parent
@@ -245,12 +272,24 @@ current-context: weft-dev
     )
 }
 
+/// The kubeconfig YAML for a server URL and a bearer token (the user name,
+/// for the dev cluster).
+pub fn kubeconfig_with_token(server: &str, token: &str) -> String {
+    let token = serde_json::Value::from(token);
+    kubeconfig_for(server).replace("  user: {}", &format!("  user:\n    token: {token}"))
+}
+
 /// What `weft dev` runs: start, write the kubeconfig, serve until Ctrl-C.
 pub async fn run_until_ctrl_c(config: Config, kubeconfig: &Path) -> Result<()> {
     let cluster = DevCluster::start(config).await?;
     cluster.write_kubeconfig(kubeconfig)?;
     println!("weft dev cluster serving at {}", cluster.base_url());
     println!("kubeconfig written to {}", kubeconfig.display());
+    if cluster.cx.authorization == Authorization::Rbac {
+        println!(
+            "RBAC is enforced: this kubeconfig is the cluster admin; a bearer token names any other user"
+        );
+    }
     println!(
         "pods run as local processes on this machine: images are not pulled, only command/args run"
     );

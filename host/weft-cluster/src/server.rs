@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc, watch};
 
 use crate::api::{Cluster, DeleteOpts, PatchType, WriteOpts};
+use crate::authn::Caller;
 use crate::registry::ResourceType;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::status::{ApiError, ApiResult};
@@ -49,12 +50,28 @@ pub(crate) async fn handle(
 ) -> Result<Response<Body>, Infallible> {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
-    let resp = match route(cx, shutdown, req).await {
-        Ok(r) => r,
-        Err(e) => error_response(&e),
+    let resp = match admit(&cx, &req) {
+        Ok(caller) => route(cx, shutdown, req, caller).await,
+        Err(e) => Err(e),
     };
+    let resp = resp.unwrap_or_else(|e| error_response(&e));
     tracing::debug!(%method, %path, status = resp.status().as_u16(), "request");
     Ok(resp)
+}
+
+/// Who the request acts as, once it may do what it asks: impersonation
+/// and then the request itself are authorized before any routing, as in
+/// kube-apiserver (so a refused user gets 403 even for an unknown path).
+fn admit(cx: &Cluster, req: &Request<Incoming>) -> ApiResult<Caller> {
+    let authz = cx.authorizer();
+    let caller = crate::authn::caller(req.headers(), &authz)?;
+    if authz.mode == crate::rbac::Authorization::AlwaysAllow {
+        return Ok(caller);
+    }
+    let attrs =
+        crate::rbac::request_attributes(req.method().as_str(), req.uri().path(), req.uri().query());
+    authz.check(&caller.user, &attrs)?;
+    Ok(caller)
 }
 
 struct Query(HashMap<String, String>);
@@ -79,6 +96,7 @@ async fn route(
     cx: Arc<Cluster>,
     shutdown: watch::Receiver<bool>,
     req: Request<Incoming>,
+    caller: Caller,
 ) -> ApiResult<Response<Body>> {
     let path = req.uri().path().to_string();
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
@@ -128,7 +146,7 @@ async fn route(
             .ok_or_else(ApiError::no_route),
         ["api", v, rest @ ..] => {
             let (v, rest) = (v.to_string(), rest.iter().map(|s| s.to_string()).collect());
-            resource(cx, shutdown, req, String::new(), v, rest).await
+            resource(cx, shutdown, req, &caller, String::new(), v, rest).await
         }
         ["apis", g, v, rest @ ..] => {
             let (g, v, rest) = (
@@ -136,7 +154,7 @@ async fn route(
                 v.to_string(),
                 rest.iter().map(|s| s.to_string()).collect(),
             );
-            resource(cx, shutdown, req, g, v, rest).await
+            resource(cx, shutdown, req, &caller, g, v, rest).await
         }
         _ => Err(ApiError::no_route()),
     }
@@ -236,6 +254,7 @@ async fn resource(
     cx: Arc<Cluster>,
     shutdown: watch::Receiver<bool>,
     req: Request<Incoming>,
+    caller: &Caller,
     group: String,
     version: String,
     rest: Vec<String>,
@@ -244,7 +263,7 @@ async fn resource(
     let q = Query::parse(req.uri().query());
     let method = req.method().clone();
     let record = crate::audit::AuditRecord {
-        user: crate::audit::user(req.headers()),
+        user: caller.user.name.clone(),
         verb: crate::audit::verb(&method, t.name.is_some(), q.flag("watch")).into(),
         api_group: group.clone(),
         resource: match &t.sub {
@@ -253,6 +272,7 @@ async fn resource(
         },
         namespace: t.namespace.clone().unwrap_or_default(),
         name: t.name.clone().unwrap_or_default(),
+        impersonator: caller.impersonator.clone(),
     };
     // A server-side apply that creates its object is authorized as a
     // create too, as kube-apiserver does.
@@ -271,6 +291,7 @@ async fn resource(
             cx.store.get(&t.rt.gr(), key_ns, name).is_none()
         });
     if creates {
+        authorize_create_on_apply(&cx, caller, &record)?;
         cx.audit.record(crate::audit::AuditRecord {
             verb: "create".into(),
             ..record.clone()
@@ -402,6 +423,35 @@ async fn resource(
             }
         }
     }
+}
+
+/// A server-side apply that creates its object needs `create` besides
+/// `patch`; refused, it is worded as kube-apiserver's `withAuthorization`
+/// words it: the object's name, then only the authorizer's reason.
+fn authorize_create_on_apply(
+    cx: &Cluster,
+    caller: &Caller,
+    record: &crate::audit::AuditRecord,
+) -> ApiResult<()> {
+    let (resource, subresource) = record
+        .resource
+        .split_once('/')
+        .unwrap_or((&record.resource, ""));
+    let attrs = crate::rbac::Attributes {
+        verb: "create".into(),
+        resource_request: true,
+        api_group: record.api_group.clone(),
+        namespace: record.namespace.clone(),
+        resource: resource.into(),
+        subresource: subresource.into(),
+        name: record.name.clone(),
+        ..Default::default()
+    };
+    cx.authorizer()
+        .decide(&caller.user, &attrs)
+        .map_err(|reason| {
+            ApiError::forbidden(&crate::rbac::group_resource(&attrs), &attrs.name, &reason)
+        })
 }
 
 fn delete_opts(q: &Query, body: &[u8]) -> ApiResult<DeleteOpts> {

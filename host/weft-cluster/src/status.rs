@@ -28,12 +28,11 @@ impl ApiError {
         if !name.is_empty() {
             d.insert("name".into(), name.into());
         }
-        if let Some((group, kind)) = kind.split_once('/') {
-            if !group.is_empty() {
-                d.insert("group".into(), group.into());
-            }
-            d.insert("kind".into(), kind.into());
-        } else {
+        let (group, kind) = kind.split_once('/').unwrap_or(("", kind));
+        if !group.is_empty() {
+            d.insert("group".into(), group.into());
+        }
+        if !kind.is_empty() {
             d.insert("kind".into(), kind.into());
         }
         self.details = Value::Object(d);
@@ -150,14 +149,16 @@ impl ApiError {
         )
     }
 
+    /// Worded as apimachinery's `NewForbidden`: without a name the quoted
+    /// name is left out, without a resource (a plain path) the subject too.
     pub(crate) fn forbidden(resource: &str, name: &str, why: &str) -> Self {
         let plain = qualified(resource);
-        Self::new(
-            403,
-            "Forbidden",
-            format!("{plain} \"{name}\" is forbidden: {why}"),
-        )
-        .with_details(name, resource)
+        let message = match (plain.is_empty(), name.is_empty()) {
+            (true, _) => format!("forbidden: {why}"),
+            (false, true) => format!("{plain} is forbidden: {why}"),
+            (false, false) => format!("{plain} \"{name}\" is forbidden: {why}"),
+        };
+        Self::new(403, "Forbidden", message).with_details(name, resource)
     }
 
     pub(crate) fn internal(message: impl Into<String>) -> Self {

@@ -1,0 +1,692 @@
+//! Authorization as kube-apiserver's `--authorization-mode=RBAC` does it,
+//! so a test can show that a Role grants exactly what a client needs: a
+//! request too much for its Role is refused here as it would be in a real
+//! cluster, with the same 403 `Status`.
+//!
+//! Three parts, each as the API server has them: the request attributes a
+//! method and path stand for (`RequestInfoFactory`), the rule matching of
+//! the RBAC authorizer (`evaluation_helpers.go`) over the stored Roles,
+//! ClusterRoles and their bindings, and the wording of the refusal
+//! (`responsewriters.Forbidden`).
+
+use std::str::FromStr;
+
+use serde_json::Value;
+
+use crate::authn::UserInfo;
+use crate::status::ApiError;
+use crate::store::Store;
+
+/// How the dev cluster authorizes requests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Authorization {
+    /// Everything is allowed (kube-apiserver's `AlwaysAllow`); the audit
+    /// still names each request's user. The default, so API tests need no
+    /// RBAC objects.
+    #[default]
+    AlwaysAllow,
+    /// Requests are checked against the stored Roles, ClusterRoles,
+    /// RoleBindings and ClusterRoleBindings and against impersonation
+    /// rights, as with `--authorization-mode=RBAC`. Requests without a bearer
+    /// token are the cluster admin (`system:masters`).
+    Rbac,
+}
+
+/// The environment variable [`Authorization::from_env`] reads.
+pub const AUTHORIZATION_MODE_ENV: &str = "WEFT_DEV_AUTHORIZATION_MODE";
+
+impl Authorization {
+    /// The mode named by `WEFT_DEV_AUTHORIZATION_MODE` (`AlwaysAllow` or
+    /// `RBAC`), `None` when unset, so a command can turn RBAC on without a
+    /// flag of its own.
+    pub fn from_env() -> crate::Result<Option<Authorization>> {
+        match std::env::var(AUTHORIZATION_MODE_ENV) {
+            Ok(v) if !v.is_empty() => v.parse().map(Some),
+            _ => Ok(None),
+        }
+    }
+}
+
+impl FromStr for Authorization {
+    type Err = crate::Error;
+
+    /// kube-apiserver's `--authorization-mode` names, case-insensitively.
+    fn from_str(s: &str) -> crate::Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "alwaysallow" => Ok(Authorization::AlwaysAllow),
+            "rbac" => Ok(Authorization::Rbac),
+            _ => Err(crate::Error::Config(format!(
+                "unknown authorization mode {s:?}: expected AlwaysAllow or RBAC"
+            ))),
+        }
+    }
+}
+
+/// What a request asks to do, as kube-apiserver's `RequestInfo` names it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Attributes {
+    /// `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`,
+    /// `deletecollection`, `impersonate`; the lower-case HTTP method for
+    /// non-resource requests.
+    pub(crate) verb: String,
+    /// False for discovery, `/version`, `/healthz` and other plain paths.
+    pub(crate) resource_request: bool,
+    pub(crate) path: String,
+    pub(crate) api_group: String,
+    pub(crate) namespace: String,
+    pub(crate) resource: String,
+    pub(crate) subresource: String,
+    pub(crate) name: String,
+}
+
+/// Maps a method, path and query to attributes exactly as
+/// kube-apiserver's `RequestInfoFactory` does, so a rule grants here what
+/// it grants there (a GET on a collection is `list`, with `watch=true`
+/// `watch`, a DELETE on one `deletecollection`, and a
+/// `fieldSelector=metadata.name=X` makes `X` the name).
+pub(crate) fn request_attributes(method: &str, path: &str, query: Option<&str>) -> Attributes {
+    let mut a = Attributes {
+        verb: method.to_ascii_lowercase(),
+        path: path.to_string(),
+        ..Default::default()
+    };
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let (group, mut rest) = match segs.as_slice() {
+        ["api", _, rest @ ..] if !rest.is_empty() => ("", rest),
+        ["apis", g, _, rest @ ..] if !rest.is_empty() => (*g, rest),
+        _ => return a,
+    };
+    a.resource_request = true;
+    a.api_group = group.to_string();
+    if matches!(rest[0], "watch" | "proxy") && rest.len() >= 2 {
+        a.verb = rest[0].to_string();
+        rest = &rest[1..];
+    } else {
+        a.verb = method_verb(method).to_string();
+    }
+    if rest[0] == "namespaces" && rest.len() > 1 {
+        a.namespace = rest[1].to_string();
+        if rest.len() > 2 && !matches!(rest[2], "status" | "finalize") {
+            rest = &rest[2..];
+        }
+    }
+    a.resource = rest[0].to_string();
+    a.name = rest.get(1).map_or_else(String::new, |s| s.to_string());
+    if a.verb != "proxy" {
+        a.subresource = rest.get(2).map_or_else(String::new, |s| s.to_string());
+    }
+    collection_verb(&mut a, query);
+    a
+}
+
+fn method_verb(method: &str) -> &'static str {
+    match method {
+        "POST" => "create",
+        "GET" | "HEAD" => "get",
+        "PUT" => "update",
+        "PATCH" => "patch",
+        "DELETE" => "delete",
+        _ => "",
+    }
+}
+
+/// A nameless get is a list or watch; a nameless delete a deletecollection.
+fn collection_verb(a: &mut Attributes, query: Option<&str>) {
+    if !a.name.is_empty() {
+        return;
+    }
+    let params: Vec<(String, String)> = form_urlencoded::parse(query.unwrap_or("").as_bytes())
+        .into_owned()
+        .collect();
+    let param = |k: &str| params.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+    if a.verb == "get" {
+        // Query booleans convert as apimachinery converts them: anything
+        // but 0, f or false is true.
+        let watch = param("watch")
+            .is_some_and(|v| !matches!(v.to_ascii_lowercase().as_str(), "0" | "f" | "false"));
+        a.verb = if watch { "watch" } else { "list" }.into();
+        if let Some(name) = param("fieldSelector").and_then(exact_name) {
+            a.name = name;
+        }
+    }
+    if a.verb == "delete" {
+        a.verb = "deletecollection".into();
+    }
+}
+
+/// The name a field selector pins with `metadata.name=X` (or `==`), when X
+/// could be a path segment.
+fn exact_name(selector: &str) -> Option<String> {
+    selector.split(',').find_map(|term| {
+        let (k, v) = term.split_once("==").or_else(|| term.split_once('='))?;
+        let valid = !v.is_empty() && v != "." && v != ".." && !v.contains(['/', '%']);
+        (k.trim() == "metadata.name" && valid).then(|| v.to_string())
+    })
+}
+
+/// One rule of a Role or ClusterRole.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct PolicyRule {
+    pub(crate) verbs: Vec<String>,
+    pub(crate) api_groups: Vec<String>,
+    pub(crate) resources: Vec<String>,
+    pub(crate) resource_names: Vec<String>,
+    pub(crate) non_resource_urls: Vec<String>,
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+impl PolicyRule {
+    fn from_json(v: &Value) -> Self {
+        PolicyRule {
+            verbs: strings(&v["verbs"]),
+            api_groups: strings(&v["apiGroups"]),
+            resources: strings(&v["resources"]),
+            resource_names: strings(&v["resourceNames"]),
+            non_resource_urls: strings(&v["nonResourceURLs"]),
+        }
+    }
+
+    /// Whether the rule covers the request, as the RBAC authorizer's
+    /// `RuleAllows`.
+    pub(crate) fn allows(&self, a: &Attributes) -> bool {
+        let verb = self.verbs.iter().any(|v| v == "*" || *v == a.verb);
+        if !a.resource_request {
+            return verb && self.url_matches(&a.path);
+        }
+        verb && self
+            .api_groups
+            .iter()
+            .any(|g| g == "*" || *g == a.api_group)
+            && self.resource_matches(a)
+            && (self.resource_names.is_empty() || self.resource_names.contains(&a.name))
+    }
+
+    /// `pods`, `pods/status`, `*`, and `*/status` for any resource's status.
+    fn resource_matches(&self, a: &Attributes) -> bool {
+        let combined = if a.subresource.is_empty() {
+            a.resource.clone()
+        } else {
+            format!("{}/{}", a.resource, a.subresource)
+        };
+        self.resources.iter().any(|r| {
+            r == "*"
+                || *r == combined
+                || (!a.subresource.is_empty() && r.strip_prefix("*/") == Some(&a.subresource))
+        })
+    }
+
+    /// `/healthz`, `*`, and prefixes ending in `*` such as `/apis/*`.
+    fn url_matches(&self, path: &str) -> bool {
+        self.non_resource_urls.iter().any(|u| {
+            u == "*"
+                || u == path
+                || u.strip_suffix('*')
+                    .is_some_and(|p| path.starts_with(p.trim_end_matches('*')))
+        })
+    }
+}
+
+/// A subject of a binding.
+fn subject_applies(s: &Value, user: &UserInfo, binding_ns: &str) -> bool {
+    let name = s["name"].as_str().unwrap_or("");
+    match s["kind"].as_str() {
+        Some("User") => user.name == name,
+        Some("Group") => user.groups.iter().any(|g| g == name),
+        Some("ServiceAccount") => {
+            // A RoleBinding's ServiceAccount without a namespace is one in
+            // the binding's own namespace.
+            let ns = s["namespace"]
+                .as_str()
+                .filter(|n| !n.is_empty())
+                .unwrap_or(binding_ns);
+            !ns.is_empty() && user.name == format!("system:serviceaccount:{ns}:{name}")
+        }
+        _ => false,
+    }
+}
+
+fn binds(binding: &Value, user: &UserInfo, binding_ns: &str) -> bool {
+    binding["subjects"]
+        .as_array()
+        .is_some_and(|ss| ss.iter().any(|s| subject_applies(s, user, binding_ns)))
+}
+
+/// The ClusterRoles every cluster has bound to every authenticated user
+/// (`system:discovery`, `system:public-info-viewer`, `system:basic-user`):
+/// without them kubectl could not read discovery or `/version`.
+fn default_rules(user: &UserInfo) -> Vec<PolicyRule> {
+    let get = |urls: &[&str]| PolicyRule {
+        verbs: vec!["get".into()],
+        non_resource_urls: urls.iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
+    };
+    let mut rules = vec![get(&[
+        "/healthz",
+        "/livez",
+        "/readyz",
+        "/version",
+        "/version/",
+    ])];
+    if user.groups.iter().any(|g| g == "system:authenticated") {
+        rules.push(get(&[
+            "/api",
+            "/api/*",
+            "/apis",
+            "/apis/*",
+            "/openapi",
+            "/openapi/*",
+        ]));
+        rules.push(PolicyRule {
+            verbs: vec!["create".into()],
+            api_groups: vec![
+                "authorization.k8s.io".into(),
+                "authentication.k8s.io".into(),
+            ],
+            resources: [
+                "selfsubjectaccessreviews",
+                "selfsubjectrulesreviews",
+                "selfsubjectreviews",
+            ]
+            .map(String::from)
+            .to_vec(),
+            ..Default::default()
+        });
+    }
+    rules
+}
+
+/// The rules of the role a binding refers to, or the error the RBAC
+/// authorizer reports for a missing one.
+fn role_rules(store: &Store, binding: &Value, binding_ns: &str) -> Result<Vec<PolicyRule>, String> {
+    let name = binding["roleRef"]["name"].as_str().unwrap_or("");
+    let (gr, ns, what) = match binding["roleRef"]["kind"].as_str() {
+        Some("Role") if !binding_ns.is_empty() => {
+            ("rbac.authorization.k8s.io/roles", binding_ns, "role")
+        }
+        Some("ClusterRole") => ("rbac.authorization.k8s.io/clusterroles", "", "clusterrole"),
+        _ => return Ok(Vec::new()),
+    };
+    let role = store
+        .get(gr, ns, name)
+        .ok_or_else(|| format!("{what}.rbac.authorization.k8s.io {name:?} not found"))?;
+    Ok(role["rules"].as_array().map_or_else(Vec::new, |rs| {
+        rs.iter().map(PolicyRule::from_json).collect()
+    }))
+}
+
+/// Whether any rule bound to `user` allows `a`: ClusterRoleBindings
+/// everywhere, RoleBindings in the request's namespace. `Err` carries the
+/// reason shown after a refusal (`RBAC: ...` for bindings to missing roles,
+/// as kube-apiserver words it; empty otherwise).
+fn rbac_allows(store: &Store, user: &UserInfo, a: &Attributes) -> Result<(), String> {
+    if default_rules(user).iter().any(|r| r.allows(a)) {
+        return Ok(());
+    }
+    let mut bindings: Vec<(std::sync::Arc<Value>, String)> = store
+        .list("rbac.authorization.k8s.io/clusterrolebindings", None)
+        .0
+        .into_iter()
+        .map(|b| (b, String::new()))
+        .collect();
+    if !a.namespace.is_empty() {
+        let (rbs, _) = store.list("rbac.authorization.k8s.io/rolebindings", Some(&a.namespace));
+        bindings.extend(rbs.into_iter().map(|b| (b, a.namespace.clone())));
+    }
+    let mut errors = Vec::new();
+    for (binding, ns) in bindings.iter().filter(|(b, ns)| binds(b, user, ns)) {
+        match role_rules(store, binding, ns) {
+            Ok(rules) if rules.iter().any(|r| r.allows(a)) => return Ok(()),
+            Ok(_) => {}
+            Err(e) => errors.push(e),
+        }
+    }
+    Err(match errors.as_slice() {
+        [] => String::new(),
+        [one] => format!("RBAC: {one}"),
+        many => format!("RBAC: [{}]", many.join(", ")),
+    })
+}
+
+/// Decides requests for one cluster.
+pub(crate) struct Authorizer<'a> {
+    pub(crate) mode: Authorization,
+    pub(crate) store: &'a Store,
+}
+
+impl Authorizer<'_> {
+    /// `Ok` when `user` may do `a`; `Err(reason)` otherwise. Members of
+    /// `system:masters` may do anything, as kube-apiserver's privileged
+    /// group authorizer allows them before RBAC is asked.
+    pub(crate) fn decide(&self, user: &UserInfo, a: &Attributes) -> Result<(), String> {
+        if self.mode == Authorization::AlwaysAllow
+            || user.groups.iter().any(|g| g == "system:masters")
+        {
+            return Ok(());
+        }
+        rbac_allows(self.store, user, a)
+    }
+
+    /// [`Authorizer::decide`], refusing with kube-apiserver's 403.
+    pub(crate) fn check(&self, user: &UserInfo, a: &Attributes) -> Result<(), ApiError> {
+        self.decide(user, a)
+            .map_err(|reason| forbidden(user, a, &reason))
+    }
+}
+
+/// The 403 kube-apiserver answers a refused request with:
+/// `pods "x" is forbidden: User "u" cannot get resource "pods" in API
+/// group "" in the namespace "default"`.
+pub(crate) fn forbidden(user: &UserInfo, a: &Attributes, reason: &str) -> ApiError {
+    let mut why = forbidden_message(user, a);
+    if !reason.is_empty() {
+        why = format!("{why}: {reason}");
+    }
+    ApiError::forbidden(&group_resource(a), &a.name, &why)
+}
+
+/// `group/resource` as [`ApiError::forbidden`] takes it (`""` when not a
+/// resource request).
+pub(crate) fn group_resource(a: &Attributes) -> String {
+    if a.resource.is_empty() {
+        String::new()
+    } else {
+        format!("{}/{}", a.api_group, a.resource)
+    }
+}
+
+fn forbidden_message(user: &UserInfo, a: &Attributes) -> String {
+    let u = &user.name;
+    let verb = &a.verb;
+    if !a.resource_request {
+        return format!("User {u:?} cannot {verb} path {:?}", a.path);
+    }
+    let resource = if a.subresource.is_empty() {
+        a.resource.clone()
+    } else {
+        format!("{}/{}", a.resource, a.subresource)
+    };
+    let group = &a.api_group;
+    if a.namespace.is_empty() {
+        format!(
+            "User {u:?} cannot {verb} resource {resource:?} in API group {group:?} at the cluster scope"
+        )
+    } else {
+        format!(
+            "User {u:?} cannot {verb} resource {resource:?} in API group {group:?} in the namespace {:?}",
+            a.namespace
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attrs(method: &str, path: &str, query: Option<&str>) -> Attributes {
+        request_attributes(method, path, query)
+    }
+
+    /// (verb, group, namespace, resource, subresource, name)
+    fn tuple(a: &Attributes) -> (&str, &str, &str, &str, &str, &str) {
+        (
+            &a.verb,
+            &a.api_group,
+            &a.namespace,
+            &a.resource,
+            &a.subresource,
+            &a.name,
+        )
+    }
+
+    #[test]
+    fn methods_and_paths_map_to_kubernetes_verbs() {
+        let cases = [
+            (
+                "GET",
+                "/api/v1/namespaces/default/pods",
+                None,
+                ("list", "", "default", "pods", "", ""),
+            ),
+            (
+                "GET",
+                "/api/v1/namespaces/default/pods",
+                Some("watch=true"),
+                ("watch", "", "default", "pods", "", ""),
+            ),
+            (
+                "GET",
+                "/api/v1/namespaces/default/pods",
+                Some("watch=false"),
+                ("list", "", "default", "pods", "", ""),
+            ),
+            (
+                "GET",
+                "/api/v1/namespaces/default/pods/p",
+                None,
+                ("get", "", "default", "pods", "", "p"),
+            ),
+            (
+                "POST",
+                "/api/v1/namespaces/default/pods",
+                None,
+                ("create", "", "default", "pods", "", ""),
+            ),
+            (
+                "PUT",
+                "/api/v1/namespaces/default/pods/p/status",
+                None,
+                ("update", "", "default", "pods", "status", "p"),
+            ),
+            (
+                "PATCH",
+                "/apis/apps/v1/namespaces/ns/deployments/d",
+                None,
+                ("patch", "apps", "ns", "deployments", "", "d"),
+            ),
+            (
+                "DELETE",
+                "/api/v1/namespaces/default/pods/p",
+                None,
+                ("delete", "", "default", "pods", "", "p"),
+            ),
+            (
+                "DELETE",
+                "/api/v1/namespaces/default/pods",
+                None,
+                ("deletecollection", "", "default", "pods", "", ""),
+            ),
+            (
+                "GET",
+                "/api/v1/pods",
+                None,
+                ("list", "", "", "pods", "", ""),
+            ),
+            (
+                "GET",
+                "/api/v1/nodes/n",
+                None,
+                ("get", "", "", "nodes", "", "n"),
+            ),
+            (
+                "GET",
+                "/api/v1/namespaces",
+                None,
+                ("list", "", "", "namespaces", "", ""),
+            ),
+            (
+                "GET",
+                "/api/v1/namespaces/ns",
+                None,
+                ("get", "", "ns", "namespaces", "", "ns"),
+            ),
+            (
+                "PUT",
+                "/api/v1/namespaces/ns/finalize",
+                None,
+                ("update", "", "ns", "namespaces", "finalize", "ns"),
+            ),
+            (
+                "GET",
+                "/api/v1/namespaces/default/pods/p/log",
+                None,
+                ("get", "", "default", "pods", "log", "p"),
+            ),
+            (
+                "GET",
+                "/api/v1/watch/namespaces/default/pods",
+                None,
+                ("watch", "", "default", "pods", "", ""),
+            ),
+            (
+                "GET",
+                "/api/v1/namespaces/default/configmaps",
+                Some("fieldSelector=metadata.name%3Dcm&watch=1"),
+                ("watch", "", "default", "configmaps", "", "cm"),
+            ),
+            (
+                "GET",
+                "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+                None,
+                (
+                    "list",
+                    "rbac.authorization.k8s.io",
+                    "",
+                    "clusterroles",
+                    "",
+                    "",
+                ),
+            ),
+        ];
+        for (method, path, query, want) in cases {
+            let a = attrs(method, path, query);
+            assert!(a.resource_request, "{method} {path}");
+            assert_eq!(tuple(&a), want, "{method} {path} {query:?}");
+        }
+    }
+
+    #[test]
+    fn discovery_and_plain_paths_are_not_resource_requests() {
+        for path in [
+            "/",
+            "/api",
+            "/api/v1",
+            "/apis",
+            "/apis/apps",
+            "/apis/apps/v1",
+            "/version",
+            "/openapi/v3",
+        ] {
+            let a = attrs("GET", path, None);
+            assert!(!a.resource_request, "{path}");
+            assert_eq!((a.verb.as_str(), a.path.as_str()), ("get", path));
+        }
+        assert_eq!(attrs("POST", "/healthz", None).verb, "post");
+    }
+
+    fn rule(verbs: &[&str], groups: &[&str], resources: &[&str], names: &[&str]) -> PolicyRule {
+        let v = |s: &[&str]| s.iter().map(|s| s.to_string()).collect();
+        PolicyRule {
+            verbs: v(verbs),
+            api_groups: v(groups),
+            resources: v(resources),
+            resource_names: v(names),
+            non_resource_urls: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn rules_match_verbs_groups_resources_and_names() {
+        let create_pod = attrs("POST", "/api/v1/namespaces/default/pods", None);
+        let get_pod = attrs("GET", "/api/v1/namespaces/default/pods/p", None);
+        let pod_status = attrs("PATCH", "/api/v1/namespaces/default/pods/p/status", None);
+        let deploy = attrs(
+            "GET",
+            "/apis/apps/v1/namespaces/default/deployments/p",
+            None,
+        );
+        assert!(rule(&["create", "patch"], &[""], &["pods"], &[]).allows(&create_pod));
+        assert!(!rule(&["create"], &[""], &["pods"], &[]).allows(&get_pod));
+        assert!(rule(&["*"], &[""], &["pods"], &[]).allows(&get_pod));
+        assert!(!rule(&["*"], &["apps"], &["pods"], &[]).allows(&get_pod));
+        assert!(rule(&["get"], &["*"], &["*"], &[]).allows(&deploy));
+        assert!(!rule(&["patch"], &[""], &["pods"], &[]).allows(&pod_status));
+        assert!(rule(&["patch"], &[""], &["pods/status"], &[]).allows(&pod_status));
+        assert!(rule(&["patch"], &[""], &["*/status"], &[]).allows(&pod_status));
+        assert!(!rule(&["get"], &[""], &["pods/status"], &[]).allows(&get_pod));
+        assert!(rule(&["get"], &[""], &["pods"], &["p"]).allows(&get_pod));
+        assert!(!rule(&["get"], &[""], &["pods"], &["q"]).allows(&get_pod));
+        // A create has no name, so resourceNames never grant it.
+        assert!(!rule(&["create"], &[""], &["pods"], &["p"]).allows(&create_pod));
+    }
+
+    #[test]
+    fn non_resource_rules_match_urls_and_prefixes() {
+        let mut r = rule(&["get"], &[], &[], &[]);
+        r.non_resource_urls = vec!["/apis/*".into(), "/version".into()];
+        assert!(r.allows(&attrs("GET", "/apis/apps/v1", None)));
+        assert!(r.allows(&attrs("GET", "/version", None)));
+        assert!(!r.allows(&attrs("GET", "/api", None)));
+        assert!(!r.allows(&attrs("POST", "/version", None)));
+        // Non-resource rules never grant resources.
+        assert!(!r.allows(&attrs("GET", "/apis/apps/v1/deployments", None)));
+    }
+
+    #[test]
+    fn refusals_are_worded_as_kube_apiserver_words_them() {
+        let sa = UserInfo::token_user("system:serviceaccount:default:weft-plugin-echo");
+        let a = attrs("POST", "/api/v1/namespaces/default/configmaps", None);
+        let e = forbidden(&sa, &a, "");
+        assert_eq!(
+            e.message,
+            "configmaps is forbidden: User \"system:serviceaccount:default:weft-plugin-echo\" cannot create resource \"configmaps\" in API group \"\" in the namespace \"default\""
+        );
+        assert_eq!(e.details, serde_json::json!({"kind": "configmaps"}));
+        let a = attrs("GET", "/apis/apps/v1/namespaces/ns/deployments/d", None);
+        let e = forbidden(
+            &sa,
+            &a,
+            "RBAC: role.rbac.authorization.k8s.io \"r\" not found",
+        );
+        assert_eq!(
+            e.message,
+            "deployments.apps \"d\" is forbidden: User \"system:serviceaccount:default:weft-plugin-echo\" cannot get resource \"deployments\" in API group \"apps\" in the namespace \"ns\": RBAC: role.rbac.authorization.k8s.io \"r\" not found"
+        );
+        assert_eq!(
+            e.details,
+            serde_json::json!({"group": "apps", "kind": "deployments", "name": "d"})
+        );
+        let e = forbidden(&sa, &attrs("GET", "/api/v1/nodes", None), "");
+        assert!(
+            e.message
+                .ends_with("cannot list resource \"nodes\" in API group \"\" at the cluster scope")
+        );
+        let e = forbidden(&sa, &attrs("GET", "/metrics", None), "");
+        assert_eq!(
+            e.message,
+            "forbidden: User \"system:serviceaccount:default:weft-plugin-echo\" cannot get path \"/metrics\""
+        );
+        assert_eq!(e.code, 403);
+    }
+
+    #[test]
+    fn modes_parse_from_kube_apiserver_names() {
+        assert_eq!(
+            "RBAC".parse::<Authorization>().unwrap(),
+            Authorization::Rbac
+        );
+        assert_eq!(
+            "AlwaysAllow".parse::<Authorization>().unwrap(),
+            Authorization::AlwaysAllow
+        );
+        assert!("Node".parse::<Authorization>().is_err());
+    }
+}
