@@ -6,6 +6,7 @@
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::process::Command;
 
 use clap::Parser;
@@ -157,12 +158,49 @@ impl Rendered {
             .unwrap_or_else(|| panic!("{}: no ConfigMap {name}", self.overlay))
     }
 
+    /// The controller's ClusterRole's rules.
     fn cluster_rules(&self) -> &[PolicyRule] {
-        let [cr] = &self.cluster_roles[..] else {
-            panic!("{}: expected one ClusterRole", self.overlay);
-        };
-        assert_eq!(cr.metadata.name.as_deref(), Some(CONTROLLER));
+        let cr = self
+            .cluster_roles
+            .iter()
+            .find(|r| r.metadata.name.as_deref() == Some(CONTROLLER))
+            .unwrap_or_else(|| panic!("{}: no ClusterRole {CONTROLLER}", self.overlay));
         cr.rules.as_deref().unwrap_or_default()
+    }
+
+    /// Every other ClusterRole: the plugins' (weft-plugin-NAME), by name.
+    fn plugin_roles(&self) -> BTreeMap<String, Vec<PolicyRule>> {
+        let roles: BTreeMap<String, Vec<PolicyRule>> = self
+            .cluster_roles
+            .iter()
+            .filter(|r| r.metadata.name.as_deref() != Some(CONTROLLER))
+            .map(|r| {
+                let name = r.metadata.name.clone().unwrap_or_default();
+                assert!(
+                    name.starts_with("weft-plugin-"),
+                    "{}: ClusterRole {name}",
+                    self.overlay
+                );
+                (name, r.rules.clone().unwrap_or_default())
+            })
+            .collect();
+        // Each bound to its own ServiceAccount in weft-system, and only to it.
+        for name in roles.keys() {
+            let crb = self
+                .cluster_role_bindings
+                .iter()
+                .find(|b| b.metadata.name.as_deref() == Some(name))
+                .unwrap_or_else(|| panic!("{}: no binding of {name}", self.overlay));
+            assert_eq!(crb.role_ref.name, *name);
+            assert!(
+                matches!(crb.subjects.as_deref(), Some([s]) if s.kind == "ServiceAccount"
+                    && s.name == *name && s.namespace.as_deref() == Some(NAMESPACE)),
+                "{}: {:?}",
+                self.overlay,
+                crb.subjects
+            );
+        }
+        roles
     }
 
     /// The mount at `path` and its volume.
@@ -230,10 +268,17 @@ fn every_overlay_renders_known_kinds_in_weft_system() {
                 meta.name
             );
         }
-        assert_eq!(r.service_accounts.len(), 1, "{overlay}");
+        // The controller's ServiceAccount, and one per plugin (the pod
+        // plugin's in the base), which no Pod mounts.
+        let names: Vec<&str> = r
+            .service_accounts
+            .iter()
+            .filter_map(|a| a.metadata.name.as_deref())
+            .collect();
+        assert_eq!(names, [CONTROLLER, "weft-plugin-pod"], "{overlay}");
         assert_eq!(
-            r.service_accounts[0].metadata.name.as_deref(),
-            Some(CONTROLLER)
+            r.service_accounts[1].automount_service_account_token,
+            Some(false)
         );
         // The CRD, as kustomize passed it on, is still the one the types generate.
         let [crd] = &r.crds[..] else {
@@ -477,12 +522,28 @@ fn rbac_is_least_privilege() {
             !grants(rules, "weft.dev", "workflows/status", "patch").is_empty(),
             "{overlay}: status patch"
         );
-        for verb in ["list", "watch", "create", "patch", "delete"] {
+        // The pod plugin's Pods: watched by the controller, written only
+        // as the plugin (weft-plugin-pod, --impersonate-plugins).
+        for verb in ["list", "watch"] {
             assert!(
                 !grants(rules, "", "pods", verb).is_empty(),
                 "{overlay}: pods {verb}"
             );
         }
+        for verb in ["create", "patch", "update", "delete"] {
+            assert!(
+                grants(rules, "", "pods", verb).is_empty(),
+                "{overlay}: pods {verb}"
+            );
+        }
+        let plugins = r.plugin_roles();
+        assert_eq!(
+            grant_set(&plugins["weft-plugin-pod"]),
+            ["create", "patch", "delete"]
+                .map(|v| (String::new(), "pods".to_string(), v.to_string()))
+                .into(),
+            "{overlay}"
+        );
         assert!(
             !grants(rules, "", "events", "create").is_empty(),
             "{overlay}"
@@ -540,6 +601,17 @@ fn rbac_is_least_privilege() {
             );
         }
         assert!(!grants(role_rules, "coordination.k8s.io", "leases", "update").is_empty());
+        // It may act as the plugins' ServiceAccounts, which live here.
+        assert!(!grants(role_rules, "", "serviceaccounts", "impersonate").is_empty());
+        assert!(
+            grants(rules, "", "serviceaccounts", "impersonate").is_empty(),
+            "{overlay}: cluster-wide impersonation"
+        );
+        let args = r.container().args.clone().unwrap_or_default();
+        assert!(
+            args.iter().any(|a| a == "--impersonate-plugins"),
+            "{overlay}: {args:?}"
+        );
         // Secrets plugins' configuration names: read and followed, never written.
         for verb in ["get", "list", "watch"] {
             assert!(
@@ -555,9 +627,11 @@ fn rbac_is_least_privilege() {
         }
 
         // Bound to the controller's account, and only to it.
-        let [crb] = &r.cluster_role_bindings[..] else {
-            panic!("{overlay}: expected one ClusterRoleBinding");
-        };
+        let crb = r
+            .cluster_role_bindings
+            .iter()
+            .find(|b| b.metadata.name.as_deref() == Some(CONTROLLER))
+            .expect("the controller's ClusterRoleBinding");
         assert_eq!(
             (crb.role_ref.kind.as_str(), crb.role_ref.name.as_str()),
             ("ClusterRole", CONTROLLER)
@@ -618,22 +692,35 @@ fn components_grant_the_plugin_kinds() {
         without.cluster_rules(),
         "the components only add rules"
     );
-    for (group, resource) in [
-        ("sparkoperator.k8s.io", "sparkapplications"),
-        ("batch", "jobs"),
-        ("kubeflow.org", "pytorchjobs"),
-        ("kubeflow.org", "tfjobs"),
-        ("ray.io", "rayjobs"),
-        ("ray.io", "rayclusters"),
-        ("tekton.dev", "pipelineruns"),
-        ("tekton.dev", "taskruns"),
+    let plugins = with.plugin_roles();
+    for (plugin, group, resource) in [
+        ("spark", "sparkoperator.k8s.io", "sparkapplications"),
+        ("k8s-resource", "batch", "jobs"),
+        ("k8s-resource", "kubeflow.org", "pytorchjobs"),
+        ("k8s-resource", "kubeflow.org", "tfjobs"),
+        ("k8s-resource", "ray.io", "rayjobs"),
+        ("k8s-resource", "ray.io", "rayclusters"),
+        ("k8s-resource", "tekton.dev", "pipelineruns"),
+        ("k8s-resource", "tekton.dev", "taskruns"),
     ] {
-        // Children are watched in every namespace, written with server-side
-        // apply and deleted on abort.
-        for verb in ["list", "watch", "create", "patch", "delete"] {
+        // Children are watched by the controller in every namespace...
+        for verb in ["list", "watch"] {
             assert!(
                 !grants(added, group, resource, verb).is_empty(),
                 "{group}/{resource} {verb}"
+            );
+        }
+        // ...and written (server-side apply) and deleted (aborts) as the
+        // plugin that declares them, only.
+        let own = &plugins[&format!("weft-plugin-{plugin}")];
+        for verb in ["create", "patch", "delete"] {
+            assert!(
+                grants(added, group, resource, verb).is_empty(),
+                "controller {group}/{resource} {verb}"
+            );
+            assert!(
+                !grants(own, group, resource, verb).is_empty(),
+                "{plugin} {group}/{resource} {verb}"
             );
         }
     }
@@ -645,6 +732,56 @@ fn components_grant_the_plugin_kinds() {
         8,
         "{added:?}"
     );
+}
+
+/// deploy/'s plugin ServiceAccounts and ClusterRoles are what `weft plugin
+/// rbac` renders from the manifests today (deploy/plugins/render-rbac.sh).
+#[test]
+fn plugin_roles_are_rendered_from_their_manifests() {
+    for (plugin, file) in [
+        ("pod", "deploy/base/plugin-pod-rbac.yaml"),
+        ("spark", "deploy/components/spark/plugin-rbac.yaml"),
+        (
+            "k8s-resource",
+            "deploy/components/k8s-resource/plugin-rbac.yaml",
+        ),
+    ] {
+        let manifest = root().join(format!("plugins/{plugin}/weft-plugin.yaml"));
+        let out = Command::new(env!("CARGO_BIN_EXE_weft"))
+            .args([
+                "plugin",
+                "rbac",
+                manifest.to_str().unwrap(),
+                "-n",
+                NAMESPACE,
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let committed = std::fs::read_to_string(root().join(file)).unwrap();
+        assert_eq!(
+            committed,
+            String::from_utf8(out.stdout).unwrap(),
+            "{file} is stale: run deploy/plugins/render-rbac.sh"
+        );
+    }
+}
+
+/// deploy/'s rendered plugin RBAC files, as one YAML stream.
+fn committed_plugin_rbac() -> String {
+    [
+        "deploy/base/plugin-pod-rbac.yaml",
+        "deploy/components/spark/plugin-rbac.yaml",
+        "deploy/components/k8s-resource/plugin-rbac.yaml",
+    ]
+    .iter()
+    .map(|f| std::fs::read_to_string(root().join(f)).unwrap())
+    .collect::<Vec<_>>()
+    .join("---\n")
 }
 
 /// `kubectl apply --server-side` of a rendered install; it must succeed.
@@ -763,6 +900,18 @@ fn the_helm_chart_installs_what_the_overlays_install() {
             want.retain(|(_, res, _)| res != "leases");
         }
         assert_eq!(grant_set(&role), want, "{example}: Role");
+        // The plugins' ClusterRoles grant what `weft plugin rbac` renders
+        // from their manifests (as deploy/base and the Components do).
+        let plugins = r.plugin_roles();
+        assert!(plugins.contains_key("weft-plugin-pod"), "{example}");
+        let committed = parse("committed plugin RBAC", &committed_plugin_rbac()).plugin_roles();
+        for (name, rules) in &plugins {
+            assert_eq!(
+                grant_set(rules),
+                grant_set(&committed[name]),
+                "{example}: {name}"
+            );
+        }
         let shards = if *example == "sharded" { 2 } else { 1 };
         assert_eq!(r.deployments.len(), shards, "{example}");
         let mut seen_shards = Vec::new();

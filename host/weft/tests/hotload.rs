@@ -625,12 +625,21 @@ async fn deleting_the_configmap_unloads_the_plugin_and_the_cli_shows_status() {
     }
     let err = env.registry.task_plugin("gone").unwrap_err().to_string();
     assert!(err.contains("no plugin serves task type \"gone\""), "{err}");
-    assert!(
+    // The loader counts the unload right after the registry drops it.
+    let unloaded = || {
         env.ctx
             .metrics
             .render()
             .contains("weft_plugin_unloads_total{plugin=\"gone\"} 1")
-    );
+    };
+    while !unloaded() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{}",
+            env.ctx.metrics.render()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     env.stop().await;
 }
 

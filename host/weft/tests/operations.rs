@@ -52,6 +52,19 @@ fn kubeconfig_as(server: &str, token: &str) -> String {
 /// What a role grants: (apiGroup, resource, verb).
 type Grant = (String, String, String);
 
+/// What the production overlay's ClusterRole `name` (a plugin's) grants.
+fn plugin_grants(name: &str) -> BTreeSet<Grant> {
+    let yaml = kustomize("deploy/overlays/production");
+    for doc in serde_yaml::Deserializer::from_str(&yaml) {
+        let v = serde_json::Value::deserialize(doc).unwrap();
+        if v["kind"] == "ClusterRole" && v["metadata"]["name"] == name {
+            let r: ClusterRole = serde_json::from_value(v).unwrap();
+            return grant_set(r.rules.as_deref().unwrap_or_default());
+        }
+    }
+    panic!("no ClusterRole {name}");
+}
+
 /// The production overlay's ClusterRole and weft-system Role rules.
 fn deployed_rbac() -> (BTreeSet<Grant>, BTreeSet<Grant>) {
     let yaml = kustomize("deploy/overlays/production");
@@ -210,6 +223,7 @@ async fn a_deployed_controller_uses_exactly_its_rbac_and_exposes_its_metrics() {
         "weft-controller-0",
         &[
             "--plugin-namespace=weft-system",
+            "--impersonate-plugins",
             "--leader-elect",
             "--leader-elect-namespace=weft-system",
             // The panic guest traps on every call: let the breaker trip.
@@ -502,6 +516,11 @@ async fn a_deployed_controller_uses_exactly_its_rbac_and_exposes_its_metrics() {
         unused.is_empty(),
         "deploy/'s RBAC grants verbs the controller never used: {unused:?}"
     );
+    // The pod plugin's Pods were written and deleted as its ServiceAccount,
+    // with exactly what its rendered ClusterRole grants.
+    let pod_sa = "system:serviceaccount:weft-system:weft-plugin-pod";
+    let pod_used: BTreeSet<Grant> = used_by(&cluster.audit(), pod_sa).into_keys().collect();
+    assert_eq!(pod_used, plugin_grants("weft-plugin-pod"), "{pod_sa}");
     // Cluster-wide grants are for what cannot be confined to weft-system.
     let confinable: Vec<&Grant> = cluster_grants
         .iter()
@@ -517,12 +536,27 @@ async fn a_deployed_controller_uses_exactly_its_rbac_and_exposes_its_metrics() {
 
 /// Each (group, resource, verb) `user` used, with the namespaces it used it
 /// in ("" for all namespaces or cluster scope).
+/// Acting as another user (a plugin's ServiceAccount) counts as
+/// `impersonate` on `serviceaccounts` in that account's namespace.
 fn used_by(audit: &[weft_cluster::AuditRecord], user: &str) -> BTreeMap<Grant, BTreeSet<String>> {
     let mut used: BTreeMap<Grant, BTreeSet<String>> = BTreeMap::new();
     for r in audit.iter().filter(|r| r.user == user) {
         used.entry((r.api_group.clone(), r.resource.clone(), r.verb.clone()))
             .or_default()
             .insert(r.namespace.clone());
+    }
+    for r in audit
+        .iter()
+        .filter(|r| r.impersonator.as_deref() == Some(user))
+    {
+        let ns = r.user.split(':').nth(2).unwrap_or_default().to_string();
+        used.entry((
+            String::new(),
+            "serviceaccounts".into(),
+            "impersonate".into(),
+        ))
+        .or_default()
+        .insert(ns);
     }
     assert!(!used.is_empty(), "the audit log has nothing from {user}");
     used

@@ -11,11 +11,11 @@
 - apiGroups: [weft.dev]
   resources: [workflows/status]
   verbs: [patch]
-# The pod plugin's children: watched, written with server-side apply
-# (authorized as create when it creates, patch always), deleted on abort.
+# The pod plugin's children: watched. They are written and deleted as the
+# plugin's ServiceAccount weft-plugin-pod (plugin-rbac.yaml).
 - apiGroups: [""]
   resources: [pods]
-  verbs: [list, watch, create, patch, delete]
+  verbs: [list, watch]
 # core/v1 Events on Workflows and plugin ConfigMaps (created, never updated).
 - apiGroups: [""]
   resources: [events]
@@ -23,26 +23,42 @@
 {{- end -}}
 
 {{/*
-The kinds task plugins create (pluginKinds). list/watch: the host
-watches each child kind (label-selected); create+patch: children are
-written with server-side apply; delete: aborts, retries and cleanup.
+The kinds of the first-party task plugins, as (apiGroup, resources)
+pairs per plugin: plugins/NAME/weft-plugin.yaml `resources`, as `weft plugin
+rbac` renders them (tests/deploy.rs compares). The pod plugin's always.
 */}}
-{{- define "weft.rules.pluginKinds" -}}
-{{- $verbs := list "list" "watch" "create" "patch" "delete" -}}
-{{- $rules := list -}}
+{{- define "weft.pluginKindRules" -}}
+{{- $kinds := dict "pod" (list (dict "apiGroups" (list "") "resources" (list "pods"))) -}}
 {{- if .Values.pluginKinds.spark -}}
-{{- $rules = append $rules (dict "apiGroups" (list "sparkoperator.k8s.io") "resources" (list "sparkapplications") "verbs" $verbs) -}}
+{{- $_ := set $kinds "spark" (list (dict "apiGroups" (list "sparkoperator.k8s.io") "resources" (list "sparkapplications"))) -}}
 {{- end -}}
 {{- if .Values.pluginKinds.k8sResource -}}
-{{- /* plugins/k8s-resource/weft-plugin.yaml `resources`; keep in step. */ -}}
-{{- $rules = append $rules (dict "apiGroups" (list "batch") "resources" (list "jobs") "verbs" $verbs) -}}
-{{- $rules = append $rules (dict "apiGroups" (list "kubeflow.org") "resources" (list "pytorchjobs" "tfjobs") "verbs" $verbs) -}}
-{{- $rules = append $rules (dict "apiGroups" (list "ray.io") "resources" (list "rayjobs" "rayclusters") "verbs" $verbs) -}}
-{{- $rules = append $rules (dict "apiGroups" (list "tekton.dev") "resources" (list "pipelineruns" "taskruns") "verbs" $verbs) -}}
+{{- $_ := set $kinds "k8s-resource" (list
+  (dict "apiGroups" (list "batch") "resources" (list "jobs"))
+  (dict "apiGroups" (list "kubeflow.org") "resources" (list "pytorchjobs" "tfjobs"))
+  (dict "apiGroups" (list "ray.io") "resources" (list "rayjobs" "rayclusters"))
+  (dict "apiGroups" (list "tekton.dev") "resources" (list "pipelineruns" "taskruns"))) -}}
+{{- end -}}
+{{- toYaml $kinds -}}
+{{- end -}}
+
+{{/*
+The kinds task plugins create, for the controller (pluginKinds): it
+watches each child kind (label-selected); it writes and deletes them as the
+plugin's ServiceAccount (plugin-rbac.yaml), not as itself.
+*/}}
+{{- define "weft.rules.pluginKinds" -}}
+{{- $rules := list -}}
+{{- range $plugin, $kinds := (include "weft.pluginKindRules" . | fromYaml) -}}
+{{- if ne $plugin "pod" -}}
+{{- range $kinds -}}
+{{- $rules = append $rules (dict "apiGroups" .apiGroups "resources" .resources "verbs" (list "list" "watch")) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- $rules = concat $rules .Values.pluginKinds.extraRules -}}
 {{- if $rules -}}
-# Kinds task plugins create (pluginKinds).
+# Kinds task plugins create (pluginKinds), watched.
 {{ toYaml $rules }}
 {{- end -}}
 {{- end -}}
@@ -63,6 +79,14 @@ weft.dev/plugin-error annotations the controller keeps on them.
 - apiGroups: [""]
   resources: [secrets]
   verbs: [get, list, watch]
+{{- end -}}
+
+{{- define "weft.rules.impersonate" -}}
+# --impersonate-plugins: act as each plugin's ServiceAccount
+# weft-plugin-NAME (they live here) to write that plugin's resources.
+- apiGroups: [""]
+  resources: [serviceaccounts]
+  verbs: [impersonate]
 {{- end -}}
 
 {{- define "weft.rules.events" -}}

@@ -57,6 +57,17 @@ pub struct ControllerArgs {
     /// being loaded to serve its task type before it fails.
     #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
     pub plugin_wait_timeout: std::time::Duration,
+    /// Create, patch and delete each plugin's resources impersonating its
+    /// ServiceAccount `weft-plugin-NAME`, whose Role grants exactly the
+    /// kinds its manifest declares (`weft plugin rbac`): the API server then
+    /// enforces the manifest too. The controller needs `impersonate` on
+    /// those ServiceAccounts.
+    #[arg(long, env = "WEFT_IMPERSONATE_PLUGINS")]
+    pub impersonate_plugins: bool,
+    /// The namespace of the plugins' ServiceAccounts (default: the first
+    /// --plugin-namespace, else the Lease namespace, i.e. POD_NAMESPACE).
+    #[arg(long, requires = "impersonate_plugins")]
+    pub plugin_service_account_namespace: Option<String>,
     /// The admin API.
     #[command(flatten)]
     pub admin: super::dev::AdminArgs,
@@ -193,7 +204,8 @@ pub fn controller(args: ControllerArgs) -> anyhow::Result<ExitCode> {
     crate::controller::set_instance(&args.identity());
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {
-        let client = Client::try_default().await?;
+        let kube_config = kube::Config::infer().await?;
+        let client = Client::try_from(kube_config.clone())?;
         let (engine, registry) =
             runtime::load_plugins_with(&args.plugins, args.cache_dir.as_deref(), registry_config)?;
         if args.install_crd {
@@ -252,6 +264,15 @@ pub fn controller(args: ControllerArgs) -> anyhow::Result<ExitCode> {
             leader,
             shard,
             plugin_wait: args.plugin_wait_timeout,
+            impersonation: args.impersonate_plugins.then(|| {
+                let ns = args
+                    .plugin_service_account_namespace
+                    .clone()
+                    .or_else(|| args.plugin_namespace.first().cloned())
+                    .unwrap_or_else(|| args.election.leader_elect_namespace.clone());
+                tracing::info!(namespace = %ns, "plugins' resources are written as their ServiceAccounts weft-plugin-NAME");
+                (kube_config, ns)
+            }),
         };
         controller
             .run(async {

@@ -9,6 +9,7 @@ use crate::telemetry::LogFormat;
 pub mod controller;
 pub mod dev;
 pub mod plugin;
+pub mod rbac;
 pub mod run;
 pub mod scaffold;
 
@@ -47,7 +48,7 @@ pub enum Command {
     /// The dev cluster, controller, hot loading and admin API, until Ctrl-C.
     Dev(dev::DevArgs),
     /// Run the controller against a cluster (kubeconfig or in-cluster).
-    Controller(controller::ControllerArgs),
+    Controller(Box<controller::ControllerArgs>),
     /// Show a Workflow, or its DAG as dot or Mermaid with node phases.
     Get(controller::GetArgs),
     /// Print the Workflow CRD (YAML), generated from the Rust types.
@@ -71,7 +72,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Plugin(cmd) => plugin::run(cmd),
         Command::Run(args) => run::run(args),
         Command::Dev(args) => dev::dev(args),
-        Command::Controller(args) => controller::controller(args),
+        Command::Controller(args) => controller::controller(*args),
         Command::Get(args) => controller::get(args),
         Command::Crd => {
             out(&crate::api::crd_yaml())?;

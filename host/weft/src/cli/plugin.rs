@@ -36,6 +36,9 @@ pub enum PluginCommand {
     Promote(RolloutArgs),
     /// Drop a shadow or canary version; the serving one stays.
     Abort(RolloutArgs),
+    /// Print the ServiceAccount and ClusterRole a plugin's resources are
+    /// written with (controller --impersonate-plugins), from its manifest.
+    Rbac(super::rbac::RbacArgs),
 }
 
 /// Arguments of `weft plugin promote` and `weft plugin abort`.
@@ -201,6 +204,7 @@ pub fn run(cmd: PluginCommand) -> anyhow::Result<ExitCode> {
         PluginCommand::New(args) => super::scaffold::new(args),
         PluginCommand::Promote(args) => end_rollout(args, true),
         PluginCommand::Abort(args) => end_rollout(args, false),
+        PluginCommand::Rbac(args) => super::rbac::rbac(args),
     }
 }
 

@@ -45,6 +45,9 @@ pub struct Children {
     /// Children observed in the cache since this process started, so that
     /// one vanishing mid-task reads as deleted rather than not yet created.
     observed: Mutex<std::collections::HashSet<String>>,
+    /// Children the API server refused to create (key -> why): the next
+    /// round fails their node instead of asking again forever.
+    denied: Mutex<HashMap<String, String>>,
 }
 
 /// Label on every resource Weft creates (the host sets it on every build).
@@ -62,6 +65,7 @@ impl Children {
             wake,
             watches: Mutex::new(Vec::new()),
             observed: Mutex::new(std::collections::HashSet::new()),
+            denied: Mutex::new(HashMap::new()),
         });
         (children, rx)
     }
@@ -84,6 +88,22 @@ impl Children {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .contains(key)
+    }
+
+    /// Records that the API server refused to create a child.
+    pub fn deny(&self, key: &str, why: String) {
+        self.denied
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key.to_string(), why);
+    }
+
+    /// Why the API server refused a child, once (the node fails with it).
+    pub fn take_denied(&self, key: &str) -> Option<String> {
+        self.denied
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key)
     }
 
     /// Forgets a child (it finished or went away).

@@ -36,6 +36,9 @@ pub struct Elected {
     pub shard: Option<Shard>,
     /// How long a node waits for its plugin to finish loading.
     pub plugin_wait: Duration,
+    /// Write children as their plugin's ServiceAccount in this namespace,
+    /// with these credentials (`--impersonate-plugins`).
+    pub impersonation: Option<(kube::Config, String)>,
 }
 
 async fn until(rx: &mut watch::Receiver<bool>, leading: bool) -> bool {
@@ -60,6 +63,9 @@ impl Elected {
             self.shard.clone(),
         );
         ctx.set_plugin_wait(self.plugin_wait);
+        if let Some((config, ns)) = &self.impersonation {
+            ctx.set_impersonation(super::impersonation::Impersonation::new(config.clone(), ns));
+        }
         (ctx, wake)
     }
 

@@ -34,6 +34,17 @@ pub struct Deletion {
     pub kind: String,
     /// name.
     pub name: String,
+    /// The plugin that built it (deleted as that plugin, when impersonating).
+    pub plugin: String,
+}
+
+/// A child to apply (server-side) after the round.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Apply {
+    /// The plugin that built it (applied as that plugin, when impersonating).
+    pub plugin: String,
+    /// The object.
+    pub object: Value,
 }
 
 /// One round's executor for one Workflow.
@@ -45,7 +56,7 @@ pub struct PluginExecutor {
     uid: String,
     namespace: String,
     /// Children to apply (server-side) after the round.
-    pub applies: Vec<Value>,
+    pub applies: Vec<Apply>,
     /// Children to delete after the round.
     pub deletions: Vec<Deletion>,
     /// Kinds the plugins built that are not watched yet.
@@ -269,6 +280,14 @@ impl Executor for PluginExecutor {
             .get(&r.api_version, &r.kind, &self.namespace, &r.name);
         let key = format!("{}/{}/{}/{}", self.namespace, r.api_version, r.kind, r.name);
         let Some(observed) = observed else {
+            if let Some(why) = self.children.take_denied(&key) {
+                // The API server refused to create it (the plugin's Role
+                // does not grant the kind): asking again changes nothing.
+                let mut obs = TaskObservation::failed(false, true, "System:Forbidden", &why);
+                obs.resource = Some(r);
+                obs.plugin = Some(plugin_ref(&plugin));
+                return obs;
+            }
             if self.children.was_seen(&key) {
                 // It existed and is gone before it finished: deleted by
                 // someone else, or its node went away. The platform's
@@ -296,7 +315,10 @@ impl Executor for PluginExecutor {
                     Err(obs) => return *obs,
                 },
             };
-            self.applies.push(desired);
+            self.applies.push(Apply {
+                plugin: plugin.name().to_string(),
+                object: desired,
+            });
             let mut obs = TaskObservation::in_progress("submitted");
             obs.resource = Some(r);
             obs.plugin = Some(plugin_ref(&plugin));
@@ -378,6 +400,7 @@ impl Executor for PluginExecutor {
             api_version: r.api_version,
             kind: r.kind,
             name: r.name,
+            plugin: plugin.name().to_string(),
         });
     }
 }

@@ -10,6 +10,7 @@
 pub mod children;
 pub mod elected;
 pub mod executor;
+pub mod impersonation;
 pub mod leader;
 pub mod metrics;
 pub mod shadow;
@@ -85,6 +86,8 @@ pub struct Context {
     plugin_wait: Mutex<Duration>,
     /// Copies calls to shadow candidates.
     shadow: Arc<shadow::Shadow>,
+    /// Set: children are written as their plugin's ServiceAccount.
+    impersonation: Mutex<Option<Arc<impersonation::Impersonation>>>,
 }
 
 impl Context {
@@ -109,6 +112,7 @@ impl Context {
             written: Mutex::new(HashMap::new()),
             finalized: Mutex::new(HashMap::new()),
             plugin_wait: Mutex::new(executor::DEFAULT_PLUGIN_WAIT),
+            impersonation: Mutex::new(None),
         })
     }
 
@@ -116,6 +120,26 @@ impl Context {
     /// it fails (`--plugin-wait-timeout`).
     pub fn set_plugin_wait(&self, wait: Duration) {
         *self.plugin_wait.lock().unwrap_or_else(|e| e.into_inner()) = wait;
+    }
+
+    /// Writes children as their plugin's ServiceAccount from now on
+    /// (`--impersonate-plugins`).
+    pub fn set_impersonation(&self, i: impersonation::Impersonation) {
+        *self.impersonation.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(i));
+    }
+
+    /// The client that writes `plugin`'s children, and the user it acts as
+    /// (None: the controller itself).
+    fn child_client(&self, plugin: &str) -> Result<(Client, Option<String>), Error> {
+        let i = self
+            .impersonation
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        match i {
+            Some(i) => Ok((i.client(plugin)?, Some(i.user(plugin)))),
+            None => Ok((self.client.clone(), None)),
+        }
     }
 
     /// Whether this controller's shard owns the Workflow.
@@ -481,14 +505,16 @@ async fn remove_finalizer(api: &Api<Workflow>, wf: &Workflow, ctx: &Context) -> 
     }
 }
 
-async fn apply_child(ctx: &Context, ns: &str, child: &Value) -> Result<(), Error> {
+async fn apply_child(ctx: &Context, ns: &str, apply: &executor::Apply) -> Result<(), Error> {
+    let child = &apply.object;
     let api_version = child["apiVersion"].as_str().unwrap_or_default();
     let kind = child["kind"].as_str().unwrap_or_default();
     let name = child["metadata"]["name"].as_str().unwrap_or_default();
     let span = tracing::info_span!("child.apply", kind, name);
     let k = ctx.children.ensure(api_version, kind).await?;
-    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), ns, &k.resource);
-    tracing::Instrument::instrument(
+    let (client, acting) = ctx.child_client(&apply.plugin)?;
+    let api: Api<DynamicObject> = Api::namespaced_with(client, ns, &k.resource);
+    let result = tracing::Instrument::instrument(
         api.patch(
             name,
             &PatchParams::apply(MANAGER).force(),
@@ -496,16 +522,38 @@ async fn apply_child(ctx: &Context, ns: &str, child: &Value) -> Result<(), Error
         ),
         span,
     )
-    .await?;
-    ctx.metrics.api_write("child");
-    Ok(())
+    .await;
+    match result {
+        Ok(_) => {
+            ctx.metrics.api_write("child");
+            Ok(())
+        }
+        // Refused as the plugin: its node fails with the API server's
+        // words (which name the ServiceAccount) instead of retrying.
+        Err(kube::Error::Api(s)) if s.code == 403 && acting.is_some() => {
+            let why = format!(
+                "plugin {}: the API server refused {kind} {name} to {}: {}",
+                apply.plugin,
+                acting.unwrap_or_default(),
+                s.message
+            );
+            tracing::warn!(plugin = %apply.plugin, "{why}");
+            let key = format!("{ns}/{api_version}/{kind}/{name}");
+            ctx.children.deny(&key, why);
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 async fn delete_child(ctx: &Context, ns: &str, d: &executor::Deletion) {
     let Ok(k) = ctx.children.ensure(&d.api_version, &d.kind).await else {
         return;
     };
-    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), ns, &k.resource);
+    let Ok((client, _)) = ctx.child_client(&d.plugin) else {
+        return;
+    };
+    let api: Api<DynamicObject> = Api::namespaced_with(client, ns, &k.resource);
     let dp = DeleteParams {
         propagation_policy: Some(PropagationPolicy::Background),
         ..Default::default()

@@ -1,0 +1,58 @@
+//! A plugin's resources applied as the plugin: with `--impersonate-plugins`
+//! the controller creates, patches and deletes the children a plugin built
+//! impersonating its own ServiceAccount, `weft-plugin-NAME`, whose Role
+//! grants exactly the kinds its manifest declares (`weft plugin rbac`
+//! renders it). The host already refuses an undeclared kind before any
+//! request; the API server then refuses it a second time, and a plugin's
+//! reach is what its Role says, not what the controller may do.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use kube::Client;
+
+/// The ServiceAccount of plugin `plugin`.
+pub fn service_account(plugin: &str) -> String {
+    format!("weft-plugin-{plugin}")
+}
+
+/// Clients impersonating each plugin's ServiceAccount.
+pub struct Impersonation {
+    config: kube::Config,
+    namespace: String,
+    clients: Mutex<HashMap<String, Client>>,
+}
+
+impl Impersonation {
+    /// Impersonates ServiceAccounts of `namespace` on top of `config` (the
+    /// controller's own credentials, which need `impersonate` on them).
+    pub fn new(config: kube::Config, namespace: &str) -> Self {
+        Impersonation {
+            config,
+            namespace: namespace.to_string(),
+            clients: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The user the API server sees for `plugin`.
+    pub fn user(&self, plugin: &str) -> String {
+        format!(
+            "system:serviceaccount:{}:{}",
+            self.namespace,
+            service_account(plugin)
+        )
+    }
+
+    /// A client acting as `plugin`'s ServiceAccount (made once per plugin).
+    pub fn client(&self, plugin: &str) -> Result<Client, kube::Error> {
+        let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = clients.get(plugin) {
+            return Ok(c.clone());
+        }
+        let mut config = self.config.clone();
+        config.auth_info.impersonate = Some(self.user(plugin));
+        let client = Client::try_from(config)?;
+        clients.insert(plugin.to_string(), client.clone());
+        Ok(client)
+    }
+}
