@@ -125,20 +125,33 @@ fn duration(s: &str) -> Result<Duration, String> {
         .map_err(|e| format!("{s:?} is not a duration like 30s or 10m: {e}"))
 }
 
-fn dns_label(s: &str) -> Result<(), String> {
+/// Argo's rule for DAG task names: letters of either case, digits and
+/// '-', starting and ending with a letter or digit (at most 63, as it is
+/// part of label values). Child resource names are derived from it and
+/// made valid Kubernetes names (lower-cased, with a hash when altered), so
+/// `A` and `a` never share a child.
+fn node_id(s: &str) -> Result<(), String> {
     let ok = !s.is_empty()
         && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
         && !s.starts_with('-')
         && !s.ends_with('-');
     if ok {
         Ok(())
     } else {
         Err(format!(
-            "{s:?} must be a DNS-1123 label: 1-63 lower-case letters, digits or '-', starting and ending with a letter or digit"
+            "{s:?} is not a node id: 1-63 letters, digits or '-', starting and ending with a letter or digit"
         ))
     }
+}
+
+/// Why an input is named `true` or `false`: almost always a YAML 1.1
+/// reader (kubectl's) that read a key such as `n`, `y`, `no` or `off` as a
+/// boolean. Refused rather than run with the wrong name.
+fn yaml11_boolean(name: &str) -> String {
+    format!(
+        "input named {name:?}: kubectl's YAML reader (YAML 1.1) turns keys such as n, y, yes, no, on and off into {name}; quote the name ('n') or choose another"
+    )
 }
 
 /// Validates a spec and compiles it. `known_task_type` says whether some
@@ -186,7 +199,7 @@ pub fn compile(
 
     let mut index = HashMap::with_capacity(spec.nodes.len());
     for (i, n) in spec.nodes.iter().enumerate() {
-        if let Err(e) = dns_label(&n.id) {
+        if let Err(e) = node_id(&n.id) {
             problem(Some(&n.id), "id", e);
         }
         if index.insert(n.id.clone(), i).is_some() {
@@ -310,6 +323,9 @@ pub fn compile(
         let mut exprs: Vec<(&str, String)> = Vec::new();
         if let Some(w) = &n.when {
             exprs.push(("when", w.clone()));
+        }
+        for name in n.inputs.keys().filter(|k| *k == "true" || *k == "false") {
+            problem(id, "inputs", yaml11_boolean(name));
         }
         match expr::template_exprs(&Value::Object(n.inputs.clone())) {
             Ok(es) => exprs.extend(es.into_iter().map(|e| ("inputs", e))),
@@ -534,6 +550,34 @@ mod tests {
             "{p:#?}"
         );
         assert!(has("node Bad_Id: id:"), "{p:#?}");
+    }
+
+    /// Argo's task names: either case; and an input kubectl renamed.
+    #[test]
+    fn node_ids_take_either_case_and_yaml_booleans_are_named() {
+        let spec = WorkflowSpec {
+            nodes: vec![task("A", &[]), task("B", &["A"]), task("a", &["B"])],
+            ..Default::default()
+        };
+        assert!(compile(&spec, &pods).is_ok());
+        let mut renamed = task("left", &[]);
+        renamed.inputs.insert("false".into(), "${inputs.x}".into());
+        let spec = WorkflowSpec {
+            nodes: vec![renamed, task("-x", &[])],
+            ..Default::default()
+        };
+        let p = problems(&spec);
+        assert!(
+            p.iter().any(|x| x.contains(
+                "node left: inputs: input named \"false\": kubectl's YAML reader (YAML 1.1)"
+            )),
+            "{p:#?}"
+        );
+        assert!(
+            p.iter()
+                .any(|x| x.contains("node -x: id: \"-x\" is not a node id")),
+            "{p:#?}"
+        );
     }
 
     #[test]

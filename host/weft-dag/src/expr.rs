@@ -29,20 +29,39 @@ pub fn compile(src: &str) -> Result<Program, String> {
     Program::compile(src).map_err(|e| format!("invalid CEL {src:?}: {e}"))
 }
 
+/// JSON as CEL sees it in Kubernetes and Argo: a whole number is an
+/// `int` (a `uint` only past `i64::MAX`), any other number a `double`.
+/// (The cel crate's serde path makes every non-negative number a `uint`,
+/// and `uint + int` is an error: `outputs.num + 1` would fail.)
+pub fn to_cel(v: &Value) -> cel::Value {
+    match v {
+        Value::Null => cel::Value::Null,
+        Value::Bool(b) => cel::Value::Bool(*b),
+        Value::Number(n) => match (n.as_i64(), n.as_u64()) {
+            (Some(i), _) => cel::Value::Int(i),
+            (None, Some(u)) => cel::Value::UInt(u),
+            _ => cel::Value::Float(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        Value::String(s) => cel::Value::String(s.clone().into()),
+        Value::Array(a) => cel::Value::List(a.iter().map(to_cel).collect::<Vec<_>>().into()),
+        Value::Object(m) => {
+            let map: std::collections::HashMap<String, cel::Value> =
+                m.iter().map(|(k, v)| (k.clone(), to_cel(v))).collect();
+            cel::Value::from(map)
+        }
+    }
+}
+
 /// Evaluates a compiled expression in a scope, as JSON.
 pub fn eval(program: &Program, src: &str, scope: &Scope) -> Result<Value, String> {
     let mut ctx = Context::default();
-    let add = |ctx: &mut Context, name: &str, v: &Value| {
-        ctx.add_variable(name, v.clone())
-            .map_err(|e| format!("cannot bind {name}: {e}"))
-    };
-    add(&mut ctx, "inputs", &Value::Object(scope.inputs.clone()))?;
-    add(&mut ctx, "nodes", &Value::Object(scope.nodes.clone()))?;
+    ctx.add_variable_from_value("inputs", to_cel(&Value::Object(scope.inputs.clone())));
+    ctx.add_variable_from_value("nodes", to_cel(&Value::Object(scope.nodes.clone())));
     if let Some(item) = &scope.item {
-        add(&mut ctx, "item", item)?;
+        ctx.add_variable_from_value("item", to_cel(item));
     }
     if let Some(index) = scope.index {
-        add(&mut ctx, "index", &Value::from(index))?;
+        ctx.add_variable_from_value("index", cel::Value::Int(index as i64));
     }
     let v = program
         .execute(&ctx)
@@ -236,6 +255,44 @@ mod tests {
                 .clone(),
             item: Some(json!({"k": "v"})),
             index: Some(2),
+        }
+    }
+
+    /// What Argo and Flyte users write: arithmetic, comparisons, string and
+    /// list functions over inputs and outputs of every JSON type.
+    #[test]
+    fn json_numbers_are_cel_ints_and_doubles() {
+        let s = Scope {
+            inputs: json!({"n": 41, "neg": -3, "ratio": 0.5, "name": "wf", "tags": ["a", "b"], "on": true, "cfg": {"k": 2}})
+                .as_object()
+                .unwrap()
+                .clone(),
+            nodes: json!({"a": {"phase": "Succeeded", "outputs": {"num": 41, "big": 9007199254740993u64}}})
+                .as_object()
+                .unwrap()
+                .clone(),
+            item: Some(json!(7)),
+            index: Some(1),
+        };
+        for (expr, want) in [
+            ("${nodes.a.outputs.num + 1}", json!(42)),
+            ("${inputs.n * 2 - inputs.neg}", json!(85)),
+            ("${inputs.n / 2}", json!(20)),
+            ("${inputs.n % 5}", json!(1)),
+            ("${inputs.ratio * 4.0}", json!(2.0)),
+            ("${double(inputs.n) * inputs.ratio}", json!(20.5)),
+            ("${nodes.a.outputs.num > 40 && inputs.neg < 0}", json!(true)),
+            ("${inputs.n == 41}", json!(true)),
+            ("${item + index}", json!(8)),
+            ("${inputs.cfg.k + 1}", json!(3)),
+            ("${size(inputs.tags) + 1}", json!(3)),
+            ("${'b' in inputs.tags}", json!(true)),
+            ("${inputs.name + '-' + string(inputs.n)}", json!("wf-41")),
+            ("${inputs.name.startsWith('w') && inputs.on}", json!(true)),
+            ("${inputs.tags.map(t, t + '!')}", json!(["a!", "b!"])),
+            ("${nodes.a.outputs.big}", json!(9007199254740993u64)),
+        ] {
+            assert_eq!(resolve(&json!(expr), &s).unwrap(), want, "{expr}");
         }
     }
 

@@ -62,7 +62,8 @@ pub enum FailurePolicy {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeSpec {
-    /// Unique within the workflow; a DNS-1123 label because it names resources.
+    /// Unique within the workflow: letters of either case, digits and '-'
+    /// (Argo's task names); child resource names are derived from it.
     pub id: String,
     /// Nodes that must finish first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

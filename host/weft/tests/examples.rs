@@ -1,12 +1,18 @@
-//! Every workflow in examples/ through the real `weft run`, each on its own
-//! fresh dev cluster: it must end as its `# expect:` line says, with the
-//! matching exit code.
+//! Every workflow in examples/ as users run it: through the real `weft
+//! run`, each on its own fresh dev cluster, and through `kubectl create -f`
+//! (kubectl's YAML reader, not ours) against a running controller. Both
+//! must end as its `# expect:` line says, and with the outputs its
+//! `# expect-output: NODE {json}` lines name.
 
-use std::path::Path;
+mod common;
+
+use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
-#[test]
-fn every_example_runs_as_it_says() {
+use kube::Api;
+
+fn examples() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let mut examples: Vec<_> = std::fs::read_dir(root.join("examples"))
         .unwrap()
@@ -14,8 +20,81 @@ fn every_example_runs_as_it_says() {
         .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
         .collect();
     examples.sort();
-    assert!(examples.len() >= 7, "{examples:?}");
-    for example in examples {
+    assert!(examples.len() >= 8, "{examples:?}");
+    examples
+}
+
+/// (node, outputs it must include) from `# expect-output:` lines.
+fn expected_outputs(text: &str) -> Vec<(String, serde_json::Map<String, serde_json::Value>)> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("# expect-output: "))
+        .map(|l| {
+            let (node, json) = l.split_once(' ').expect("NODE {json}");
+            (
+                node.to_string(),
+                serde_json::from_str(json).expect("outputs JSON"),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_example_behaves_the_same_through_kubectl() {
+    let env = common::Env::start().await;
+    let kubeconfig = env.dir.path().join("kubeconfig");
+    let workflows: Api<weft::api::Workflow> = Api::namespaced(env.client.clone(), "default");
+    for example in examples() {
+        let text = std::fs::read_to_string(&example).unwrap();
+        let name = example.file_name().unwrap().to_string_lossy().to_string();
+        let expect = text
+            .lines()
+            .find_map(|l| l.strip_prefix("# expect: "))
+            .unwrap()
+            .trim();
+        let out = common::kubectl(
+            &kubeconfig,
+            &["create", "-f", example.to_str().unwrap(), "-o", "name"],
+            None,
+        )
+        .await;
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let created = String::from_utf8_lossy(&out.stdout);
+        let wf = created.trim().rsplit('/').next().unwrap().to_string();
+        let mut done = None;
+        for _ in 0..1200 {
+            let w = workflows.get(&wf).await.unwrap();
+            if w.status.as_ref().is_some_and(|s| s.phase.is_terminal()) {
+                done = Some(w);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let done = done.unwrap_or_else(|| panic!("{name} ({wf}) did not finish"));
+        let status = done.status.as_ref().unwrap();
+        assert_eq!(
+            format!("{:?}", status.phase),
+            expect,
+            "{name}: {:#?}",
+            status.nodes
+        );
+        for (node, want) in expected_outputs(&text) {
+            let got = status.nodes[&node].outputs.clone().unwrap_or_default();
+            for (k, v) in &want {
+                assert_eq!(got.get(k), Some(v), "{name}: node {node} outputs {got:?}");
+            }
+        }
+    }
+    env.stop().await;
+}
+
+#[test]
+fn every_example_runs_as_it_says() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    for example in examples() {
         let text = std::fs::read_to_string(&example).unwrap();
         let expect = text
             .lines()

@@ -25,7 +25,12 @@
 //!   [`PluginStatus`]) on each head ConfigMap, which `weft plugin status` reads:
 //!   it works with nothing but API access, on any cluster.
 //!
-//! The loader only reads and annotates ConfigMaps; it never writes them.
+//! - **Configuration** from Secrets and the operator's registry config
+//!   ([`secrets`]); **roll-outs** as shadow or canary ([`rollout`]).
+//!
+//! The loader reads and annotates heads; it writes only the archives of
+//! versions a head no longer holds (pinned, or the serving one during a
+//! roll-out) and `rollout: aborted` when the breaker stops a candidate.
 //! Run one per host (with leader election, the leader's).
 
 pub mod package;
