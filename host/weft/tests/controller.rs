@@ -422,3 +422,84 @@ async fn metrics_and_probes_are_served() {
     );
     assert!(m.contains("weft_round_latency_seconds"), "{m}");
 }
+
+/// A Workflow the controller cannot decode (here `parallelism: "lots"`,
+/// stored by a dev cluster that does not yet enforce the CRD's schema) is
+/// reported once — a Warning Event on it, a metric, one log line — and
+/// skipped, while the next Workflow runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_undecodable_workflow_is_reported_once_and_never_stalls_the_rest() {
+    let (_dir, _cluster, kubeconfig, client) = common::dev_cluster().await;
+    let controller = common::ControllerProcess::start(&kubeconfig, "undecodable", &[]);
+    controller.metrics().await;
+    let bad = "apiVersion: weft.dev/v1alpha1\nkind: Workflow\nmetadata: {name: lots}\nspec:\n  parallelism: lots\n  nodes:\n    - {id: a, task: {type: pod, config: {image: busybox, command: [\"true\"]}}}\n";
+    let out = common::kubectl(&kubeconfig, &["create", "-f", "-"], Some(bad)).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let good = bad
+        .replace("name: lots", "name: fine")
+        .replace("  parallelism: lots\n", "");
+    let out = common::kubectl(&kubeconfig, &["create", "-f", "-"], Some(&good)).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let workflows: kube::Api<weft::api::Workflow> =
+        kube::Api::namespaced(client.clone(), "default");
+    let mut phase = None;
+    for _ in 0..600 {
+        phase = workflows.get("fine").await.unwrap().status.map(|s| s.phase);
+        if phase.as_ref().is_some_and(|p| p.is_terminal()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        phase,
+        Some(weft_dag::WorkflowPhase::Succeeded),
+        "{}",
+        controller.log()
+    );
+    // Let a few watch cycles pass: still one report.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let events = common::kubectl(&kubeconfig, &["get", "events", "-o", "json"], None).await;
+    let events: serde_json::Value = serde_json::from_slice(&events.stdout).unwrap();
+    let about: Vec<&serde_json::Value> = events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["involvedObject"]["name"] == "lots")
+        .collect();
+    assert_eq!(about.len(), 1, "{about:#?}");
+    assert_eq!(about[0]["reason"], "InvalidWorkflow");
+    assert_eq!(about[0]["type"], "Warning");
+    let message = about[0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("spec.parallelism: invalid type: string \"lots\""),
+        "{message}"
+    );
+    let lines = controller
+        .log()
+        .lines()
+        .filter(|l| l.contains("does not decode"))
+        .count();
+    assert_eq!(lines, 1, "{}", controller.log());
+    let m = controller.metrics().await;
+    assert_eq!(
+        common::sample(&m, "weft_workflows_undecodable_total"),
+        Some(1.0),
+        "{m}"
+    );
+    let raw = common::kubectl(
+        &kubeconfig,
+        &["get", "workflow", "lots", "-o", "json"],
+        None,
+    )
+    .await;
+    let raw: serde_json::Value = serde_json::from_slice(&raw.stdout).unwrap();
+    assert!(raw["status"].is_null(), "{raw}");
+}

@@ -44,6 +44,7 @@ pub struct Metrics {
     leader_transitions: Family<Labels, Counter>,
     shadow_calls: Family<Labels, Counter>,
     rollouts_aborted: Family<Labels, Counter>,
+    undecodable: Counter,
 }
 
 impl Default for Metrics {
@@ -73,7 +74,13 @@ impl Default for Metrics {
             leader_transitions: Family::default(),
             shadow_calls: Family::default(),
             rollouts_aborted: Family::default(),
+            undecodable: Counter::default(),
         };
+        registry.register(
+            "workflows_undecodable",
+            "Workflow objects (each version once) the controller could not decode and skipped",
+            m.undecodable.clone(),
+        );
         registry.register(
             "plugin_shadow_calls",
             "Calls copied to a shadow candidate, by plugin, call and result (same, diff, error, skipped)",
@@ -193,6 +200,11 @@ impl Metrics {
     /// A round took this long.
     pub fn round(&self, took: Duration) {
         self.round_latency.observe(took.as_secs_f64());
+    }
+
+    /// A Workflow object could not be decoded (reported once per version).
+    pub fn undecodable(&self) {
+        self.undecodable.inc();
     }
 
     /// A reconcile failed.

@@ -11,6 +11,7 @@ pub mod children;
 pub mod elected;
 pub mod executor;
 pub mod impersonation;
+pub mod intake;
 pub mod leader;
 pub mod metrics;
 pub mod shadow;
@@ -25,7 +26,7 @@ use k8s_openapi::api::core::v1::{Event as CoreEvent, ObjectReference};
 use kube::{
     Api, Client, Resource, ResourceExt,
     api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams, PropagationPolicy},
-    runtime::{Controller as KubeController, controller::Action, watcher},
+    runtime::{Controller as KubeController, controller::Action},
 };
 use serde_json::{Value, json};
 use weft_dag::{
@@ -631,10 +632,6 @@ pub async fn run(
     namespace: Option<String>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let api: Api<Workflow> = match &namespace {
-        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
-        None => Api::all(ctx.client.clone()),
-    };
     let kinds: Vec<(String, String)> = ctx
         .registry
         .snapshot()
@@ -652,7 +649,8 @@ pub async fn run(
             tracing::warn!("{e:#}");
         }
     }
-    let controller = KubeController::new(api, watcher::Config::default());
+    let (store, workflows) = intake::workflows(ctx.clone(), namespace.as_deref());
+    let controller = KubeController::for_stream(workflows, store);
     let gauges = tokio::spawn(count_nodes(controller.store(), ctx.clone()));
     controller
         .reconcile_on(wake)

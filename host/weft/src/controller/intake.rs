@@ -1,0 +1,144 @@
+//! The Workflow watch, decoded one object at a time. kube-runtime's typed
+//! watcher fails a whole list when one object does not decode (an API
+//! server without the CRD's schema, a client that bypassed it, an older
+//! version's field), so one bad Workflow would stall every other one and
+//! log itself every retry. Here the watch reads untyped objects and
+//! decodes each: a bad one is reported once per version (a Warning Event
+//! on it, `weft_workflows_undecodable_total`, one log line naming it and
+//! the field) and skipped; the rest flow on.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use futures::{Stream, StreamExt};
+use kube::{
+    Api, ResourceExt,
+    api::{ApiResource, DynamicObject},
+    runtime::{
+        WatchStreamExt,
+        reflector::{self, Store},
+        watcher,
+    },
+};
+
+use super::Context;
+use crate::api::Workflow;
+
+/// The watch of Workflows in `namespace` (all when `None`): the store the
+/// controller reads and the stream that triggers reconciles.
+pub fn workflows(
+    ctx: Arc<Context>,
+    namespace: Option<&str>,
+) -> (
+    Store<Workflow>,
+    impl Stream<Item = Result<Workflow, watcher::Error>> + Send + 'static,
+) {
+    let ar = ApiResource::erase::<Workflow>(&());
+    let api: Api<DynamicObject> = match namespace {
+        Some(ns) => Api::namespaced_with(ctx.client.clone(), ns, &ar),
+        None => Api::all_with(ctx.client.clone(), &ar),
+    };
+    let reported = Arc::new(Mutex::new(HashSet::new()));
+    let decoded = watcher::watcher(api, watcher::Config::default())
+        .default_backoff()
+        .filter_map(move |ev| {
+            let (ctx, reported) = (ctx.clone(), reported.clone());
+            async move { decode_event(ev, &ctx, &reported).await }
+        });
+    let (reader, writer) = reflector::store();
+    let stream = reflector::reflector(writer, decoded).applied_objects();
+    (reader, stream)
+}
+
+/// One watch event with its object decoded; `None` when it did not decode.
+async fn decode_event(
+    ev: Result<watcher::Event<DynamicObject>, watcher::Error>,
+    ctx: &Context,
+    reported: &Mutex<HashSet<(String, String)>>,
+) -> Option<Result<watcher::Event<Workflow>, watcher::Error>> {
+    use watcher::Event;
+    let ev = match ev {
+        Ok(ev) => ev,
+        Err(e) => return Some(Err(e)),
+    };
+    Some(Ok(match ev {
+        // A version that no longer decodes: the store forgets the last
+        // one that did, so nothing reconciles a spec the user replaced.
+        Event::Apply(o) => match decode(&o, ctx, reported).await {
+            Some(wf) => Event::Apply(wf),
+            None => Event::Delete(shell(&o)),
+        },
+        Event::InitApply(o) => Event::InitApply(decode(&o, ctx, reported).await?),
+        Event::Delete(o) => Event::Delete(shell(&o)),
+        Event::Init => Event::Init,
+        Event::InitDone => Event::InitDone,
+    }))
+}
+
+/// A Workflow with only `o`'s metadata: its identity, for the store and
+/// for Events.
+fn shell(o: &DynamicObject) -> Workflow {
+    let mut wf = Workflow::new(&o.name_any(), Default::default());
+    wf.metadata = o.metadata.clone();
+    wf
+}
+
+async fn decode(
+    o: &DynamicObject,
+    ctx: &Context,
+    reported: &Mutex<HashSet<(String, String)>>,
+) -> Option<Workflow> {
+    let value = serde_json::to_value(o).ok()?;
+    let spec = value.get("spec").cloned();
+    let problem = match serde_path_to_error::deserialize::<_, Workflow>(value) {
+        Ok(wf) => return Some(wf),
+        Err(e) => field_problem(e, spec),
+    };
+    let version = (
+        o.uid().unwrap_or_default(),
+        o.resource_version().unwrap_or_default(),
+    );
+    let first = reported
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(version);
+    if first {
+        report(o, &problem, ctx).await;
+    }
+    None
+}
+
+/// The offending field's path and the problem: `spec.parallelism: invalid
+/// type: ...`. The spec is flattened into the resource, which hides paths
+/// below `spec`; reading it alone finds them.
+fn field_problem(
+    e: serde_path_to_error::Error<serde_json::Error>,
+    spec: Option<serde_json::Value>,
+) -> String {
+    let whole = format!("{}: {}", e.path(), e.inner());
+    if e.path().to_string() != "spec" {
+        return whole;
+    }
+    match spec.map(serde_path_to_error::deserialize::<_, weft_dag::WorkflowSpec>) {
+        Some(Err(e)) => format!("spec.{}: {}", e.path(), e.inner()),
+        _ => whole,
+    }
+}
+
+/// Says once, in an Event on the object, a metric and a log line.
+async fn report(o: &DynamicObject, problem: &str, ctx: &Context) {
+    let (ns, name) = (o.namespace().unwrap_or_default(), o.name_any());
+    ctx.metrics.undecodable();
+    tracing::warn!(workflow = %name, namespace = %ns, "skipping a Workflow that does not decode: {problem}");
+    let message =
+        format!("Weft cannot read this Workflow and skips it until it is fixed: {problem}");
+    super::record_event(
+        &ctx.client,
+        &ctx.metrics,
+        &shell(o),
+        "Warning",
+        "InvalidWorkflow",
+        &message,
+    )
+    .await;
+}
