@@ -120,6 +120,8 @@ fn every_example_runs_as_it_says() {
             "Succeeded" => {
                 assert!(out.status.success(), "{name} failed:\n{stdout}\n{stderr}");
                 assert!(stdout.contains("succeeded in"), "{name}:\n{stdout}");
+                // A healthy run says nothing alarming.
+                assert!(!stderr.contains("WARN"), "{name}:\n{stderr}");
             }
             "Failed" => {
                 assert_eq!(
@@ -130,6 +132,18 @@ fn every_example_runs_as_it_says() {
                 assert!(stdout.contains("Failed after"), "{name}:\n{stdout}");
             }
             other => panic!("{name}: unknown expectation {other:?}"),
+        }
+        // The outputs it prints, as `  NODE outputs: {json}`.
+        for (node, want) in expected_outputs(&text) {
+            let line = stdout
+                .lines()
+                .find_map(|l| l.trim().strip_prefix(&format!("{node} outputs: ")))
+                .unwrap_or_else(|| panic!("{name}: no outputs of {node}:\n{stdout}"));
+            let got: serde_json::Map<String, serde_json::Value> =
+                serde_json::from_str(line).unwrap();
+            for (k, v) in &want {
+                assert_eq!(got.get(k), Some(v), "{name}: node {node}: {line}");
+            }
         }
     }
 }

@@ -50,6 +50,13 @@ pub struct Children {
     denied: Mutex<HashMap<String, String>>,
 }
 
+/// A kind the API server does not serve: its CRD is not installed (yet).
+/// Normal for optional operators (Spark, Ray, Kubeflow, Tekton): the kind
+/// is watched once a workflow needs it and the CRD is there.
+#[derive(Debug, thiserror::Error)]
+#[error("{0} is not served by the API server (is its CRD installed?)")]
+pub struct NotInstalled(pub String);
+
 /// Label on every resource Weft creates (the host sets it on every build).
 pub const MANAGED_SELECTOR: &str = "app.kubernetes.io/managed-by=weft";
 
@@ -159,7 +166,12 @@ impl Children {
         let gvk = GroupVersionKind::gvk(group, version, kind);
         let (resource, _caps) = kube::discovery::pinned_kind(&self.client, &gvk)
             .await
-            .map_err(|e| anyhow::anyhow!("cannot watch {api_version}/{kind}: {e}"))?;
+            .map_err(|e| match e {
+                kube::Error::Api(s) if s.code == 404 => {
+                    anyhow::Error::new(NotInstalled(format!("{api_version}/{kind}")))
+                }
+                e => anyhow::anyhow!("cannot watch {api_version}/{kind}: {e}"),
+            })?;
         let mut kinds = self.lock();
         if let Some(k) = kinds.get(&(api_version.to_string(), kind.to_string())) {
             return Ok(k.clone());

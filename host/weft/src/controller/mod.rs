@@ -644,10 +644,24 @@ pub async fn run(
                 .map(|r| (r.api_version.clone(), r.kind.clone()))
         })
         .collect();
+    // Optional operators' kinds whose CRDs are not installed are the
+    // usual case (a dev cluster, a cluster without Spark): one info line,
+    // not a warning per kind.
+    let mut absent = Vec::new();
     for (api_version, kind) in kinds {
-        if let Err(e) = ctx.children.ensure(&api_version, &kind).await {
-            tracing::warn!("{e:#}");
+        match ctx.children.ensure(&api_version, &kind).await {
+            Ok(_) => {}
+            Err(e) if e.is::<children::NotInstalled>() => {
+                absent.push(format!("{api_version}/{kind}"))
+            }
+            Err(e) => tracing::warn!("{e:#}"),
         }
+    }
+    if !absent.is_empty() {
+        tracing::info!(
+            "not watching kinds whose CRDs are not installed (watched once a workflow needs one): {}",
+            absent.join(", ")
+        );
     }
     let (store, workflows) = intake::workflows(ctx.clone(), namespace.as_deref());
     let controller = KubeController::for_stream(workflows, store);
