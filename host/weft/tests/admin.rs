@@ -945,3 +945,44 @@ async fn the_breaker_rolls_a_faulting_middleware_back_or_opens_its_circuit() {
     );
     env.stop().await;
 }
+
+/// CreateExecution takes a whole manifest, as `kubectl create -f` does
+/// (here examples/hello.yaml as it is on disk): namespace and generateName
+/// come from it, and it runs to its outputs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_whole_workflow_manifest_creates_an_execution() {
+    let env = Env::start().await;
+    let mut admin = Admin::start(&env, loopback()).await;
+    let manifest = std::fs::read_to_string(common::root().join("examples/hello.yaml")).unwrap();
+    let req = pb::CreateExecutionRequest {
+        spec: manifest,
+        ..Default::default()
+    };
+    let created = admin
+        .client
+        .create_execution(req)
+        .await
+        .unwrap()
+        .into_inner();
+    let id = created.id.clone().unwrap();
+    assert_eq!(id.namespace, "default");
+    assert!(id.name.starts_with("hello-"), "{id:?}");
+    let done = env.finish(&id.name, 60).await;
+    let greet = common::node(&done, "greet");
+    assert_eq!(
+        greet.outputs.as_ref().unwrap()["greeting"],
+        serde_json::json!("hello, world")
+    );
+    let e = admin
+        .client
+        .create_execution(create("default", "x", "apiVersion: v1\nkind: ConfigMap\n"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::InvalidArgument);
+    assert!(
+        e.message()
+            .contains("expected apiVersion weft.dev/v1alpha1"),
+        "{}",
+        e.message()
+    );
+}

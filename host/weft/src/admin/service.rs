@@ -120,8 +120,12 @@ impl AdminService {
     async fn create(
         &self,
         caller: Caller,
-        req: pb::CreateExecutionRequest,
+        mut req: pb::CreateExecutionRequest,
     ) -> Result<pb::Execution, Status> {
+        let (spec, meta) = parse_spec(&req.spec)?;
+        if let Some(meta) = meta {
+            fill_from_manifest(&mut req, meta);
+        }
         if req.namespace.is_empty() {
             return Err(Status::invalid_argument("namespace: required"));
         }
@@ -135,7 +139,6 @@ impl AdminService {
                 ));
             }
         };
-        let spec = parse_spec(&req.spec)?;
         let snapshot = self.registry.snapshot();
         let known: HashSet<&str> = snapshot.task_types().collect();
         weft_dag::compile(&spec, &|t| known.contains(t)).map_err(|problems| {
@@ -430,14 +433,49 @@ impl pb::admin_service_server::AdminService for AdminService {
     }
 }
 
-/// A spec from JSON or YAML text (YAML is a superset of JSON).
-fn parse_spec(text: &str) -> Result<WorkflowSpec, Status> {
+/// A spec from JSON or YAML text (YAML is a superset of JSON): a bare
+/// spec, or a whole Workflow manifest (then also its metadata).
+fn parse_spec(text: &str) -> Result<(WorkflowSpec, Option<kube::api::ObjectMeta>), Status> {
     if text.trim().is_empty() {
         return Err(Status::invalid_argument(
-            "spec: required (a Workflow spec as JSON or YAML)",
+            "spec: required (a Workflow spec or manifest as JSON or YAML)",
         ));
     }
-    serde_yaml::from_str(text).map_err(|e| Status::invalid_argument(format!("spec: {e}")))
+    let bad = |e: String| Status::invalid_argument(format!("spec: {e}"));
+    let value: serde_yaml::Value = serde_yaml::from_str(text).map_err(|e| bad(e.to_string()))?;
+    let is_manifest = value.get("apiVersion").is_some() || value.get("kind").is_some();
+    if !is_manifest {
+        return serde_yaml::from_value(value)
+            .map(|s| (s, None))
+            .map_err(|e| bad(e.to_string()));
+    }
+    let (api_version, kind) = (value.get("apiVersion"), value.get("kind"));
+    let (api_version, kind) = (
+        api_version.and_then(|v| v.as_str()).unwrap_or_default(),
+        kind.and_then(|v| v.as_str()).unwrap_or_default(),
+    );
+    if api_version != "weft.dev/v1alpha1" || kind != "Workflow" {
+        return Err(bad(format!(
+            "a manifest of apiVersion {api_version:?} kind {kind:?}; expected apiVersion weft.dev/v1alpha1, kind Workflow"
+        )));
+    }
+    let wf: Workflow =
+        serde_yaml::from_value(value).map_err(|e| bad(format!("the manifest: {e}")))?;
+    Ok((wf.spec.spec, Some(wf.metadata)))
+}
+
+/// What the request leaves empty comes from the manifest's metadata.
+fn fill_from_manifest(req: &mut pb::CreateExecutionRequest, meta: kube::api::ObjectMeta) {
+    if req.namespace.is_empty() {
+        req.namespace = meta.namespace.unwrap_or_else(|| "default".into());
+    }
+    if req.name.is_empty() && req.generate_name.is_empty() {
+        req.name = meta.name.unwrap_or_default();
+        req.generate_name = meta.generate_name.unwrap_or_default();
+    }
+    for (k, v) in meta.labels.unwrap_or_default() {
+        req.labels.entry(k).or_insert(v);
+    }
 }
 
 /// A kube error as the gRPC status a client can act on.
@@ -577,5 +615,25 @@ mod tests {
         assert_eq!(e.code(), tonic::Code::InvalidArgument);
         let e = parse_spec("nodes: 7").unwrap_err();
         assert!(e.message().starts_with("spec: "), "{}", e.message());
+        // A whole manifest, as kubectl takes it.
+        let (spec, meta) = parse_spec(
+            "apiVersion: weft.dev/v1alpha1\nkind: Workflow\nmetadata: {generateName: hello-, labels: {team: a}}\nspec:\n  nodes: [{id: a, task: {type: pod}}]\n",
+        )
+        .unwrap();
+        assert_eq!(spec.nodes[0].id, "a");
+        let mut req = pb::CreateExecutionRequest::default();
+        fill_from_manifest(&mut req, meta.unwrap());
+        assert_eq!(
+            (req.namespace.as_str(), req.generate_name.as_str()),
+            ("default", "hello-")
+        );
+        assert_eq!(req.labels["team"], "a");
+        let e = parse_spec("apiVersion: v1\nkind: Pod\nspec: {}\n").unwrap_err();
+        assert!(
+            e.message()
+                .contains("expected apiVersion weft.dev/v1alpha1, kind Workflow"),
+            "{}",
+            e.message()
+        );
     }
 }
