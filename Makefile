@@ -6,7 +6,7 @@ SHELL := /bin/bash
 
 EXAMPLE ?= examples/hello.yaml
 
-.PHONY: run test plugin-tests toolchain helm-tools guests host lint bench clean-guests
+.PHONY: run test plugin-tests toolchain helm-tools grpc-tools guests host lint bench clean-guests
 
 ## Install the guest toolchain (rustup wasm32 target if present, else Debian's rustc-web) and wasm-tools.
 toolchain:
@@ -15,6 +15,10 @@ toolchain:
 ## Helm's own engine (its Go SDK, from PyPI's helm-python-sdk) for deploy/helm/template.py: no helm binary is needed.
 helm-tools:
 	@python3 -c 'import helm_python' 2>/dev/null || python3 -m pip install -q helm-python-sdk 2>/dev/null || python3 -m pip install -q --user --break-system-packages helm-python-sdk
+
+## grpcio and grpcio-reflection from PyPI: the reflection-only Python client of tests/admin.rs.
+grpc-tools:
+	@python3 -c 'import grpc, grpc_reflection' 2>/dev/null || python3 -m pip install -q grpcio grpcio-reflection 2>/dev/null || python3 -m pip install -q --user --break-system-packages grpcio grpcio-reflection
 
 ## Build every Wasm component (plugins, test guests, SDK examples) from source into target/{plugins,test-guests,sdk-examples}.
 guests: toolchain
@@ -30,7 +34,7 @@ run: guests host
 	cargo run --locked -q -p weft -- run $(EXAMPLE)
 
 ## The whole test suite.
-test: guests helm-tools
+test: guests helm-tools grpc-tools
 	cargo fmt --all --check
 	cargo clippy --locked --workspace --all-targets -- -D warnings
 	cargo test --locked --workspace

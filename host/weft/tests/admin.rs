@@ -276,6 +276,38 @@ async fn create_then_watch_to_completion_and_list_and_get() {
     for want in ["weft.admin.v1.AdminService", "grpc.health.v1.Health"] {
         assert!(names.iter().any(|n| n == want), "{want} in {names:?}");
     }
+    // The same through reflection v1alpha (grpcio-reflection, grpcui).
+    {
+        use tonic_reflection::pb::v1alpha as old;
+        let channel = Channel::from_shared(format!("http://{}", admin.addr))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let mut refl = old::server_reflection_client::ServerReflectionClient::new(channel);
+        let ask = old::ServerReflectionRequest {
+            host: String::new(),
+            message_request: Some(
+                old::server_reflection_request::MessageRequest::ListServices(String::new()),
+            ),
+        };
+        let mut answers = refl
+            .server_reflection_info(futures::stream::iter([ask]))
+            .await
+            .unwrap()
+            .into_inner();
+        let Some(old::server_reflection_response::MessageResponse::ListServicesResponse(list)) =
+            answers.next().await.unwrap().unwrap().message_response
+        else {
+            panic!("not a service list (v1alpha)");
+        };
+        assert!(
+            list.service
+                .iter()
+                .any(|s| s.name == "weft.admin.v1.AdminService"),
+            "{list:?}"
+        );
+    }
 
     let text = env.ctx.metrics.render();
     assert!(
@@ -984,5 +1016,40 @@ async fn a_whole_workflow_manifest_creates_an_execution() {
             .contains("expected apiVersion weft.dev/v1alpha1"),
         "{}",
         e.message()
+    );
+}
+
+/// A Python grpcio client that speaks only reflection v1alpha (as
+/// grpcio-reflection does) finds the admin service, builds its request from
+/// the reflected descriptors and creates an execution from a whole manifest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_v1alpha_reflection_client_lists_and_creates() {
+    let env = Env::start().await;
+    let admin = Admin::start(&env, loopback()).await;
+    let script = common::root().join("host/weft/tests/reflection_client.py");
+    let manifest = common::root().join("examples/hello.yaml");
+    let out = tokio::process::Command::new("python3")
+        .arg(&script)
+        .arg(admin.addr.to_string())
+        .arg(&manifest)
+        .output()
+        .await
+        .expect("python3 (make grpc-tools installs grpcio and grpcio-reflection)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("weft.admin.v1.AdminService"), "{stdout}");
+    let name = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("created: default "))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(name.starts_with("hello-"), "{name}");
+    let done = env.finish(name, 60).await;
+    assert_eq!(
+        done.status.unwrap().phase,
+        weft_dag::WorkflowPhase::Succeeded
     );
 }

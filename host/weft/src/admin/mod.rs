@@ -164,9 +164,17 @@ pub async fn serve(
     health_reporter
         .set_serving::<pb::admin_service_server::AdminServiceServer<AdminService>>()
         .await;
-    let reflection = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    // Reflection v1, and v1alpha for the clients that speak only that
+    // (grpcio-reflection, grpcui, Postman, older grpcurl).
+    let reflection = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    };
+    let reflection_v1alpha = reflection()
+        .build_v1alpha()
+        .context("admin API: server reflection v1alpha")?;
+    let reflection = reflection()
         .build_v1()
         .context("admin API: server reflection")?;
 
@@ -184,6 +192,7 @@ pub async fn serve(
         ))
         .add_service(health)
         .add_service(reflection)
+        .add_service(reflection_v1alpha)
         .add_service(admin);
     let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
     let task = tokio::spawn(router.serve_with_incoming_shutdown(incoming, shutdown));
