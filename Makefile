@@ -6,7 +6,7 @@ SHELL := /bin/bash
 
 EXAMPLE ?= examples/hello.yaml
 
-.PHONY: run test plugin-tests toolchain helm-tools grpc-tools guests host lint bench clean-guests
+.PHONY: run test plugin-tests toolchain helm-tools grpc-tools guests host lint bench fuzz clean-guests
 
 ## Install the guest toolchain (rustup wasm32 target if present, else Debian's rustc-web) and wasm-tools.
 toolchain:
@@ -54,6 +54,18 @@ plugin-tests:
 ## Benchmarks (not part of `make test`): figures go to docs/benchmarks.md.
 bench: guests
 	cargo bench --locked -p weft-plugin
+
+## Coverage-guided fuzzing (not part of `make test`, which runs the bounded
+## mutation run tests/fuzz_smoke.rs): every cargo-fuzz target for FUZZ_SECS
+## seconds (default 600), seeded with examples/ and the regression inputs.
+FUZZ_SECS ?= 600
+fuzz:
+	@command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
+	cd fuzz && for t in workflow_spec expression; do \
+	  mkdir -p corpus/$$t && \
+	  cargo +nightly fuzz run -s none $$t corpus/$$t ../host/weft-dag/tests/fuzz-regressions ../examples \
+	    -- -max_total_time=$(FUZZ_SECS) -print_final_stats=1 || exit 1; \
+	done
 
 clean-guests:
 	rm -rf plugins/target target/plugins target/test-guests

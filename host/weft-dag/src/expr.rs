@@ -24,9 +24,87 @@ pub struct Scope {
     pub index: Option<usize>,
 }
 
-/// Compiles a CEL expression, or says why it is not one.
+/// Compiles a CEL expression, or says why it is not one. Constructs the
+/// cel crate cannot evaluate (message literals such as `Foo{}`, which it
+/// answers with a panic) are refused here, so evaluation never meets them.
 pub fn compile(src: &str) -> Result<Program, String> {
-    Program::compile(src).map_err(|e| format!("invalid CEL {src:?}: {e}"))
+    too_deep(src)?;
+    let program = guarded(src, || {
+        Program::compile(src).map_err(|e| format!("invalid CEL {src:?}: {e}"))
+    })?;
+    unsupported(program.expression())
+        .map(|what| Err(format!("invalid CEL {src:?}: {what} are not supported")))
+        .unwrap_or(Ok(program))
+}
+
+/// Most brackets an expression may nest. The cel crate's parser breaks
+/// (an arithmetic overflow in its recursion guard) on deep nesting that
+/// fails to parse; no real condition comes near this.
+const MAX_NESTING: usize = 32;
+
+/// Refuses expressions nested deeper than [`MAX_NESTING`]. Brackets are
+/// counted everywhere, in quotes too: the parser's view of an unbalanced
+/// quote differs from any simple scan, and no real string needs 32
+/// unclosed brackets.
+fn too_deep(src: &str) -> Result<(), String> {
+    let (mut depth, mut max) = (0usize, 0usize);
+    for c in src.chars() {
+        match c {
+            '(' | '[' | '{' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            ')' | ']' | '}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    if max > MAX_NESTING {
+        return Err(format!(
+            "invalid CEL {:?}: nested {max} deep; at most {MAX_NESTING}",
+            src.chars().take(60).collect::<String>()
+        ));
+    }
+    Ok(())
+}
+
+/// Runs `f`; a panic inside the cel crate (a construct it has no code for)
+/// becomes an error naming the expression instead of a crashed round.
+fn guarded<T>(src: &str, f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+        .unwrap_or_else(|_| Err(format!("CEL {src:?} uses a construct Weft cannot evaluate")))
+}
+
+/// The first construct in `e` the cel crate cannot evaluate, if any.
+fn unsupported(e: &cel::IdedExpr) -> Option<&'static str> {
+    use cel::common::ast::{EntryExpr, Expr};
+    let entries = |es: &[cel::common::ast::IdedEntryExpr]| {
+        es.iter().find_map(|en| match &en.expr {
+            EntryExpr::MapEntry(m) => unsupported(&m.key).or_else(|| unsupported(&m.value)),
+            EntryExpr::StructField(_) => Some("message fields"),
+        })
+    };
+    match &e.expr {
+        Expr::Struct(_) => Some("message literals (Type{...})"),
+        Expr::Unspecified => Some("empty expressions"),
+        Expr::Call(c) => c
+            .target
+            .as_deref()
+            .and_then(unsupported)
+            .or_else(|| c.args.iter().find_map(unsupported)),
+        Expr::Comprehension(c) => [
+            &c.iter_range,
+            &c.accu_init,
+            &c.loop_cond,
+            &c.loop_step,
+            &c.result,
+        ]
+        .into_iter()
+        .find_map(unsupported),
+        Expr::List(l) => l.elements.iter().find_map(unsupported),
+        Expr::Map(m) => entries(&m.entries),
+        Expr::Select(s) => unsupported(&s.operand),
+        Expr::Ident(_) | Expr::Literal(_) => None,
+    }
 }
 
 /// JSON as CEL sees it in Kubernetes and Argo: a whole number is an
@@ -63,9 +141,11 @@ pub fn eval(program: &Program, src: &str, scope: &Scope) -> Result<Value, String
     if let Some(index) = scope.index {
         ctx.add_variable_from_value("index", cel::Value::Int(index as i64));
     }
-    let v = program
-        .execute(&ctx)
-        .map_err(|e| format!("{src:?} failed: {e}"))?;
+    let v = guarded(src, || {
+        program
+            .execute(&ctx)
+            .map_err(|e| format!("{src:?} failed: {e}"))
+    })?;
     v.json()
         .map_err(|e| format!("{src:?} gave a value with no JSON form: {e:?}"))
 }
@@ -294,6 +374,24 @@ mod tests {
         ] {
             assert_eq!(resolve(&json!(expr), &s).unwrap(), want, "{expr}");
         }
+    }
+
+    /// Found by fuzzing: the cel crate's parser overflows on deep nesting.
+    #[test]
+    fn deep_nesting_is_refused_before_the_parser() {
+        let deep = format!("{}1{}", "(".repeat(40), ")".repeat(40));
+        let e = compile(&deep).unwrap_err();
+        assert!(e.contains("nested 40 deep; at most 32"), "{e}");
+        assert!(compile(&format!("{}1{}", "(".repeat(30), ")".repeat(30))).is_ok());
+    }
+
+    /// Found by fuzzing: the cel crate panics on message literals.
+    #[test]
+    fn constructs_cel_cannot_evaluate_are_refused_not_panicked() {
+        let e = compile("inputs{}.who").unwrap_err();
+        assert!(e.contains("message literals"), "{e}");
+        let e = resolve(&json!("x ${[1, Foo{a: 1}]}"), &scope()).unwrap_err();
+        assert!(e.contains("not supported"), "{e}");
     }
 
     #[test]

@@ -10,6 +10,7 @@
 
 pub mod compile;
 pub mod expr;
+pub mod fuzz;
 pub mod schedule;
 pub mod spec;
 pub mod status;
