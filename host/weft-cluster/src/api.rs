@@ -14,6 +14,7 @@ use tokio::sync::Notify;
 use crate::meta;
 use crate::patch::{self, Scope};
 use crate::registry::{Registry, ResourceType};
+use crate::schema::{self, FieldError, FieldValidation};
 use crate::status::{ApiError, ApiResult};
 use crate::store::{Store, Txn};
 
@@ -51,6 +52,10 @@ pub(crate) struct WriteOpts {
     pub(crate) field_manager: String,
     pub(crate) force: bool,
     pub(crate) dry_run: bool,
+    /// What unknown fields of a custom resource do (`?fieldValidation=`).
+    pub(crate) field_validation: FieldValidation,
+    /// `Warning` headers for the response (unknown fields under Warn).
+    pub(crate) warnings: Arc<Mutex<Vec<String>>>,
 }
 
 /// DeleteOptions, from the body or the query.
@@ -189,6 +194,7 @@ impl Cluster {
         opts: &WriteOpts,
     ) -> ApiResult<Arc<Value>> {
         Self::check_kind(rt, version, &mut obj)?;
+        Self::prune_unknown(rt, version, &mut obj, opts, false)?;
         let (stored, fut) = {
             let mut txn = self.store.begin();
             let stored = self
@@ -267,19 +273,20 @@ impl Cluster {
             m.remove("selfLink");
         }
         let name = name_of(&obj).to_string();
-        self.validate(rt, &obj)?;
+        if rt.status_subresource && !rt.builtin {
+            // Status is written through /status only (and so is not
+            // validated on create).
+            if let Value::Object(m) = &mut obj {
+                m.remove("status");
+            }
+        }
+        self.validate(rt, version, &mut obj, None)?;
         if rt.namespaced {
             self.check_namespace(txn, ns)?;
         }
         let key_ns = if rt.namespaced { ns } else { "" };
         if txn.get(&rt.gr(), key_ns, &name).is_some() {
             return Err(ApiError::already_exists(&rt.gr(), &name));
-        }
-        if rt.status_subresource && !rt.builtin {
-            // Status is written through /status only.
-            if let Value::Object(m) = &mut obj {
-                m.remove("status");
-            }
         }
         self.defaults_on_create(rt, &mut obj)?;
         // "-" marks the cluster's own writes (events, bootstrap objects),
@@ -305,7 +312,45 @@ impl Cluster {
         Ok(Some(stored))
     }
 
-    fn validate(&self, rt: &ResourceType, obj: &Value) -> ApiResult<()> {
+    /// Validates an object about to be stored; a custom resource is first
+    /// defaulted from its CRD schema, then validated against it (with `old`
+    /// for ratcheting and transition rules).
+    fn validate(
+        &self,
+        rt: &ResourceType,
+        version: &str,
+        obj: &mut Value,
+        old: Option<&Value>,
+    ) -> ApiResult<()> {
+        let errs = Self::object_errors(rt, obj);
+        if rt.builtin && errs.is_empty() {
+            return Ok(());
+        }
+        if rt.builtin {
+            return Err(ApiError::invalid(&rt.kind, name_of(obj), errs));
+        }
+        let mut all: Vec<FieldError> = errs
+            .into_iter()
+            .map(|(f, m)| FieldError::from_message(&f, m))
+            .collect();
+        if let Some(s) = rt.schema(version) {
+            all.extend(schema::default_and_validate(s, obj, old));
+        }
+        if all.is_empty() {
+            return Ok(());
+        }
+        let kind = format!("{}.{}", rt.kind, rt.group);
+        let details = format!("{}/{}", rt.group, rt.kind);
+        Err(ApiError::invalid_fields(
+            &kind,
+            &details,
+            name_of(obj),
+            &all,
+        ))
+    }
+
+    /// Metadata and built-in rules, as (field, message).
+    fn object_errors(rt: &ResourceType, obj: &Value) -> Vec<(String, String)> {
         let name = name_of(obj);
         let mut errs = Vec::new();
         let is_ns = rt.group.is_empty() && rt.plural == "namespaces";
@@ -339,11 +384,77 @@ impl Cluster {
         {
             errs.extend(e);
         }
-        if errs.is_empty() {
-            Ok(())
-        } else {
-            Err(ApiError::invalid(&rt.kind, name, errs))
+        errs
+    }
+
+    /// What kube-apiserver's decoder does to a custom resource's body (or
+    /// patched object): fields its schema does not declare are dropped,
+    /// and reported as `Warning`s, refused (400 `strict decoding error`) or
+    /// ignored as `?fieldValidation=` says.
+    fn prune_unknown(
+        rt: &ResourceType,
+        version: &str,
+        obj: &mut Value,
+        opts: &WriteOpts,
+        patched: bool,
+    ) -> ApiResult<()> {
+        let Some(s) = rt.schema(version) else {
+            return Ok(());
+        };
+        let pruned = schema::prune_object(obj, s);
+        if pruned.is_empty() {
+            return Ok(());
         }
+        let unknown: Vec<String> = pruned
+            .iter()
+            .map(|p| format!("unknown field \"{p}\""))
+            .collect();
+        match opts.field_validation {
+            FieldValidation::Strict => {
+                let why = format!("strict decoding error: {}", unknown.join(", "));
+                let k = &rt.kind;
+                if patched {
+                    return Err(ApiError::bad_request(why));
+                }
+                Err(ApiError::bad_request(format!(
+                    "{k} in version \"{version}\" cannot be handled as a {k}: {why}"
+                )))
+            }
+            FieldValidation::Warn => {
+                let mut w = opts.warnings.lock().unwrap_or_else(|e| e.into_inner());
+                w.extend(unknown);
+                Ok(())
+            }
+            FieldValidation::Ignore => Ok(()),
+        }
+    }
+
+    /// Server-side apply converts its body to a typed object, which fails
+    /// on a field the schema lacks whatever `fieldValidation` says; the
+    /// real server answers 500 without a reason.
+    fn check_apply(rt: &ResourceType, version: &str, applied: &Value) -> ApiResult<()> {
+        let Some(s) = rt.schema(version) else {
+            return Ok(());
+        };
+        let unknown = schema::apply_unknown_fields(applied, s);
+        if unknown.is_empty() {
+            return Ok(());
+        }
+        let errs: Vec<String> = unknown
+            .iter()
+            .map(|p| format!("{p}: field not declared in schema"))
+            .collect();
+        let errs = match errs.len() {
+            1 => errs[0].clone(),
+            _ => format!("errors:\n  {}", errs.join("\n  ")),
+        };
+        let m = &applied["metadata"];
+        let (ns, name) = (m["namespace"].as_str().unwrap_or(""), name_of(applied));
+        Err(ApiError::unclassified(format!(
+            "failed to create typed patch object ({ns}/{name}; {}, Kind={}): {errs}",
+            rt.api_version(version),
+            rt.kind
+        )))
     }
 
     /// What the real API server's strategies and defaulting fill in.
@@ -485,6 +596,7 @@ impl Cluster {
         opts: &WriteOpts,
     ) -> ApiResult<Arc<Value>> {
         Self::check_kind(rt, version, &mut obj)?;
+        Self::prune_unknown(rt, version, &mut obj, opts, false)?;
         let body_name = name_of(&obj);
         if !body_name.is_empty() && body_name != name {
             return Err(ApiError::bad_request(format!(
@@ -599,7 +711,7 @@ impl Cluster {
         if rt.group.is_empty() && rt.plural == "namespaces" && scope != Scope::StatusOnly {
             new["spec"] = old["spec"].clone();
         }
-        self.validate(rt, &new)?;
+        self.validate(rt, version, &mut new, Some(old))?;
         let deleting = old["metadata"]["deletionTimestamp"].is_string();
         if deleting {
             let before: HashSet<String> = finalizers(old).into_iter().collect();
@@ -712,6 +824,7 @@ impl Cluster {
                 }
                 let mut applied = body;
                 Self::check_kind(rt, version, &mut applied)?;
+                Self::check_apply(rt, version, &applied)?;
                 let body_name = name_of(&applied);
                 if body_name != name {
                     return Err(ApiError::bad_request(format!(
@@ -751,6 +864,7 @@ impl Cluster {
                 PatchType::Apply => {
                     let mut applied = body;
                     Self::check_kind(rt, version, &mut applied)?;
+                    Self::check_apply(rt, version, &applied)?;
                     managed_done = true;
                     patch::server_side_apply(
                         Some(&old),
@@ -766,6 +880,10 @@ impl Cluster {
             };
             if !new.is_object() {
                 return Err(ApiError::bad_request("the patch did not produce an object"));
+            }
+            let mut new = new;
+            if ptype != PatchType::Apply {
+                Self::prune_unknown(rt, version, &mut new, opts, true)?;
             }
             // A resourceVersion in the patch is a precondition.
             if let Some(rv) = new["metadata"]["resourceVersion"].as_str()

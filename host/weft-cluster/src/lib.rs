@@ -32,6 +32,7 @@ mod protobuf;
 mod rbac;
 mod registry;
 mod runner;
+mod schema;
 mod selector;
 mod server;
 mod status;

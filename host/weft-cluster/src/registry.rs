@@ -27,12 +27,23 @@ pub(crate) struct ResourceType {
     pub(crate) builtin: bool,
     /// Extra `kubectl get` columns from a CRD: (name, type, jsonPath).
     pub(crate) printer_columns: Vec<(String, String, String)>,
+    /// A CRD's `openAPIV3Schema` per served version: custom resources are
+    /// pruned, defaulted and validated against it, and OpenAPI serves it.
+    pub(crate) schemas: Vec<(String, Arc<Value>)>,
 }
 
 impl ResourceType {
     /// The store key prefix, `group/plural`.
     pub(crate) fn gr(&self) -> String {
         format!("{}/{}", self.group, self.plural)
+    }
+
+    /// The CRD schema of `version` (none for built-in types).
+    pub(crate) fn schema(&self, version: &str) -> Option<&Value> {
+        self.schemas
+            .iter()
+            .find(|(v, _)| v == version)
+            .map(|(_, s)| &**s)
     }
 
     pub(crate) fn api_version(&self, version: &str) -> String {
@@ -65,6 +76,7 @@ impl ResourceType {
             status_subresource: status,
             builtin: true,
             printer_columns: Vec::new(),
+            schemas: Vec::new(),
         }
     }
 
@@ -116,6 +128,7 @@ impl ResourceType {
         let mut versions = Vec::new();
         let mut status = false;
         let mut columns = Vec::new();
+        let mut schemas = Vec::new();
         for v in spec["versions"].as_array().into_iter().flatten() {
             if v["served"].as_bool() == Some(false) {
                 continue;
@@ -136,6 +149,10 @@ impl ResourceType {
                 {
                     columns.push((s(&c["name"]), s(&c["type"]), s(&c["jsonPath"])));
                 }
+            }
+            let schema = &v["schema"]["openAPIV3Schema"];
+            if schema.is_object() {
+                schemas.push((vn.clone(), Arc::new(schema.clone())));
             }
             versions.push(vn);
         }
@@ -177,6 +194,7 @@ impl ResourceType {
             status_subresource: status,
             builtin: false,
             printer_columns: columns,
+            schemas,
         })
     }
 }
@@ -524,15 +542,19 @@ impl Registry {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         for t in self.read().iter().filter(|t| t.group == group) {
             (&t.plural, &t.kind, t.namespaced, &t.versions).hash(&mut h);
+            if let Some(s) = t.schema(version) {
+                s.to_string().hash(&mut h);
+            }
         }
         version.hash(&mut h);
         format!("{:016X}", h.finish())
     }
 
     /// `/openapi/v3/api/v1`, `/openapi/v3/apis/{group}/{version}`: PATCH
-    /// operations only, with no schemas. kubectl falls back to its built-in
-    /// types for strategic merge and to JSON merge patch for custom
-    /// resources, as it does for servers without schemas.
+    /// operations (kubectl learns from them that the server validates
+    /// fields), and the schemas of custom resources from their CRDs
+    /// (`kubectl explain`). Built-in types have no schemas here: kubectl
+    /// falls back to its compiled-in types for them.
     pub(crate) fn openapi_v3_gv(&self, group: &str, version: &str) -> Option<Value> {
         let mut paths = serde_json::Map::new();
         let prefix = if group.is_empty() {
@@ -567,11 +589,26 @@ impl Registry {
         if paths.is_empty() {
             return None;
         }
+        let types = self.read();
+        let served: Vec<&ResourceType> = types
+            .iter()
+            .filter(|t| t.group == group && t.versions.iter().any(|v| v == version))
+            .map(|t| &**t)
+            .collect();
+        let schemas = crate::schema::openapi::v3_components(&served, version);
         Some(json!({
             "openapi": "3.0.0",
             "info": {"title": "Kubernetes (weft dev cluster)", "version": "v1.32.0"},
             "paths": paths,
-            "components": {"schemas": {}},
+            "components": {"schemas": schemas},
         }))
+    }
+
+    /// `/openapi/v2`: the custom resources' schemas.
+    pub(crate) fn openapi_v2(&self) -> Value {
+        let types = self.read();
+        let custom: Vec<&ResourceType> =
+            types.iter().filter(|t| !t.builtin).map(|t| &**t).collect();
+        crate::schema::openapi::v2_document(&custom)
     }
 }

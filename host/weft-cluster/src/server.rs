@@ -133,6 +133,7 @@ async fn route(
             .resource_list(g, v)
             .map(|d| json_response(200, &d))
             .ok_or_else(ApiError::no_route),
+        ["openapi", "v2"] if get => Ok(json_response(200, &cx.registry.openapi_v2())),
         ["openapi", "v3"] if get => Ok(json_response(200, &cx.registry.openapi_v3_root())),
         ["openapi", "v3", "api", v] if get => cx
             .registry
@@ -298,8 +299,6 @@ async fn resource(
         });
     }
     cx.audit.record(record);
-    let ns = t.namespace.clone().unwrap_or_default();
-    let rt = t.rt.clone();
     let (parts, body) = read_body(req).await?;
     let ct = parts
         .headers
@@ -321,13 +320,47 @@ async fn resource(
         field_manager: field_manager(&q, &parts),
         force: q.flag("force"),
         dry_run: q.get("dryRun").is_some(),
+        field_validation: crate::schema::FieldValidation::parse(q.get("fieldValidation"))?,
+        warnings: Default::default(),
     };
+    let resp = serve_resource(cx, shutdown, &t, &q, table, method, ct, body, &opts).await?;
+    Ok(with_warnings(resp, &opts))
+}
+
+/// Adds the request's warnings as kube-apiserver does: one
+/// `Warning: 299 - "TEXT"` header each, which kubectl prints.
+fn with_warnings(mut resp: Response<Body>, opts: &WriteOpts) -> Response<Body> {
+    let warnings = opts.warnings.lock().unwrap_or_else(|e| e.into_inner());
+    for w in warnings.iter() {
+        if let Ok(v) = header::HeaderValue::from_str(&format!("299 - {w:?}")) {
+            resp.headers_mut().append(header::WARNING, v);
+        }
+    }
+    resp
+}
+
+/// The verb on a resource path, once the request is read.
+#[allow(clippy::too_many_arguments)]
+async fn serve_resource(
+    cx: Arc<Cluster>,
+    shutdown: watch::Receiver<bool>,
+    t: &Target,
+    q: &Query,
+    table: Option<crate::table::Include>,
+    method: Method,
+    ct: String,
+    body: Bytes,
+    opts: &WriteOpts,
+) -> ApiResult<Response<Body>> {
+    let ns = t.namespace.clone().unwrap_or_default();
+    let rt = t.rt.clone();
+    let version = t.version.clone();
     match (&t.name, t.sub.as_deref(), method) {
         (None, None, Method::GET) => {
             if q.flag("watch") {
-                watch_response(cx, shutdown, &t, &q, table)
+                watch_response(cx, shutdown, t, q, table)
             } else {
-                list(&cx, &t, &q, table)
+                list(&cx, t, q, table)
             }
         }
         (None, None, Method::POST) => {
@@ -340,10 +373,10 @@ async fn resource(
             if t.namespace.is_none() && rt.namespaced {
                 return Err(ApiError::method_not_allowed("create"));
             }
-            let created = cx.create(&rt, &version, &ns, obj, &opts).await?;
+            let created = cx.create(&rt, &version, &ns, obj, opts).await?;
             Ok(json_response(201, &created))
         }
-        (None, None, Method::DELETE) => delete_collection(&cx, &t, &q).await,
+        (None, None, Method::DELETE) => delete_collection(&cx, t, q).await,
         (Some(name), None, Method::GET) => {
             let key_ns = if rt.namespaced { ns.as_str() } else { "" };
             let obj = cx
@@ -376,7 +409,7 @@ async fn resource(
             }
             let obj = parse_json(&body)?;
             let out = cx
-                .update(&rt, &version, &ns, name, obj, status, &opts)
+                .update(&rt, &version, &ns, name, obj, status, opts)
                 .await?;
             Ok(json_response(200, &out))
         }
@@ -403,12 +436,12 @@ async fn resource(
                 parse_json(&body)?
             };
             let (out, created) = cx
-                .patch(&rt, &version, &ns, name, ptype, patch, status, &opts)
+                .patch(&rt, &version, &ns, name, ptype, patch, status, opts)
                 .await?;
             Ok(json_response(if created { 201 } else { 200 }, &out))
         }
         (Some(name), None, Method::DELETE) => {
-            let dopts = delete_opts(&q, &body)?;
+            let dopts = delete_opts(q, &body)?;
             let out = cx.delete(&rt, &version, &ns, name, &dopts).await?;
             Ok(json_response(200, &out))
         }

@@ -115,6 +115,40 @@ impl ApiError {
         e
     }
 
+    /// 422 from field errors that carry their own reasons (custom resource
+    /// schema validation). `kind` is what the message names
+    /// (`Workflow.weft.dev`), `details_kind` is `group/Kind`.
+    pub(crate) fn invalid_fields(
+        kind: &str,
+        details_kind: &str,
+        name: &str,
+        errs: &[crate::schema::FieldError],
+    ) -> Self {
+        let msgs: Vec<String> = errs
+            .iter()
+            .map(|e| format!("{}: {}", e.field, e.message))
+            .collect();
+        let message = if msgs.len() == 1 {
+            format!("{kind} \"{name}\" is invalid: {}", msgs[0])
+        } else {
+            format!("{kind} \"{name}\" is invalid: [{}]", msgs.join(", "))
+        };
+        let mut e = Self::new(422, "Invalid", message).with_details(name, details_kind);
+        let causes: Vec<Value> = errs
+            .iter()
+            .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+            .collect();
+        e.details["causes"] = Value::Array(causes);
+        e
+    }
+
+    /// A failure kube-apiserver answers without a reason (an error that is
+    /// not an API status, such as server-side apply's schema conversion
+    /// errors): code 500, no `reason`.
+    pub(crate) fn unclassified(message: impl Into<String>) -> Self {
+        Self::new(500, "", message)
+    }
+
     pub(crate) fn gone(message: impl Into<String>) -> Self {
         Self::new(410, "Expired", message)
     }
@@ -171,6 +205,16 @@ impl ApiError {
 
     /// The `Status` object.
     pub(crate) fn to_status(&self) -> Value {
+        if self.reason.is_empty() {
+            return json!({
+                "kind": "Status",
+                "apiVersion": "v1",
+                "metadata": {},
+                "status": "Failure",
+                "message": self.message,
+                "code": self.code,
+            });
+        }
         json!({
             "kind": "Status",
             "apiVersion": "v1",

@@ -38,7 +38,8 @@ async fn spark_crd_installs_and_serves_spark_applications_with_status() {
         "apiVersion": "sparkoperator.k8s.io/v1beta2", "kind": "SparkApplication",
         "metadata": {"name": "pi"},
         "spec": {"type": "Scala", "mode": "cluster", "sparkVersion": "3.5.0",
-                 "mainApplicationFile": "local:///opt/spark/examples.jar"},
+                 "mainApplicationFile": "local:///opt/spark/examples.jar",
+                 "driver": {}, "executor": {}},
         "status": {"applicationState": {"state": "ignored"}}
     }))
     .unwrap();
@@ -53,7 +54,10 @@ async fn spark_crd_installs_and_serves_spark_applications_with_status() {
         .patch_status(
             "pi",
             &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"applicationState": {"state": "RUNNING"}}})),
+            // driverInfo is required by the operator's status schema.
+            &Patch::Merge(
+                json!({"status": {"applicationState": {"state": "RUNNING"}, "driverInfo": {}}}),
+            ),
         )
         .await
         .unwrap();

@@ -215,6 +215,8 @@ spec:
   mode: cluster
   sparkVersion: 3.5.0
   mainApplicationFile: local:///opt/spark/examples.jar
+  driver: {}
+  executor: {}
 "#,
     );
     let out = k.ok(&["apply", "-f", &app]).await;
@@ -244,7 +246,7 @@ spec:
         "--type",
         "merge",
         "-p",
-        r#"{"status":{"applicationState":{"state":"COMPLETED"}}}"#,
+        r#"{"status":{"applicationState":{"state":"COMPLETED"},"driverInfo":{}}}"#,
     ])
     .await;
     let got = k.json(&["get", "sparkapp", "pi"]).await;

@@ -423,22 +423,41 @@ async fn metrics_and_probes_are_served() {
     assert!(m.contains("weft_round_latency_seconds"), "{m}");
 }
 
-/// A Workflow the controller cannot decode (here `parallelism: "lots"`,
-/// stored by a dev cluster that does not yet enforce the CRD's schema) is
+/// A Workflow the controller cannot decode (here `parallelism: "lots"`) is
 /// reported once — a Warning Event on it, a metric, one log line — and
-/// skipped, while the next Workflow runs.
+/// skipped, while the next Workflow runs. The API server refuses such an
+/// object through the CRD's schema, so it gets in the way a real one can:
+/// stored under an older, looser CRD, then the CRD is updated (stored
+/// objects are not validated again).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_undecodable_workflow_is_reported_once_and_never_stalls_the_rest() {
     let (_dir, _cluster, kubeconfig, client) = common::dev_cluster().await;
-    let controller = common::ControllerProcess::start(&kubeconfig, "undecodable", &[]);
-    controller.metrics().await;
     let bad = "apiVersion: weft.dev/v1alpha1\nkind: Workflow\nmetadata: {name: lots}\nspec:\n  parallelism: lots\n  nodes:\n    - {id: a, task: {type: pod, config: {image: busybox, command: [\"true\"]}}}\n";
+    let refused = common::kubectl(&kubeconfig, &["create", "-f", "-"], Some(bad)).await;
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && err.contains("spec.parallelism"),
+        "{err}"
+    );
+    let mut loose =
+        serde_json::to_value(<weft::api::Workflow as kube::CustomResourceExt>::crd()).unwrap();
+    loose["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"] =
+        serde_json::json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
+    let out = common::kubectl(&kubeconfig, &["apply", "-f", "-"], Some(&loose.to_string())).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let out = common::kubectl(&kubeconfig, &["create", "-f", "-"], Some(bad)).await;
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    weft::runtime::install_crd(&client).await.unwrap();
+    let controller = common::ControllerProcess::start(&kubeconfig, "undecodable", &[]);
+    controller.metrics().await;
     let good = bad
         .replace("name: lots", "name: fine")
         .replace("  parallelism: lots\n", "");

@@ -1539,3 +1539,104 @@ async fn the_breaker_aborts_a_trapping_canary() {
     );
     env.stop().await;
 }
+
+/// A canary survives a controller restart: the serving version comes back
+/// from its archive (the head holds the candidate), the candidate is loaded
+/// beside it again, and new workflows still split between the two.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_canary_survives_a_controller_restart() {
+    let (dir, cluster, kubeconfig, client) = common::dev_cluster().await;
+    let server = cluster.base_url();
+    let args = ["--plugin-namespace", "default"];
+    let mut first = common::ControllerProcess::start(&kubeconfig, "canary-1", &args);
+    first.metrics().await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let status = async || -> Option<PluginStatus> {
+        let cm = cms.get("ro").await.ok()?;
+        serde_json::from_str(cm.annotations().get(package::ANNOTATION_STATUS)?).ok()
+    };
+    let stable_file = files(
+        dir.path(),
+        "ro",
+        &version("echo", "stable"),
+        &manifest("ro", "ro", "1.0.0"),
+    );
+    let out = weft_cli(&[
+        "plugin",
+        "push",
+        &stable_file,
+        "--wait",
+        "--server",
+        &server,
+    ])
+    .await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stable = Digest::of(&version("echo", "stable")).to_string();
+    let canary_dir = tempfile::tempdir().unwrap();
+    let canary_file = files(
+        canary_dir.path(),
+        "ro",
+        &version("echo", "canary"),
+        &manifest("ro", "ro", "2.0.0"),
+    );
+    let out = weft_cli(&[
+        "plugin",
+        "push",
+        &canary_file,
+        "--canary",
+        "50",
+        "--wait",
+        "--server",
+        &server,
+    ])
+    .await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let canary = Digest::of(&version("echo", "canary")).to_string();
+
+    first.kill();
+    let second = common::ControllerProcess::start(&kubeconfig, "canary-2", &args);
+    second.metrics().await;
+    let start = Instant::now();
+    loop {
+        let st = status().await;
+        let ok = st.as_ref().is_some_and(|s| {
+            s.state == "canary"
+                && s.serving.as_deref() == Some(stable.as_str())
+                && s.rollout.as_ref().is_some_and(|r| r.candidate == canary)
+        });
+        if ok {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "{st:?}\n{}",
+            second.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let workflows: Api<weft::api::Workflow> = Api::namespaced(client.clone(), "default");
+    let mut on = std::collections::BTreeMap::<String, usize>::new();
+    for i in 0..4 {
+        let name = format!("after-restart-{i}");
+        let spec: weft_dag::WorkflowSpec =
+            serde_yaml::from_str("nodes:\n  - {id: a, task: {type: ro, config: {}}}\n").unwrap();
+        let w = weft::api::Workflow::new(&name, weft::api::WorkflowResourceSpec { spec });
+        workflows.create(&Default::default(), &w).await.unwrap();
+        let done = poll_workflow(&workflows, &name, 60, |w| {
+            w.status.as_ref().is_some_and(|s| s.phase.is_terminal())
+        })
+        .await;
+        *on.entry(node(&done, "a").plugin.as_ref().unwrap().digest.clone())
+            .or_default() += 1;
+    }
+    assert_eq!(on.get(&stable), Some(&2), "{on:?}");
+    assert_eq!(on.get(&canary), Some(&2), "{on:?}");
+}

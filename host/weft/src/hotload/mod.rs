@@ -423,7 +423,12 @@ impl HotLoader {
                     continue;
                 }
                 _ = tick.tick() => {
-                    self.prune().await;
+                    // Not before the first sync: until every head has been
+                    // read, an archived serving version (a roll-out's) looks
+                    // unpinned and would be unloaded and deleted.
+                    if *self.synced.borrow() {
+                        self.prune().await;
+                    }
                     continue;
                 }
             };
