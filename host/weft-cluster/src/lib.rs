@@ -24,6 +24,7 @@ mod api;
 mod audit;
 mod authn;
 mod error;
+pub mod fuzz;
 mod gc;
 mod logs;
 mod meta;

@@ -32,6 +32,7 @@ pub mod bindings;
 pub mod breaker;
 pub mod conformance;
 pub mod engine;
+pub mod fuzz;
 mod host;
 pub mod manifest;
 pub mod plugin;

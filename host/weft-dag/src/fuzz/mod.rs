@@ -3,7 +3,11 @@
 //! expressions. `fuzz/` (cargo-fuzz, coverage-guided, nightly) and
 //! `tests/fuzz_smoke.rs` (a bounded mutation run in every `cargo test`)
 //! both call these; neither may ever panic: every bad input must end as an
-//! error value.
+//! error value. [`harness`] is the bounded mutation runner the other
+//! crates' smoke tests share (the plugin manifest reader, the dev
+//! cluster's patch handlers).
+
+pub mod harness;
 
 use serde_json::{Value, json};
 
