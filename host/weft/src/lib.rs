@@ -16,3 +16,4 @@ pub mod runtime;
 pub mod secrets;
 pub mod serve;
 pub mod telemetry;
+pub mod webhook;
