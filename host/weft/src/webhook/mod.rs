@@ -2,9 +2,10 @@
 //! checked when it is submitted, by the same validator the controller runs
 //! (every problem at once, with node ids and cycle paths), instead of being
 //! accepted and failing afterwards in its status. This module is the
-//! decision, on AdmissionReview v1 objects (kube's admission types); the
-//! HTTPS server, its certificates and the webhook configuration come with
-//! it in `weft webhook` (issue 15, item 4).
+//! decision, on AdmissionReview v1 objects (kube's admission types);
+//! [`server`] serves it over HTTPS with its own certificates.
+
+pub mod server;
 
 use std::collections::HashSet;
 use std::sync::Arc;
