@@ -367,21 +367,33 @@ impl HotLoader {
     }
 
     fn watch(&self) -> BoxStream<'static, Result<watcher::Event<ConfigMap>, watcher::Error>> {
+        self.watch_kind(watcher::Config::default().labels(LABEL_PLUGIN))
+    }
+
+    /// A watch of `K` in the plugin namespaces (all when none are set).
+    fn watch_kind<K>(
+        &self,
+        cfg: watcher::Config,
+    ) -> BoxStream<'static, Result<watcher::Event<K>, watcher::Error>>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + std::fmt::Debug
+            + serde::de::DeserializeOwned
+            + Send
+            + 'static,
+    {
         use kube::runtime::WatchStreamExt as _;
-        let cfg = watcher::Config::default().labels(LABEL_PLUGIN);
         // With backoff: an unreachable API server must not become a busy loop.
         if self.config.namespaces.is_empty() {
-            watcher::watcher(Api::<ConfigMap>::all(self.client.clone()), cfg)
+            watcher::watcher(Api::<K>::all(self.client.clone()), cfg)
                 .default_backoff()
                 .boxed()
         } else {
             futures::stream::select_all(self.config.namespaces.iter().map(|ns| {
-                watcher::watcher(
-                    Api::<ConfigMap>::namespaced(self.client.clone(), ns),
-                    cfg.clone(),
-                )
-                .default_backoff()
-                .boxed()
+                watcher::watcher(Api::<K>::namespaced(self.client.clone(), ns), cfg.clone())
+                    .default_backoff()
+                    .boxed()
             }))
             .boxed()
         }

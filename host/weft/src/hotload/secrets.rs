@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use futures::{StreamExt, stream::BoxStream};
+use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::{Api, ResourceExt, runtime::watcher};
 use serde_json::{Map, Value};
@@ -133,23 +133,7 @@ impl HotLoader {
     pub(super) fn watch_secrets(
         &self,
     ) -> BoxStream<'static, Result<watcher::Event<Secret>, watcher::Error>> {
-        use kube::runtime::WatchStreamExt as _;
-        let cfg = watcher::Config::default();
-        if self.config.namespaces.is_empty() {
-            watcher::watcher(Api::<Secret>::all(self.client.clone()), cfg)
-                .default_backoff()
-                .boxed()
-        } else {
-            futures::stream::select_all(self.config.namespaces.iter().map(|ns| {
-                watcher::watcher(
-                    Api::<Secret>::namespaced(self.client.clone(), ns),
-                    cfg.clone(),
-                )
-                .default_backoff()
-                .boxed()
-            }))
-            .boxed()
-        }
+        self.watch_kind(watcher::Config::default())
     }
 
     /// One Secret event: plugins configured from another version of it are
