@@ -99,16 +99,7 @@ impl ApiError {
         let causes: Vec<Value> = causes
             .into_iter()
             .map(|(field, message)| {
-                let reason = if message.starts_with("Required value") {
-                    "FieldValueRequired"
-                } else if message.starts_with("Too long") {
-                    "FieldValueTooLong"
-                } else if message.starts_with("Forbidden") {
-                    "FieldValueForbidden"
-                } else {
-                    "FieldValueInvalid"
-                };
-                json!({"reason": reason, "message": message, "field": field})
+                json!({"reason": reason_of(&message), "message": message, "field": field})
             })
             .collect();
         e.details["causes"] = Value::Array(causes);
@@ -246,3 +237,17 @@ impl From<crate::error::Error> for ApiError {
 
 /// Result of an API operation.
 pub(crate) type ApiResult<T> = Result<T, ApiError>;
+
+/// A cause's reason, read from its message as the built-in validation words
+/// them (`Required value`, `Too long`, `Forbidden`, else invalid).
+pub(crate) fn reason_of(message: &str) -> &'static str {
+    if message.starts_with("Required value") {
+        "FieldValueRequired"
+    } else if message.starts_with("Too long") {
+        "FieldValueTooLong"
+    } else if message.starts_with("Forbidden") {
+        "FieldValueForbidden"
+    } else {
+        "FieldValueInvalid"
+    }
+}

@@ -8,8 +8,6 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-
 use common::*;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
@@ -80,65 +78,6 @@ fn causes(s: &kube::core::Status) -> Vec<(String, String, String)> {
         .collect()
 }
 
-struct Kubectl {
-    kubeconfig: PathBuf,
-    cache: PathBuf,
-}
-
-impl Kubectl {
-    fn new(t: &TestCluster) -> Option<Self> {
-        if std::process::Command::new("kubectl")
-            .args(["version", "--client"])
-            .output()
-            .is_err()
-        {
-            eprintln!("SKIPPED: kubectl is not on PATH");
-            return None;
-        }
-        let kubeconfig = t.dir.path().join("kubeconfig");
-        t.cluster.write_kubeconfig(&kubeconfig).unwrap();
-        Some(Kubectl {
-            kubeconfig,
-            cache: t.dir.path().join("kube-cache"),
-        })
-    }
-
-    /// Runs kubectl; (success, stdout, stderr).
-    async fn run(&self, args: &[&str]) -> (bool, String, String) {
-        let out = tokio::process::Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .arg("--cache-dir")
-            .arg(&self.cache)
-            .args(args)
-            .kill_on_drop(true)
-            .output()
-            .await
-            .expect("kubectl runs");
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-
-    async fn ok(&self, args: &[&str]) -> String {
-        let (ok, out, err) = self.run(args).await;
-        assert!(ok, "kubectl {args:?} failed:\n{out}\n{err}");
-        out
-    }
-
-    async fn get(&self, what: &str) -> Value {
-        serde_json::from_str(&self.ok(&["get", what, "-o", "json"]).await).unwrap()
-    }
-}
-
-fn write(dir: &Path, name: &str, body: &str) -> String {
-    let p = dir.join(name);
-    std::fs::write(&p, body).unwrap();
-    p.display().to_string()
-}
-
 fn wf_yaml(name: &str, extra: &str) -> String {
     format!(
         "apiVersion: weft.dev/v1alpha1
@@ -196,7 +135,7 @@ async fn kubectl_create_is_validated_and_unknown_fields_follow_validate() {
         err.contains(r#"Warning: unknown field "spec.bogusField""#),
         "{err}"
     );
-    let got = k.get("workflow/warned").await;
+    let got = k.json(&["get", "workflow/warned"]).await;
     assert!(got["spec"].get("bogusField").is_none(), "pruned: {got}");
     assert_eq!(got["spec"]["failurePolicy"], "FailFast", "defaulted");
 
@@ -204,7 +143,7 @@ async fn kubectl_create_is_validated_and_unknown_fields_follow_validate() {
     let (ok, out, err) = k.run(&["create", "--validate=ignore", "-f", &f]).await;
     assert!(ok, "{out}{err}");
     assert!(!err.contains("Warning"), "{err}");
-    let got = k.get("workflow/ignored").await;
+    let got = k.json(&["get", "workflow/ignored"]).await;
     assert!(got["spec"].get("bogusField").is_none(), "pruned: {got}");
     t.cluster.shutdown().await;
 }

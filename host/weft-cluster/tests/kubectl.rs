@@ -3,7 +3,6 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use common::*;
@@ -11,70 +10,6 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
-
-struct Kubectl {
-    kubeconfig: PathBuf,
-    cache: PathBuf,
-}
-
-impl Kubectl {
-    fn new(t: &TestCluster) -> Option<Self> {
-        if std::process::Command::new("kubectl")
-            .args(["version", "--client"])
-            .output()
-            .is_err()
-        {
-            eprintln!("SKIPPED: kubectl is not on PATH");
-            return None;
-        }
-        let kubeconfig = t.dir.path().join("kubeconfig");
-        t.cluster.write_kubeconfig(&kubeconfig).unwrap();
-        Some(Kubectl {
-            kubeconfig,
-            cache: t.dir.path().join("kube-cache"),
-        })
-    }
-
-    fn cmd(&self, args: &[&str]) -> tokio::process::Command {
-        let mut c = tokio::process::Command::new("kubectl");
-        c.arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .arg("--cache-dir")
-            .arg(&self.cache)
-            .args(args)
-            .stdin(Stdio::piped())
-            .kill_on_drop(true);
-        c
-    }
-
-    /// Runs kubectl; (success, stdout, stderr).
-    async fn run(&self, args: &[&str]) -> (bool, String, String) {
-        let out = self.cmd(args).output().await.expect("kubectl runs");
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-
-    async fn ok(&self, args: &[&str]) -> String {
-        let (ok, out, err) = self.run(args).await;
-        assert!(ok, "kubectl {args:?} failed:\n{out}\n{err}");
-        out
-    }
-
-    async fn json(&self, args: &[&str]) -> Value {
-        let mut a = args.to_vec();
-        a.extend(["-o", "json"]);
-        serde_json::from_str(&self.ok(&a).await).unwrap()
-    }
-}
-
-fn write(dir: &Path, name: &str, body: &str) -> String {
-    let p = dir.join(name);
-    std::fs::write(&p, body).unwrap();
-    p.display().to_string()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_apply_get_describe_logs_delete() {

@@ -61,16 +61,7 @@ impl FieldError {
     /// A metadata error, its reason read from its message as the built-in
     /// validation words them.
     pub(crate) fn from_message(field: &str, message: String) -> Self {
-        let reason = if message.starts_with("Required value") {
-            "FieldValueRequired"
-        } else if message.starts_with("Too long") {
-            "FieldValueTooLong"
-        } else if message.starts_with("Forbidden") {
-            "FieldValueForbidden"
-        } else {
-            "FieldValueInvalid"
-        };
-        FieldError::new(field, reason, message)
+        FieldError::new(field, crate::status::reason_of(&message), message)
     }
 
     fn new(field: &str, reason: &'static str, message: String) -> Self {

@@ -78,3 +78,69 @@ pub fn status_of<T: std::fmt::Debug>(r: Result<T, kube::Error>) -> kube::core::S
         other => panic!("expected an API error, got {other:?}"),
     }
 }
+
+/// Real kubectl against a test cluster, with its own kubeconfig and cache.
+pub struct Kubectl {
+    pub kubeconfig: std::path::PathBuf,
+    cache: std::path::PathBuf,
+}
+
+impl Kubectl {
+    pub fn new(t: &TestCluster) -> Option<Self> {
+        if std::process::Command::new("kubectl")
+            .args(["version", "--client"])
+            .output()
+            .is_err()
+        {
+            eprintln!("SKIPPED: kubectl is not on PATH");
+            return None;
+        }
+        let kubeconfig = t.dir.path().join("kubeconfig");
+        t.cluster.write_kubeconfig(&kubeconfig).unwrap();
+        Some(Kubectl {
+            kubeconfig,
+            cache: t.dir.path().join("kube-cache"),
+        })
+    }
+
+    pub fn cmd(&self, args: &[&str]) -> tokio::process::Command {
+        let mut c = tokio::process::Command::new("kubectl");
+        c.arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .arg("--cache-dir")
+            .arg(&self.cache)
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        c
+    }
+
+    /// Runs kubectl; (success, stdout, stderr).
+    pub async fn run(&self, args: &[&str]) -> (bool, String, String) {
+        let out = self.cmd(args).output().await.expect("kubectl runs");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    pub async fn ok(&self, args: &[&str]) -> String {
+        let (ok, out, err) = self.run(args).await;
+        assert!(ok, "kubectl {args:?} failed:\n{out}\n{err}");
+        out
+    }
+
+    pub async fn json(&self, args: &[&str]) -> serde_json::Value {
+        let mut a = args.to_vec();
+        a.extend(["-o", "json"]);
+        serde_json::from_str(&self.ok(&a).await).unwrap()
+    }
+}
+
+/// Writes `body` to `dir/name`; returns the path.
+pub fn write(dir: &std::path::Path, name: &str, body: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, body).unwrap();
+    p.display().to_string()
+}

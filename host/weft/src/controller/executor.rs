@@ -104,10 +104,8 @@ impl PluginExecutor {
     /// Copies a call the serving version answered to its shadow, if it
     /// has one (`call` makes the copy: nothing is cloned otherwise).
     fn shadow(&self, plugin: &TaskPlugin, ctx: &TaskContext, call: impl FnOnce() -> (Call, Value)) {
-        let Some(s) = &self.shadow else { return };
-        if self.registry.snapshot().shadow(plugin.name()).is_some() {
-            let (call, served) = call();
-            s.offer(&self.registry, plugin, ctx, call, served);
+        if let Some(s) = &self.shadow {
+            s.offer(&self.registry, plugin, ctx, call);
         }
     }
 

@@ -64,11 +64,11 @@ async fn decode_event(
     Some(Ok(match ev {
         // A version that no longer decodes: the store forgets the last
         // one that did, so nothing reconciles a spec the user replaced.
-        Event::Apply(o) => match decode(&o, ctx, reported).await {
-            Some(wf) => Event::Apply(wf),
-            None => Event::Delete(shell(&o)),
+        Event::Apply(o) => match decode(o, ctx, reported).await {
+            Ok(wf) => Event::Apply(wf),
+            Err(shell) => Event::Delete(shell),
         },
-        Event::InitApply(o) => Event::InitApply(decode(&o, ctx, reported).await?),
+        Event::InitApply(o) => Event::InitApply(decode(o, ctx, reported).await.ok()?),
         Event::Delete(o) => Event::Delete(shell(&o)),
         Event::Init => Event::Init,
         Event::InitDone => Event::InitDone,
@@ -83,29 +83,50 @@ fn shell(o: &DynamicObject) -> Workflow {
     wf
 }
 
+/// The Workflow `o` holds, or (when it does not decode, reported once per
+/// version) a shell with its identity. Every Workflow event passes here:
+/// the object's fields are moved, not copied, into the value decoded.
 async fn decode(
-    o: &DynamicObject,
+    o: DynamicObject,
     ctx: &Context,
     reported: &Mutex<HashSet<(String, String)>>,
-) -> Option<Workflow> {
-    let value = serde_json::to_value(o).ok()?;
-    let spec = value.get("spec").cloned();
-    let problem = match serde_path_to_error::deserialize::<_, Workflow>(value) {
-        Ok(wf) => return Some(wf),
-        Err(e) => field_problem(e, spec),
+) -> Result<Workflow, Workflow> {
+    let DynamicObject {
+        types,
+        metadata,
+        mut data,
+    } = o;
+    if let (Some(t), Some(fields)) = (types, data.as_object_mut()) {
+        fields.insert("apiVersion".into(), t.api_version.into());
+        fields.insert("kind".into(), t.kind.into());
+    }
+    if let Some(fields) = data.as_object_mut() {
+        fields.insert(
+            "metadata".into(),
+            serde_json::to_value(&metadata).unwrap_or_default(),
+        );
+    }
+    let problem = match serde_path_to_error::deserialize::<_, Workflow>(&data) {
+        Ok(wf) => return Ok(wf),
+        Err(e) => field_problem(e, data.get("spec")),
     };
+    let mut shell = Workflow::new(
+        metadata.name.as_deref().unwrap_or_default(),
+        Default::default(),
+    );
+    shell.metadata = metadata;
     let version = (
-        o.uid().unwrap_or_default(),
-        o.resource_version().unwrap_or_default(),
+        shell.uid().unwrap_or_default(),
+        shell.resource_version().unwrap_or_default(),
     );
     let first = reported
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .insert(version);
     if first {
-        report(o, &problem, ctx).await;
+        report(&shell, &problem, ctx).await;
     }
-    None
+    Err(shell)
 }
 
 /// The offending field's path and the problem: `spec.parallelism: invalid
@@ -113,7 +134,7 @@ async fn decode(
 /// below `spec`; reading it alone finds them.
 fn field_problem(
     e: serde_path_to_error::Error<serde_json::Error>,
-    spec: Option<serde_json::Value>,
+    spec: Option<&serde_json::Value>,
 ) -> String {
     let whole = format!("{}: {}", e.path(), e.inner());
     if e.path().to_string() != "spec" {
@@ -126,8 +147,8 @@ fn field_problem(
 }
 
 /// Says once, in an Event on the object, a metric and a log line.
-async fn report(o: &DynamicObject, problem: &str, ctx: &Context) {
-    let (ns, name) = (o.namespace().unwrap_or_default(), o.name_any());
+async fn report(shell: &Workflow, problem: &str, ctx: &Context) {
+    let (ns, name) = (shell.namespace().unwrap_or_default(), shell.name_any());
     ctx.metrics.undecodable();
     tracing::warn!(workflow = %name, namespace = %ns, "skipping a Workflow that does not decode: {problem}");
     let message =
@@ -135,7 +156,7 @@ async fn report(o: &DynamicObject, problem: &str, ctx: &Context) {
     super::record_event(
         &ctx.client,
         &ctx.metrics,
-        &shell(o),
+        shell,
         "Warning",
         "InvalidWorkflow",
         &message,

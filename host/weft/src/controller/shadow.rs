@@ -62,20 +62,21 @@ impl Shadow {
         Arc::new(Shadow { tx, metrics })
     }
 
-    /// Copies a call the serving version `plugin` answered with `served`
-    /// to its shadow candidate, if it has one.
+    /// Copies a call the serving version `plugin` answered to its shadow
+    /// candidate, if it has one; `call` makes the copy (the call and the
+    /// answer), so nothing is cloned for a plugin without a shadow.
     pub fn offer(
         &self,
         registry: &Registry,
         plugin: &TaskPlugin,
         ctx: &TaskContext,
-        call: Call,
-        served: Value,
+        call: impl FnOnce() -> (Call, Value),
     ) {
         let snap = registry.snapshot();
         let Some((candidate, rollout)) = snap.shadow(plugin.name()) else {
             return;
         };
+        let (call, served) = call();
         let job = Job {
             candidate,
             rollout: rollout.clone(),
