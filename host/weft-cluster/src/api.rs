@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Map, Value, json};
 use tokio::sync::Notify;
 
+use crate::admission::{self, Operation};
 use crate::meta;
 use crate::patch::{self, Scope};
 use crate::registry::{Registry, ResourceType};
@@ -56,6 +57,8 @@ pub(crate) struct WriteOpts {
     pub(crate) field_validation: FieldValidation,
     /// `Warning` headers for the response (unknown fields under Warn).
     pub(crate) warnings: Arc<Mutex<Vec<String>>>,
+    /// Who asks, for the AdmissionReviews of admission webhooks.
+    pub(crate) user: Option<crate::authn::UserInfo>,
 }
 
 /// DeleteOptions, from the body or the query.
@@ -66,6 +69,8 @@ pub(crate) struct DeleteOpts {
     pub(crate) precondition_uid: Option<String>,
     pub(crate) precondition_rv: Option<String>,
     pub(crate) dry_run: bool,
+    /// Who asks, for the AdmissionReviews of admission webhooks.
+    pub(crate) user: Option<crate::authn::UserInfo>,
 }
 
 /// The patch flavours a PATCH may carry, by Content-Type.
@@ -195,6 +200,23 @@ impl Cluster {
     ) -> ApiResult<Arc<Value>> {
         Self::check_kind(rt, version, &mut obj)?;
         Self::prune_unknown(rt, version, &mut obj, opts, false)?;
+        let review = admission::Request {
+            op: Operation::Create,
+            rt,
+            version,
+            status: false,
+            ns,
+            opts,
+        };
+        if review.wanted(self) {
+            let plan = |txn: &mut Txn<'_>, dry: &WriteOpts| {
+                let out = self.create_in(txn, rt, version, ns, obj.clone(), dry)?;
+                Ok((None, out.ok_or_else(|| ApiError::internal("dry run"))?))
+            };
+            let name = name_of(&obj).to_string();
+            let (out, _) = self.admitted(&review, &name, Scope::All, plan).await?;
+            return Ok(out);
+        }
         let (stored, fut) = {
             let mut txn = self.store.begin();
             let stored = self
@@ -358,6 +380,7 @@ impl Cluster {
             errs.push(("metadata.name".to_string(), msg));
         }
         errs.extend(meta::validate_metadata(obj));
+        errs.extend(admission::configuration_errors(rt, obj));
         if rt.group.is_empty() && rt.plural == "pods" {
             match obj["spec"]["containers"].as_array() {
                 Some(cs) if !cs.is_empty() => {
@@ -603,8 +626,113 @@ impl Cluster {
                 "the name of the object ({body_name}) does not match the name on the URL ({name})"
             )));
         }
+        let scope = scope_for(rt, status);
+        let plan = |txn: &mut Txn<'_>, opts: &WriteOpts| {
+            self.update_in(txn, rt, version, ns, name, obj.clone(), scope, opts)
+        };
+        let review = admission::Request {
+            op: Operation::Update,
+            rt,
+            version,
+            status,
+            ns,
+            opts,
+        };
+        if review.wanted(self) {
+            let (out, _) = self.admitted(&review, name, scope, plan).await?;
+            return Ok(out);
+        }
         let (out, fut) = {
             let mut txn = self.store.begin();
+            let (_, out) = plan(&mut txn, opts)?;
+            (out, txn.commit())
+        };
+        fut.await?;
+        Ok(Self::versioned(rt, version, &out))
+    }
+
+    /// A write that admission webhooks see: `plan` (create, update or
+    /// patch) runs as a dry run to give the object as it would be stored;
+    /// mutating webhooks patch it, it is defaulted and validated again,
+    /// validating webhooks judge it, and it is stored unless the object
+    /// changed meanwhile (then all again, as kube-apiserver retries a patch).
+    /// Returns the stored object and whether it was created.
+    async fn admitted<F>(
+        &self,
+        review: &admission::Request<'_>,
+        name: &str,
+        scope: Scope,
+        plan: F,
+    ) -> ApiResult<(Arc<Value>, bool)>
+    where
+        F: Fn(&mut Txn<'_>, &WriteOpts) -> ApiResult<(Option<Arc<Value>>, Arc<Value>)>,
+    {
+        let (rt, version, ns) = (review.rt, review.version, review.ns);
+        let dry = WriteOpts {
+            dry_run: true,
+            ..review.opts.clone()
+        };
+        let key_ns = if rt.namespaced { ns } else { "" };
+        for _ in 0..5 {
+            let (old, draft) = plan(&mut self.store.begin(), &dry)?;
+            let review = admission::Request {
+                op: match old {
+                    Some(_) => review.op,
+                    None => Operation::Create,
+                },
+                ..*review
+            };
+            let old_obj = old.as_deref();
+            let mutated = review.mutate(self, (*draft).clone(), old_obj).await?;
+            // Stored as planned, or replanned from the mutated object.
+            let store = |txn: &mut Txn<'_>, opts: &WriteOpts| match &old {
+                Some(o) => {
+                    self.replace_in(txn, rt, version, ns, o, mutated.clone(), scope, opts, true)
+                }
+                None => self
+                    .create_in(txn, rt, version, ns, mutated.clone(), opts)?
+                    .ok_or_else(|| ApiError::internal("dry run")),
+            };
+            let checked = store(&mut self.store.begin(), &dry)?;
+            review.validate(self, Some(&checked), old_obj).await?;
+            let name = match name {
+                "" => name_of(&checked).to_string(),
+                n => n.to_string(),
+            };
+            let (out, fut) = {
+                let mut txn = self.store.begin();
+                let now = txn.get(&rt.gr(), key_ns, &name);
+                let rv =
+                    |o: Option<&Arc<Value>>| o.map(|o| o["metadata"]["resourceVersion"].clone());
+                if rv(now.as_ref()) != rv(old.as_ref()) {
+                    continue;
+                }
+                (store(&mut txn, review.opts)?, txn.commit())
+            };
+            fut.await?;
+            return Ok((Self::versioned(rt, version, &out), old.is_none()));
+        }
+        Err(ApiError::conflict(
+            &rt.gr(),
+            name,
+            "the object kept changing while admission webhooks were called",
+        ))
+    }
+
+    /// The stored object and the one an update makes of it.
+    #[allow(clippy::too_many_arguments)]
+    fn update_in(
+        &self,
+        txn: &mut Txn<'_>,
+        rt: &ResourceType,
+        version: &str,
+        ns: &str,
+        name: &str,
+        obj: Value,
+        scope: Scope,
+        opts: &WriteOpts,
+    ) -> ApiResult<(Option<Arc<Value>>, Arc<Value>)> {
+        {
             let key_ns = if rt.namespaced { ns } else { "" };
             let Some(old) = txn.get(&rt.gr(), key_ns, name) else {
                 return Err(ApiError::not_found(&rt.gr(), name));
@@ -629,12 +757,9 @@ impl Cluster {
                 }
                 _ => {}
             }
-            let scope = scope_for(rt, status);
-            let out = self.replace_in(&mut txn, rt, version, ns, &old, obj, scope, opts, false)?;
-            (out, txn.commit())
-        };
-        fut.await?;
-        Ok(Self::versioned(rt, version, &out))
+            let out = self.replace_in(txn, rt, version, ns, &old, obj, scope, opts, false)?;
+            Ok((Some(old), out))
+        }
     }
 
     /// Common tail of update, patch and apply: server-owned fields kept,
@@ -811,8 +936,46 @@ impl Cluster {
             ));
         }
         let scope = scope_for(rt, status);
-        let (out, created, fut) = 'blk: {
+        let plan = |txn: &mut Txn<'_>, opts: &WriteOpts| {
+            self.patch_in(txn, rt, version, ns, name, ptype, body.clone(), scope, opts)
+        };
+        let review = admission::Request {
+            op: Operation::Update,
+            rt,
+            version,
+            status,
+            ns,
+            opts,
+        };
+        if review.wanted(self) {
+            return self.admitted(&review, name, scope, plan).await;
+        }
+        let (old, out, fut) = {
             let mut txn = self.store.begin();
+            let (old, out) = plan(&mut txn, opts)?;
+            (old, out, txn.commit())
+        };
+        fut.await?;
+        Ok((Self::versioned(rt, version, &out), old.is_none()))
+    }
+
+    /// The stored object (none when an apply creates it) and the one the
+    /// patch makes of it.
+    #[allow(clippy::too_many_arguments)]
+    fn patch_in(
+        &self,
+        txn: &mut Txn<'_>,
+        rt: &ResourceType,
+        version: &str,
+        ns: &str,
+        name: &str,
+        ptype: PatchType,
+        body: Value,
+        scope: Scope,
+        opts: &WriteOpts,
+    ) -> ApiResult<(Option<Arc<Value>>, Arc<Value>)> {
+        let status = scope == Scope::StatusOnly;
+        {
             let key_ns = if rt.namespaced { ns } else { "" };
             let old = txn.get(&rt.gr(), key_ns, name);
             let Some(old) = old else {
@@ -844,9 +1007,9 @@ impl Cluster {
                 obj["apiVersion"] = applied["apiVersion"].clone();
                 obj["kind"] = applied["kind"].clone();
                 let stored = self
-                    .create_in(&mut txn, rt, version, ns, obj, opts)?
+                    .create_in(txn, rt, version, ns, obj, opts)?
                     .ok_or_else(|| ApiError::internal("dry run"))?;
-                break 'blk (stored, true, txn.commit());
+                return Ok((None, stored));
             };
             let mut managed_done = false;
             let new = match ptype {
@@ -895,21 +1058,10 @@ impl Cluster {
             if new["kind"] != old["kind"] && !new["kind"].is_null() {
                 return Err(ApiError::bad_request("a patch may not change the kind"));
             }
-            let out = self.replace_in(
-                &mut txn,
-                rt,
-                version,
-                ns,
-                &old,
-                new,
-                scope,
-                opts,
-                managed_done,
-            )?;
-            (out, false, txn.commit())
-        };
-        fut.await?;
-        Ok((Self::versioned(rt, version, &out), created))
+            let out =
+                self.replace_in(txn, rt, version, ns, &old, new, scope, opts, managed_done)?;
+            Ok((Some(old), out))
+        }
     }
 
     /// DELETE: immediate, or pending on finalizers / a graceful pod stop.
@@ -921,6 +1073,25 @@ impl Cluster {
         name: &str,
         opts: &DeleteOpts,
     ) -> ApiResult<Arc<Value>> {
+        let write_opts = WriteOpts {
+            dry_run: opts.dry_run,
+            user: opts.user.clone(),
+            ..Default::default()
+        };
+        let review = admission::Request {
+            op: Operation::Delete,
+            rt,
+            version,
+            status: false,
+            ns,
+            opts: &write_opts,
+        };
+        let key_ns = if rt.namespaced { ns } else { "" };
+        if review.wanted(self)
+            && let Some(old) = self.store.get(&rt.gr(), key_ns, name)
+        {
+            review.validate(self, None, Some(&old)).await?;
+        }
         let (out, fut) = {
             let mut txn = self.store.begin();
             let out = self.delete_in(&mut txn, rt, ns, name, opts)?;

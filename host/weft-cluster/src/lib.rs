@@ -20,6 +20,7 @@
 
 #![forbid(unsafe_code)]
 
+mod admission;
 mod api;
 mod audit;
 mod authn;

@@ -297,6 +297,25 @@ impl Registry {
                 &["crd", "crds"],
                 true,
             ),
+            // Admission webhooks the API server calls on writes.
+            b(
+                "admissionregistration.k8s.io",
+                "v1",
+                "validatingwebhookconfigurations",
+                "ValidatingWebhookConfiguration",
+                false,
+                &[],
+                false,
+            ),
+            b(
+                "admissionregistration.k8s.io",
+                "v1",
+                "mutatingwebhookconfigurations",
+                "MutatingWebhookConfiguration",
+                false,
+                &[],
+                false,
+            ),
             b(
                 "rbac.authorization.k8s.io",
                 "v1",

@@ -88,6 +88,42 @@ impl LabelSelector {
         Ok(LabelSelector(reqs))
     }
 
+    /// A structured `LabelSelector` (`matchLabels`, `matchExpressions`), as
+    /// webhook configurations carry it; `null` matches everything.
+    pub(crate) fn from_json(v: &Value) -> Result<Self, String> {
+        let mut reqs = Vec::new();
+        if let Some(labels) = v["matchLabels"].as_object() {
+            for (k, val) in labels {
+                let val = val
+                    .as_str()
+                    .ok_or(format!("matchLabels.{k}: must be a string"))?;
+                reqs.push((k.clone(), Op::Eq(val.into())));
+            }
+        }
+        for e in v["matchExpressions"].as_array().into_iter().flatten() {
+            let key = e["key"].as_str().unwrap_or("").to_string();
+            let values: Vec<String> = e["values"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect();
+            let op = match e["operator"].as_str().unwrap_or("") {
+                "In" => Op::In(values),
+                "NotIn" => Op::NotIn(values),
+                "Exists" => Op::Exists,
+                "DoesNotExist" => Op::NotExists,
+                other => {
+                    return Err(format!(
+                        "matchExpressions: operator {other:?} is not In, NotIn, Exists or DoesNotExist"
+                    ));
+                }
+            };
+            reqs.push((key, op));
+        }
+        Ok(LabelSelector(reqs))
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.0.is_empty()
     }

@@ -322,6 +322,7 @@ async fn resource(
         dry_run: q.get("dryRun").is_some(),
         field_validation: crate::schema::FieldValidation::parse(q.get("fieldValidation"))?,
         warnings: Default::default(),
+        user: Some(caller.user.clone()),
     };
     let resp = serve_resource(cx, shutdown, &t, &q, table, method, ct, body, &opts).await?;
     Ok(with_warnings(resp, &opts))
@@ -441,7 +442,10 @@ async fn serve_resource(
             Ok(json_response(if created { 201 } else { 200 }, &out))
         }
         (Some(name), None, Method::DELETE) => {
-            let dopts = delete_opts(q, &body)?;
+            let dopts = DeleteOpts {
+                user: opts.user.clone(),
+                ..delete_opts(q, &body)?
+            };
             let out = cx.delete(&rt, &version, &ns, name, &dopts).await?;
             Ok(json_response(200, &out))
         }
