@@ -672,7 +672,11 @@ impl PodRun {
 
     /// Resolves the environment and spawns one container instance.
     async fn start(&mut self, idx: usize) {
-        let env = match self.resolve_env(&self.ctrs[idx].spec.clone()) {
+        let spec = self.ctrs[idx].spec.clone();
+        let prepared = self
+            .resolve_env(&spec)
+            .and_then(|env| self.fill_volumes(&spec).map(|()| env));
+        let env = match prepared {
             Ok(env) => env,
             Err(msg) => {
                 self.ctrs[idx].state =
@@ -1040,6 +1044,87 @@ trait CloneSpecs {
 impl CloneSpecs for Vec<Ctr> {
     fn clone_specs(&self) -> Vec<Value> {
         self.iter().map(|c| c.spec.clone()).collect()
+    }
+}
+
+impl PodRun {
+    /// Writes the keys of the `secret` and `configMap` volumes a container
+    /// mounts into their per-pod directories, as the kubelet projects them
+    /// (`items` pick and rename keys; a missing object or key fails the
+    /// container unless `optional`).
+    fn fill_volumes(&self, spec: &Value) -> Result<(), String> {
+        let ns = self.ns();
+        for m in spec["volumeMounts"].as_array().into_iter().flatten() {
+            let name = m["name"].as_str().unwrap_or("");
+            let Some(vol) = self.pod["spec"]["volumes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|v| v["name"] == name)
+            else {
+                continue;
+            };
+            let (src, gr, obj_name) = if vol["secret"].is_object() {
+                (
+                    &vol["secret"],
+                    "/secrets",
+                    vol["secret"]["secretName"].as_str(),
+                )
+            } else if vol["configMap"].is_object() {
+                (
+                    &vol["configMap"],
+                    "/configmaps",
+                    vol["configMap"]["name"].as_str(),
+                )
+            } else {
+                continue;
+            };
+            let obj_name = obj_name.unwrap_or("");
+            let what = &gr[1..gr.len() - 1];
+            let optional = src["optional"].as_bool() == Some(true);
+            let Some(obj) = self.cx.store.get(gr, &ns, obj_name) else {
+                if optional {
+                    continue;
+                }
+                return Err(format!("{what} \"{obj_name}\" not found"));
+            };
+            let items: Vec<(String, String)> = match src["items"].as_array() {
+                Some(items) => items
+                    .iter()
+                    .map(|i| {
+                        let key = i["key"].as_str().unwrap_or("").to_string();
+                        (key.clone(), i["path"].as_str().unwrap_or(&key).to_string())
+                    })
+                    .collect(),
+                None => obj["data"]
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(k, _)| (k.clone(), k.clone()))
+                    .collect(),
+            };
+            let dir = self.dir.join("volumes").join(name);
+            for (key, path) in items {
+                let Some(v) = obj["data"].get(&key) else {
+                    if optional {
+                        continue;
+                    }
+                    return Err(format!("couldn't find key {key} in {what} {ns}/{obj_name}"));
+                };
+                let file = dir.join(&path);
+                if path.split('/').any(|p| p == "..") {
+                    return Err(format!(
+                        "{what} {ns}/{obj_name}: item path {path:?} leaves the volume"
+                    ));
+                }
+                if let Some(parent) = file.parent() {
+                    let _ = std::fs::create_dir_all(parent);
+                }
+                std::fs::write(&file, decode(gr, v))
+                    .map_err(|e| format!("writing {what} volume {name}: {e}"))?;
+            }
+        }
+        Ok(())
     }
 }
 

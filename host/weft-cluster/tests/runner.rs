@@ -348,6 +348,21 @@ async fn env_from_configmap_secret_and_downward_api() {
     let out = pods.logs("envy", &LogParams::default()).await.unwrap();
     assert_eq!(out, "fast 3 s3cret envy weft hi-envy\n/tmp\n");
 
+    // Secret and ConfigMap volumes hold their keys as files (items rename).
+    pods.create(&PostParams::default(), &pod(json!({"metadata": {"name": "files"}, "spec": {
+        "restartPolicy": "Never",
+        "volumes": [{"name": "creds", "secret": {"secretName": "creds"}},
+                    {"name": "cfg", "configMap": {"name": "settings", "items": [{"key": "MODE", "path": "sub/mode"}]}}],
+        "containers": [{"name": "c", "image": "alpine:3",
+            "command": ["sh", "-c", "cat /etc/creds/token; echo; cat /etc/cfg/sub/mode; ls /etc/cfg"],
+            "volumeMounts": [{"name": "creds", "mountPath": "/etc/creds", "readOnly": true},
+                             {"name": "cfg", "mountPath": "/etc/cfg"}]}]}})))
+        .await
+        .unwrap();
+    finished(&pods, "files").await;
+    let out = pods.logs("files", &LogParams::default()).await.unwrap();
+    assert_eq!(out, "s3cret\nfastsub\n");
+
     // A missing ConfigMap holds the container in CreateContainerConfigError.
     pods.create(&PostParams::default(), &pod(json!({"metadata": {"name": "lost"}, "spec": {"containers": [
         {"name": "c", "image": "alpine:3", "command": ["true"],
