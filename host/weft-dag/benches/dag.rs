@@ -35,6 +35,7 @@ fn spec(n: usize) -> WorkflowSpec {
                         .as_object()
                         .cloned()
                         .unwrap(),
+                    ..Default::default()
                 }),
                 ..Default::default()
             }

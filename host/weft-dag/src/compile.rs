@@ -14,7 +14,7 @@ use petgraph::graph::{DiGraph, NodeIndex};
 use serde_json::Value;
 
 use crate::expr;
-use crate::spec::{DEFAULT_SYSTEM_RETRIES, WorkflowSpec};
+use crate::spec::{DEFAULT_SYSTEM_RETRIES, MountAs, SecretRef, WorkflowSpec};
 
 /// The most nodes one workflow may have; beyond it the status would not
 /// fit a Kubernetes object.
@@ -154,6 +154,68 @@ fn yaml11_boolean(name: &str) -> String {
     )
 }
 
+/// What is wrong with a task's secrets, by index: Secret names are DNS
+/// subdomains, keys what a Secret's data allows, variables C identifiers,
+/// and no variable or file is given twice.
+fn secret_problems(secrets: &[SecretRef]) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    let mut targets = HashSet::new();
+    for (i, s) in secrets.iter().enumerate() {
+        let subdomain = !s.name.is_empty()
+            && s.name.len() <= 253
+            && s.name.split('.').all(|l| {
+                !l.is_empty()
+                    && l.chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                    && !l.starts_with('-')
+                    && !l.ends_with('-')
+            });
+        if !subdomain {
+            out.push((i, format!("name {:?} is not a Secret name (a DNS subdomain: lower-case letters, digits, '-' and '.')", s.name)));
+        }
+        let key_ok = !s.key.is_empty()
+            && s.key.len() <= 253
+            && s.key != "."
+            && s.key != ".."
+            && s.key
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-._".contains(c));
+        if !key_ok {
+            out.push((
+                i,
+                format!(
+                    "key {:?} is not a Secret key (letters, digits, '-', '_' and '.')",
+                    s.key
+                ),
+            ));
+        }
+        let target = match s.mount_as {
+            MountAs::Env => {
+                let var = s.env_var();
+                let ident = var
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                    && var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+                if !ident {
+                    out.push((i, format!("envName {var:?} is not a variable name (letters, digits and '_', not starting with a digit)")));
+                }
+                format!("environment variable {var}")
+            }
+            MountAs::File => {
+                if s.env_name.is_some() {
+                    out.push((i, "envName is for mountAs: env; a file secret is at /etc/weft/secrets/NAME/KEY".into()));
+                }
+                format!("file {}", s.file_path())
+            }
+        };
+        if !targets.insert(target.clone()) {
+            out.push((i, format!("the {target} is given twice")));
+        }
+    }
+    out
+}
+
 /// Validates a spec and compiles it. `known_task_type` says whether some
 /// plugin serves a task type (the registry's answer).
 pub fn compile(
@@ -263,6 +325,13 @@ pub fn compile(
             } else {
                 "task.type"
             };
+            for (i, why) in secret_problems(&t.secrets) {
+                let at = match n.array.is_some() {
+                    true => format!("array.task.secrets[{i}]"),
+                    false => format!("task.secrets[{i}]"),
+                };
+                problem(id, &at, why);
+            }
             if t.task_type.is_empty() {
                 problem(id, field, "is empty".into());
             } else if !known_task_type(&t.task_type) {
@@ -480,10 +549,40 @@ mod tests {
             depends_on: deps.iter().map(|d| d.to_string()).collect(),
             task: Some(TaskSpec {
                 task_type: "pod".into(),
-                config: Default::default(),
+                ..Default::default()
             }),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn secrets_are_checked_by_name_key_and_target() {
+        let spec: WorkflowSpec = serde_json::from_value(serde_json::json!({"nodes": [
+        {"id": "a", "task": {"type": "pod", "secrets": [
+            {"name": "db", "key": "password"},
+            {"name": "db", "key": "password", "mountAs": "file"},
+            {"name": "Bad_Name", "key": "k/x"},
+            {"name": "other", "key": "k", "envName": "WEFT_SECRET_DB_PASSWORD"},
+            {"name": "x", "key": "k", "envName": "1st"},
+            {"name": "x", "key": "k", "mountAs": "file", "envName": "X"}
+        ]}}]}))
+        .unwrap();
+        let got = problems(&spec);
+        let want = [
+            "node a: task.secrets[2]: name \"Bad_Name\" is not a Secret name",
+            "node a: task.secrets[2]: key \"k/x\" is not a Secret key",
+            "node a: task.secrets[3]: the environment variable WEFT_SECRET_DB_PASSWORD is given twice",
+            "node a: task.secrets[4]: envName \"1st\" is not a variable name",
+            "node a: task.secrets[5]: envName is for mountAs: env",
+        ];
+        for w in want {
+            assert!(got.iter().any(|g| g.starts_with(w)), "{w} in {got:#?}");
+        }
+        assert_eq!(got.len(), want.len(), "{got:#?}");
+        assert_eq!(
+            spec.nodes[0].task.as_ref().unwrap().secrets[0].env_var(),
+            "WEFT_SECRET_DB_PASSWORD"
+        );
     }
 
     fn pods(t: &str) -> bool {
@@ -646,7 +745,7 @@ mod tests {
                 min_success_ratio: Some(1.5),
                 task: TaskSpec {
                     task_type: "pod".into(),
-                    config: Default::default(),
+                    ..Default::default()
                 },
                 ..Default::default()
             }),

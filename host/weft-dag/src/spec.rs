@@ -103,6 +103,64 @@ pub struct TaskSpec {
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     #[schemars(schema_with = "any_object")]
     pub config: Map<String, Value>,
+    /// Kubernetes Secrets the task's pods get, as Flyte's task secrets:
+    /// Weft's admission webhook mounts each key as an environment variable
+    /// or a file. Only these references pass through Weft; the values never
+    /// reach a plugin, the Workflow's status or the logs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<SecretRef>,
+}
+
+/// One key of a Secret in the workflow's namespace.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SecretRef {
+    /// The Secret's name.
+    pub name: String,
+    /// The key within it.
+    pub key: String,
+    /// `env` (the default): the variable `envName`; `file`: the file
+    /// `/etc/weft/secrets/NAME/KEY`.
+    #[serde(default)]
+    pub mount_as: MountAs,
+    /// The variable's name for `env` (default `WEFT_SECRET_NAME_KEY`,
+    /// upper case, other characters as `_`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env_name: Option<String>,
+}
+
+/// How a secret reaches a task's containers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum MountAs {
+    /// An environment variable.
+    #[default]
+    Env,
+    /// A read-only file under `/etc/weft/secrets/NAME/`.
+    File,
+}
+
+/// Where file secrets are mounted: one directory per Secret.
+pub const SECRETS_DIR: &str = "/etc/weft/secrets";
+
+impl SecretRef {
+    /// The environment variable an `env` secret is set as.
+    pub fn env_var(&self) -> String {
+        self.env_name.clone().unwrap_or_else(|| {
+            format!("WEFT_SECRET_{}_{}", self.name, self.key)
+                .chars()
+                .map(|c| match c.is_ascii_alphanumeric() {
+                    true => c.to_ascii_uppercase(),
+                    false => '_',
+                })
+                .collect()
+        })
+    }
+
+    /// The file a `file` secret is at.
+    pub fn file_path(&self) -> String {
+        format!("{SECRETS_DIR}/{}/{}", self.name, self.key)
+    }
 }
 
 /// Retries, on two budgets as in Flyte: failures of the task itself count

@@ -10,6 +10,7 @@
 
 use std::sync::Arc;
 
+use crate::webhook::pod_secrets;
 use serde_json::{Map, Value};
 use weft_dag::TaskSpec;
 use weft_dag::schedule::{Executor, Readiness, TaskObservation, TaskRequest, TaskState};
@@ -306,13 +307,18 @@ impl Executor for PluginExecutor {
             }
             // Missing from the cache: create it (or, right after creating
             // it, apply the same object again: a no-op).
-            let desired = match desired.take() {
+            let mut desired = match desired.take() {
                 Some(d) => d,
                 None => match self.build(&plugin, &ctx) {
                     Ok(v) => v,
                     Err(obs) => return *obs,
                 },
             };
+            if let Err(why) = pod_secrets::mark(&mut desired, &req.task.secrets) {
+                let mut obs = TaskObservation::failed(false, false, "SecretsNotMountable", &why);
+                obs.plugin = Some(plugin_ref(&plugin));
+                return obs;
+            }
             self.applies.push(Apply {
                 plugin: plugin.name().to_string(),
                 object: desired,
@@ -324,6 +330,14 @@ impl Executor for PluginExecutor {
         };
         self.children.seen(&key);
         let observed = serde_json::to_value(&*observed).unwrap_or(Value::Null);
+        if let Some(why) = pod_secrets::missing(&observed) {
+            // Running without them would fail later and less clearly.
+            self.children.forget(&key);
+            let mut obs = TaskObservation::failed(false, true, "SecretsNotMounted", &why);
+            obs.resource = Some(r);
+            obs.plugin = Some(plugin_ref(&plugin));
+            return obs;
+        }
         let call_span = tracing::info_span!(
             "plugin.call",
             plugin = plugin.name(),

@@ -5,6 +5,7 @@
 //! decision, on AdmissionReview v1 objects (kube's admission types);
 //! [`server`] serves it over HTTPS with its own certificates.
 
+pub mod pod_secrets;
 pub mod server;
 
 use std::collections::HashSet;

@@ -21,6 +21,11 @@ use tokio::net::TcpListener;
 
 use super::Validator;
 
+/// Where Workflows are validated.
+pub const VALIDATE: &str = "/validate";
+/// Where task pods get their secrets.
+pub const MUTATE_PODS: &str = "/mutate-pods";
+
 /// Largest AdmissionReview read (kube-apiserver's own request limit is 3 MiB).
 const MAX_BODY: usize = 4 << 20;
 
@@ -128,10 +133,11 @@ async fn respond(req: Request<Incoming>, validator: &Validator) -> Response<Full
             .insert("content-type", "application/json".parse().expect("static"));
         r
     };
-    if req.uri().path() != "/validate" || req.method() != hyper::Method::POST {
+    let path = req.uri().path().to_string();
+    if !matches!(path.as_str(), VALIDATE | MUTATE_PODS) || req.method() != hyper::Method::POST {
         return reply(
             StatusCode::NOT_FOUND,
-            r#"{"error": "POST /validate"}"#.into(),
+            format!(r#"{{"error": "POST {VALIDATE} or {MUTATE_PODS}"}}"#),
         );
     }
     let body = match http_body_util::Limited::new(req.into_body(), MAX_BODY)
@@ -148,7 +154,10 @@ async fn respond(req: Request<Incoming>, validator: &Validator) -> Response<Full
     };
     match serde_json::from_slice(&body) {
         Ok(review) => {
-            let answer = validator.review(review);
+            let answer = match path.as_str() {
+                MUTATE_PODS => super::pod_secrets::review(review),
+                _ => validator.review(review),
+            };
             reply(
                 StatusCode::OK,
                 serde_json::to_string(&answer).unwrap_or_default(),
