@@ -106,9 +106,13 @@ async fn answer(
                 json!([{"op": "add", "path": "/metadata/labels", "value": {"mutated": "yes"}}])
             };
             response["patchType"] = "JSONPatch".into();
-            response["patch"] = base64::engine::general_purpose::STANDARD
-                .encode(patch.to_string())
-                .into();
+            // Both encodings of Go's []byte: base64, or numbers (kube-rs).
+            response["patch"] = match obj["metadata"]["labels"]["bytes"].is_string() {
+                true => patch.to_string().into_bytes().into(),
+                false => base64::engine::general_purpose::STANDARD
+                    .encode(patch.to_string())
+                    .into(),
+            };
             response["warnings"] = json!(["the test webhook labelled this object"]);
         }
         "/slow" => tokio::time::sleep(std::time::Duration::from_secs(3)).await,
@@ -227,6 +231,14 @@ async fn webhooks_refuse_patch_and_fail_as_configured() {
     );
     let m = k.json(&["get", "cm", "m"]).await;
     assert_eq!(m["metadata"]["labels"], json!({"a": "b", "mutated": "yes"}));
+    k.ok(&[
+        "create",
+        "-f",
+        &apply("n.json", configmap("n", json!({"bytes": "1"}))),
+    ])
+    .await;
+    let n = k.json(&["get", "cm", "n"]).await;
+    assert_eq!(n["metadata"]["labels"]["mutated"], "yes");
     k.ok(&["annotate", "cm", "m", "note=1"]).await;
     let reviews = hook.seen.lock().unwrap().clone();
     let update = reviews

@@ -6,7 +6,7 @@ mod common;
 
 use std::sync::Arc;
 
-use weft::webhook::{Validator, server};
+use weft::webhook::{Validator, certs, server};
 
 fn review(nodes: &str) -> String {
     format!(
@@ -48,14 +48,16 @@ async fn the_webhook_refuses_a_bad_workflow_over_tls_with_every_problem() {
         "localhost".to_string(),
         "weft-webhook.weft-system.svc".into(),
     ];
-    let certs = server::certificates(dir.path(), &names).unwrap();
+    let issued = certs::Issued::new(&names, std::time::Duration::from_secs(3600)).unwrap();
+    issued.write_to(dir.path()).unwrap();
     for f in ["tls.crt", "tls.key", "ca.crt"] {
         assert!(dir.path().join(f).is_file(), "{f}");
     }
     let (_, registry) =
         weft::runtime::load_plugins(&common::root().join("target/plugins"), None).unwrap();
     let validator = Arc::new(Validator::new(registry, false));
-    let addr = server::serve("127.0.0.1:0".parse().unwrap(), &certs, validator)
+    let resolver = certs::Resolver::new(&issued.cert, &issued.key).unwrap();
+    let addr = server::serve("127.0.0.1:0".parse().unwrap(), resolver, validator)
         .await
         .unwrap();
     let ca = dir.path().join("ca.crt");
@@ -91,10 +93,6 @@ async fn the_webhook_refuses_a_bad_workflow_over_tls_with_every_problem() {
     ] {
         assert!(message.contains(part), "{part}: {message}");
     }
-
-    // A second start reuses the certificate (a mounted Secret's, or its own).
-    let again = server::certificates(dir.path(), &names).unwrap();
-    assert_eq!(again.cert, certs.cert);
 }
 
 /// `weft controller --webhook-port` serves it, with the hot loader's
@@ -129,4 +127,10 @@ async fn weft_controller_serves_the_webhook() {
         message.contains("no plugin serves task type \"spark-typo\""),
         "{message}"
     );
+    // Managed in a Secret of its namespace, the files written beside.
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(_client.clone(), "default");
+    let secret = secrets.get("weft-webhook-certs").await.unwrap();
+    let ca = std::fs::read(certs.join("ca.crt")).unwrap();
+    assert_eq!(secret.data.unwrap()["ca.crt"].0, ca);
 }

@@ -247,8 +247,8 @@ impl Request<'_> {
             let Some(resp) = self.call(cx, &hook, Some(&obj), old).await? else {
                 continue;
             };
-            if let Some(p) = resp["patch"].as_str() {
-                apply_patch(&hook.name, &resp, p, &mut obj)?;
+            if !resp["patch"].is_null() {
+                apply_patch(&hook.name, &resp, &resp["patch"], &mut obj)?;
             }
         }
         Ok(obj)
@@ -317,7 +317,10 @@ fn known_reason(r: &str) -> &'static str {
     .unwrap_or("")
 }
 
-fn apply_patch(name: &str, resp: &Value, patch: &str, obj: &mut Value) -> Result<(), ApiError> {
+/// Applies a webhook's patch: bytes, which JSON carries as a base64
+/// string or (as Go decodes a `[]byte` from either, and kube-rs sends) a
+/// list of numbers.
+fn apply_patch(name: &str, resp: &Value, patch: &Value, obj: &mut Value) -> Result<(), ApiError> {
     use base64::Engine as _;
     if resp["patchType"].as_str() != Some("JSONPatch") {
         return Err(ApiError::internal(format!(
@@ -325,9 +328,18 @@ fn apply_patch(name: &str, resp: &Value, patch: &str, obj: &mut Value) -> Result
             resp["patchType"]
         )));
     }
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(patch)
-        .map_err(|e| ApiError::internal(format!("webhook \"{name}\": patch is not base64: {e}")))?;
+    let bytes = match patch {
+        Value::String(s) => base64::engine::general_purpose::STANDARD
+            .decode(s)
+            .map_err(|e| format!("patch is not base64: {e}")),
+        Value::Array(a) => a
+            .iter()
+            .map(|b| b.as_u64().and_then(|b| u8::try_from(b).ok()))
+            .collect::<Option<Vec<u8>>>()
+            .ok_or_else(|| "patch is not a list of bytes".to_string()),
+        _ => Err("patch is neither base64 nor bytes".to_string()),
+    }
+    .map_err(|e| ApiError::internal(format!("webhook \"{name}\": {e}")))?;
     let ops: json_patch::Patch = serde_json::from_slice(&bytes).map_err(|e| {
         ApiError::internal(format!(
             "webhook \"{name}\": patch is not a JSON patch: {e}"

@@ -68,27 +68,9 @@ pub struct ControllerArgs {
     /// --plugin-namespace, else the Lease namespace, i.e. POD_NAMESPACE).
     #[arg(long, requires = "impersonate_plugins")]
     pub plugin_service_account_namespace: Option<String>,
-    /// Serve the admission webhook (`POST /validate`, HTTPS) on this port:
-    /// Workflows are checked at submission by the controller's own validator.
-    #[arg(long, value_name = "PORT")]
-    pub webhook_port: Option<u16>,
-    /// The webhook's certificate directory: `tls.crt`/`tls.key` (e.g. from
-    /// cert-manager) are used when present, else a CA and certificate are
-    /// made there (`ca.crt` is the caBundle).
-    #[arg(
-        long,
-        default_value = "/tmp/weft-webhook-certs",
-        requires = "webhook_port"
-    )]
-    pub webhook_cert_dir: PathBuf,
-    /// The names the self-made webhook certificate is for (default: the
-    /// Service weft-webhook in the Lease namespace, and localhost).
-    #[arg(long, value_delimiter = ',', requires = "webhook_port")]
-    pub webhook_names: Vec<String>,
-    /// Admit Workflows whose task types no plugin serves yet (plugins may be
-    /// hot-loaded later), with a warning.
-    #[arg(long, requires = "webhook_port")]
-    pub allow_unknown_task_types: bool,
+    /// The admission webhook.
+    #[command(flatten)]
+    pub webhook: crate::webhook::WebhookArgs,
     /// The admin API.
     #[command(flatten)]
     pub admin: super::dev::AdminArgs,
@@ -268,25 +250,8 @@ pub fn controller(args: ControllerArgs) -> anyhow::Result<ExitCode> {
             ),
             None => None,
         };
-        if let Some(port) = args.webhook_port {
-            let ns = &args.election.leader_elect_namespace;
-            let names = if args.webhook_names.is_empty() {
-                vec![
-                    format!("weft-webhook.{ns}.svc"),
-                    format!("weft-webhook.{ns}.svc.cluster.local"),
-                    "localhost".into(),
-                ]
-            } else {
-                args.webhook_names.clone()
-            };
-            let certs = crate::webhook::server::certificates(&args.webhook_cert_dir, &names)?;
-            let validator = Arc::new(crate::webhook::Validator::new(
-                registry.clone(),
-                args.allow_unknown_task_types,
-            ));
-            let addr = std::net::SocketAddr::from(([0, 0, 0, 0], port));
-            crate::webhook::server::serve(addr, &certs, validator).await?;
-        }
+        let ns = &args.election.leader_elect_namespace;
+        args.webhook.start(&client, registry.clone(), ns).await?;
         let addr = serve::serve(args.metrics_addr, metrics.clone(), ready.clone()).await?;
         tracing::info!(%addr, "serving /metrics, /healthz, /readyz");
         if let Some(l) = &leader {

@@ -64,6 +64,40 @@ pub struct DevArgs {
     /// The admin API.
     #[command(flatten)]
     pub admin: AdminArgs,
+    /// The admission webhook.
+    #[command(flatten)]
+    pub webhook: DevWebhookArgs,
+}
+
+/// The admission webhook of `weft dev` and `weft run`: on by default,
+/// registered with the dev cluster like a cluster install's.
+#[derive(Debug, Clone, Args)]
+pub struct DevWebhookArgs {
+    /// Do not run the admission webhook (Workflows are then checked only
+    /// by the controller, after creation).
+    #[arg(long)]
+    pub no_webhook: bool,
+    /// Admit Workflows whose task types no plugin serves yet (plugins may be
+    /// pushed later), with a warning.
+    #[arg(long)]
+    pub allow_unknown_task_types: bool,
+}
+
+impl DevWebhookArgs {
+    /// Starts it against the dev cluster, unless turned off.
+    pub async fn start(
+        &self,
+        client: &kube::Client,
+        registry: std::sync::Arc<weft_plugin::Registry>,
+    ) -> anyhow::Result<()> {
+        if self.no_webhook {
+            return Ok(());
+        }
+        let addr =
+            crate::webhook::serve_dev(client, registry, self.allow_unknown_task_types).await?;
+        println!("admission webhook at https://{addr} (--no-webhook to run without)");
+        Ok(())
+    }
 }
 
 /// Run `weft dev`.
@@ -80,6 +114,7 @@ pub fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
             registry_config,
         )?;
         runtime::install_crd(&client).await?;
+        args.webhook.start(&client, registry.clone()).await?;
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let (open, synced) = runtime::after_sync();
         let (ctx, controller) = runtime::spawn_controller_after(

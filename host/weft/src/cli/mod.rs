@@ -12,6 +12,7 @@ pub mod plugin;
 pub mod rbac;
 pub mod run;
 pub mod scaffold;
+pub mod webhook;
 
 /// Weft: a Kubernetes workflow executor with WebAssembly plugins.
 #[derive(Debug, Parser)]
@@ -49,6 +50,9 @@ pub enum Command {
     Dev(dev::DevArgs),
     /// Run the controller against a cluster (kubeconfig or in-cluster).
     Controller(Box<controller::ControllerArgs>),
+    /// The admission webhook alone (validation and task secrets), with its
+    /// managed certificate.
+    Webhook(Box<webhook::WebhookCommand>),
     /// Show a Workflow, or its DAG as dot or Mermaid with node phases.
     Get(controller::GetArgs),
     /// Print the Workflow CRD (YAML), generated from the Rust types.
@@ -73,6 +77,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => run::run(args),
         Command::Dev(args) => dev::dev(args),
         Command::Controller(args) => controller::controller(*args),
+        Command::Webhook(args) => webhook::webhook(*args),
         Command::Get(args) => controller::get(args),
         Command::Crd => {
             out(&crate::api::crd_yaml())?;

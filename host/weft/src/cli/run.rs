@@ -58,6 +58,9 @@ pub struct RunArgs {
     /// The admin API (with --serve).
     #[command(flatten)]
     pub admin: super::dev::AdminArgs,
+    /// The admission webhook (on the embedded dev cluster only).
+    #[command(flatten)]
+    pub webhook: super::dev::DevWebhookArgs,
 }
 
 /// Reads a Workflow manifest, naming it after the file when it has no name.
@@ -107,6 +110,15 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             );
         }
         runtime::install_crd(&client).await?;
+        if cluster.is_some() {
+            let webhook = super::dev::DevWebhookArgs {
+                // Plugins hot-loaded during the run may serve types not
+                // loaded yet.
+                allow_unknown_task_types: args.webhook.allow_unknown_task_types || args.hotload,
+                ..args.webhook.clone()
+            };
+            webhook.start(&client, registry.clone()).await?;
+        }
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let (open, synced) = runtime::after_sync();
         let (ctx, controller) = runtime::spawn_controller_after(

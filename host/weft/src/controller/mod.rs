@@ -515,17 +515,34 @@ async fn apply_child(ctx: &Context, ns: &str, apply: &executor::Apply) -> Result
     let k = ctx.children.ensure(api_version, kind).await?;
     let (client, acting) = ctx.child_client(&apply.plugin)?;
     let api: Api<DynamicObject> = Api::namespaced_with(client, ns, &k.resource);
-    let result = tracing::Instrument::instrument(
-        api.patch(
-            name,
-            &PatchParams::apply(MANAGER).force(),
-            &Patch::Apply(child),
-        ),
-        span,
-    )
-    .await;
+    // A pod whose secrets a webhook mounts is created, never re-applied: an
+    // apply of the same object would own and so remove what the webhook
+    // added (and a real API server refuses pod spec changes anyway).
+    let write = async {
+        if !crate::webhook::pod_secrets::marked(child) {
+            return api
+                .patch(
+                    name,
+                    &PatchParams::apply(MANAGER).force(),
+                    &Patch::Apply(child),
+                )
+                .await
+                .map(drop);
+        }
+        let obj: DynamicObject =
+            serde_json::from_value(child.clone()).map_err(kube::Error::SerdeError)?;
+        let pp = PostParams {
+            field_manager: Some(MANAGER.into()),
+            ..Default::default()
+        };
+        match api.create(&pp, &obj).await {
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+            other => other.map(drop),
+        }
+    };
+    let result = tracing::Instrument::instrument(write, span).await;
     match result {
-        Ok(_) => {
+        Ok(()) => {
             ctx.metrics.api_write("child");
             Ok(())
         }

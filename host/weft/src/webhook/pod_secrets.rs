@@ -46,11 +46,15 @@ pub fn mark(obj: &mut Value, secrets: &[SecretRef]) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether `obj` is a Pod marked for injection.
+pub fn marked(obj: &Value) -> bool {
+    obj["kind"] == "Pod" && obj["metadata"]["labels"][LABEL] == "true"
+}
+
 /// Why a marked Pod has no secrets: the webhook did not see it.
 pub fn missing(pod: &Value) -> Option<String> {
-    let marked = pod["metadata"]["labels"][LABEL] == "true";
     let injected = pod["metadata"]["annotations"][INJECTED] == "true";
-    (pod["kind"] == "Pod" && marked && !injected).then(|| {
+    (marked(pod) && !injected).then(|| {
         format!(
             "the task's secrets were not mounted into Pod {}: Weft's admission webhook did not mutate it (is the MutatingWebhookConfiguration {CONFIGURATION} installed and its webhook up?)",
             pod["metadata"]["name"].as_str().unwrap_or("")
