@@ -61,9 +61,14 @@ bench: guests
 FUZZ_SECS ?= 600
 fuzz:
 	@command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
-	cd fuzz && for t in workflow_spec expression; do \
+	cd fuzz && for t in workflow_spec expression plugin_manifest cluster_patches; do \
+	  case $$t in \
+	    plugin_manifest) seeds="../target/plugins";; \
+	    cluster_patches) seeds="../host/weft-cluster/tests/fixtures";; \
+	    *) seeds="../host/weft-dag/tests/fuzz-regressions ../examples";; \
+	  esac; \
 	  mkdir -p corpus/$$t && \
-	  cargo +nightly fuzz run -s none $$t corpus/$$t ../host/weft-dag/tests/fuzz-regressions ../examples \
+	  cargo +nightly fuzz run -s none $$t corpus/$$t $$seeds \
 	    -- -max_total_time=$(FUZZ_SECS) -print_final_stats=1 || exit 1; \
 	done
 

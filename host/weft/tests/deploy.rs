@@ -1,16 +1,20 @@
 //! `deploy/`: every overlay renders with `kubectl kustomize`, every document
 //! is a kind we mean to ship (read into its k8s-openapi type, with no field
 //! the type does not know), the controller's Deployment is locked down and
-//! its arguments and admin config parse as `weft` parses them, and the
-//! embedded dev cluster accepts each overlay with server-side apply.
+//! its arguments and admin config parse as `weft` parses them, the webhook
+//! configurations are the ones `weft` registers, and the embedded dev
+//! cluster accepts each overlay with server-side apply.
 
 mod common;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 
 use clap::Parser;
 use common::{grant_set, kubectl, kustomize, rendered, root};
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{
     ConfigMap, Container, Namespace, PodSpec, Service, ServiceAccount,
@@ -28,6 +32,10 @@ use serde_json::Value;
 
 const NAMESPACE: &str = "weft-system";
 const CONTROLLER: &str = "weft-controller";
+/// The admission webhook's Service, and the Secret the controller keeps its
+/// certificate in.
+const WEBHOOK_SERVICE: &str = "weft-webhook";
+const WEBHOOK_SECRET: &str = "weft-webhook-certs";
 
 /// The overlays and the replicas each asks for.
 const OVERLAYS: &[(&str, i32)] = &[("dev", 1), ("production", 2)];
@@ -47,6 +55,9 @@ struct Rendered {
     pdbs: Vec<PodDisruptionBudget>,
     config_maps: Vec<ConfigMap>,
     crds: Vec<CustomResourceDefinition>,
+    /// Validating and mutating webhook configurations, as rendered (each
+    /// also read into its type), to compare with what `weft` registers.
+    webhook_configurations: Vec<Value>,
 }
 
 fn render(overlay: &str) -> Rendered {
@@ -80,6 +91,14 @@ fn parse(overlay: &str, yaml: &str) -> Rendered {
             "PodDisruptionBudget" => r.pdbs.push(typed(&what, &value)),
             "ConfigMap" => r.config_maps.push(typed(&what, &value)),
             "CustomResourceDefinition" => r.crds.push(typed(&what, &value)),
+            "ValidatingWebhookConfiguration" => {
+                typed::<ValidatingWebhookConfiguration>(&what, &value);
+                r.webhook_configurations.push(value.clone());
+            }
+            "MutatingWebhookConfiguration" => {
+                typed::<MutatingWebhookConfiguration>(&what, &value);
+                r.webhook_configurations.push(value.clone());
+            }
             _ => panic!(
                 "{what}: a kind this test does not know; add it here once the dev cluster serves it"
             ),
@@ -219,6 +238,106 @@ impl Rendered {
             .find(|v| v.name == m.name)
             .unwrap_or_else(|| panic!("{}: no volume {}", self.overlay, m.name))
     }
+
+    /// The one webhook configuration of `kind`.
+    fn webhook_configuration(&self, kind: &str) -> &Value {
+        let found: Vec<&Value> = self
+            .webhook_configurations
+            .iter()
+            .filter(|c| c["kind"] == kind)
+            .collect();
+        let [c] = found[..] else {
+            panic!("{}: expected one {kind}, got {}", self.overlay, found.len());
+        };
+        c
+    }
+
+    /// The admission webhook's Service `weft-webhook` sends 443 (`https`)
+    /// to the container port named `webhook` of every controller pod, each
+    /// of which declares it as 9443 and serves the webhook there
+    /// (`--webhook-port`), with the certificate it manages in the Secret
+    /// the Role lets it write, for that Service's name, and its CA written
+    /// into the two configurations deploy/ ships.
+    fn check_webhook_service(&self) {
+        let what = &self.overlay;
+        let svc = self
+            .services
+            .iter()
+            .find(|s| s.metadata.name.as_deref() == Some(WEBHOOK_SERVICE))
+            .unwrap_or_else(|| panic!("{what}: no Service {WEBHOOK_SERVICE}"));
+        assert_eq!(svc.metadata.namespace.as_deref(), Some(NAMESPACE), "{what}");
+        let spec = svc.spec.as_ref().expect("service spec");
+        let ports: Vec<(Option<&str>, i32, Option<IntOrString>)> = spec
+            .ports
+            .iter()
+            .flatten()
+            .map(|p| (p.name.as_deref(), p.port, p.target_port.clone()))
+            .collect();
+        assert_eq!(
+            ports,
+            [(
+                Some("https"),
+                443,
+                Some(IntOrString::String("webhook".to_string()))
+            )],
+            "{what}"
+        );
+        let selector = spec.selector.as_ref().expect("selector");
+        assert!(!self.deployments.is_empty(), "{what}");
+        for d in &self.deployments {
+            let template = &d.spec.as_ref().expect("spec").template;
+            let labels = template
+                .metadata
+                .as_ref()
+                .and_then(|m| m.labels.as_ref())
+                .expect("pod labels");
+            assert!(
+                selector.iter().all(|(k, v)| labels.get(k) == Some(v)),
+                "{what}: {selector:?} does not select {labels:?}"
+            );
+            let pod = template.spec.as_ref().expect("pod spec");
+            let [c] = &pod.containers[..] else {
+                panic!("{what}: expected one container");
+            };
+            let declared = c
+                .ports
+                .iter()
+                .flatten()
+                .find(|p| p.name.as_deref() == Some("webhook"))
+                .map(|p| p.container_port);
+            assert_eq!(declared, Some(9443), "{what}: container port webhook");
+            let args = c.args.as_ref().expect("args");
+            let cli = weft::cli::Cli::try_parse_from(
+                std::iter::once("weft").chain(args.iter().map(String::as_str)),
+            )
+            .unwrap_or_else(|e| panic!("{what}: weft rejects {args:?}: {e}"));
+            let weft::cli::Command::Controller(a) = cli.command else {
+                panic!("{what}: {args:?} is not `weft controller`");
+            };
+            let w = &a.webhook;
+            assert_eq!(
+                w.webhook_port.map(i32::from),
+                declared,
+                "{what}: --webhook-port"
+            );
+            assert!(
+                w.webhook_cert_dir.is_none(),
+                "{what}: a managed certificate"
+            );
+            assert_eq!(w.webhook_cert_secret, WEBHOOK_SECRET, "{what}");
+            // The default names: weft-webhook.<POD_NAMESPACE>.svc (and
+            // .svc.cluster.local), the Service above.
+            assert!(w.webhook_names.is_empty(), "{what}: {:?}", w.webhook_names);
+            assert_eq!(
+                w.webhook_configurations,
+                [
+                    weft::webhook::VALIDATING,
+                    weft::webhook::pod_secrets::CONFIGURATION
+                ],
+                "{what}"
+            );
+        }
+    }
 }
 
 /// The rules granting `verb` on `group/resource` (any name unless restricted).
@@ -236,6 +355,32 @@ fn grants<'a>(
                 && r.verbs.iter().any(|v| v == verb)
         })
         .collect()
+}
+
+/// The grants limited to named objects: (apiGroup, resource, verb, names).
+fn named_grants(rules: &[PolicyRule]) -> BTreeSet<(String, String, String, Vec<String>)> {
+    let mut out = BTreeSet::new();
+    for r in rules {
+        let Some(names) = &r.resource_names else {
+            continue;
+        };
+        for g in r.api_groups.iter().flatten() {
+            for res in r.resources.iter().flatten() {
+                for v in &r.verbs {
+                    out.insert((g.clone(), res.clone(), v.clone(), names.clone()));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// What `weft` registers as its webhook configurations when it is called
+/// through the Service weft-webhook in weft-system.
+fn registered_webhook_configurations() -> [Value; 2] {
+    weft::webhook::configurations(
+        |path| serde_json::json!({"service": {"namespace": "weft-system", "name": "weft-webhook", "path": path, "port": 443}}),
+    )
 }
 
 fn is_controller_account(subjects: &Option<Vec<Subject>>) -> bool {
@@ -285,6 +430,11 @@ fn every_overlay_renders_known_kinds_in_weft_system() {
             panic!("{overlay}: expected the Workflow CRD");
         };
         assert_eq!(crd.spec, weft::api::Workflow::crd().spec, "{overlay}");
+        // The webhook configurations are cluster-scoped.
+        assert_eq!(r.webhook_configurations.len(), 2, "{overlay}");
+        for c in &r.webhook_configurations {
+            assert!(c["metadata"]["namespace"].is_null(), "{overlay}: {c}");
+        }
     }
 }
 
@@ -452,10 +602,19 @@ fn the_service_and_the_disruption_budget_select_the_controller() {
             .and_then(|s| s.template.metadata.as_ref())
             .and_then(|m| m.labels.clone())
             .expect("pod labels");
-        let [svc] = &r.services[..] else {
-            panic!("{overlay}: expected one Service");
-        };
-        assert_eq!(svc.metadata.name.as_deref(), Some("weft"));
+        // weft (the admin API and metrics) and weft-webhook.
+        let mut names: Vec<&str> = r
+            .services
+            .iter()
+            .filter_map(|s| s.metadata.name.as_deref())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["weft", WEBHOOK_SERVICE], "{overlay}");
+        let svc = r
+            .services
+            .iter()
+            .find(|s| s.metadata.name.as_deref() == Some("weft"))
+            .unwrap();
         let spec = svc.spec.as_ref().expect("service spec");
         let selector = spec.selector.as_ref().expect("selector");
         assert!(
@@ -474,6 +633,15 @@ fn the_service_and_the_disruption_budget_select_the_controller() {
             [(Some("grpc"), 8081), (Some("metrics"), 8080)],
             "{overlay}"
         );
+        // The webhook's: the same pods, its container port.
+        r.check_webhook_service();
+        let webhook = r
+            .services
+            .iter()
+            .find(|s| s.metadata.name.as_deref() == Some(WEBHOOK_SERVICE))
+            .and_then(|s| s.spec.as_ref())
+            .and_then(|s| s.selector.as_ref());
+        assert_eq!(webhook, spec.selector.as_ref(), "{overlay}");
 
         match *overlay {
             // One replica: a budget of one would block every node drain.
@@ -588,6 +756,47 @@ fn rbac_is_least_privilege() {
                 "{overlay}: production must not touch CRDs"
             ),
         }
+        // The admission webhook's two configurations: get and update (their
+        // caBundle), each by its name only; nothing else on
+        // admissionregistration.k8s.io (no create, list, watch, patch or
+        // delete, no other configuration).
+        let mut webhook_rules: Vec<(&str, &str)> = Vec::new();
+        for rule in rules.iter().filter(|r| {
+            r.api_groups
+                .iter()
+                .flatten()
+                .any(|g| g == "admissionregistration.k8s.io")
+        }) {
+            assert_eq!(
+                rule.api_groups.as_deref(),
+                Some(&["admissionregistration.k8s.io".to_string()][..]),
+                "{overlay}: {rule:?}"
+            );
+            let [resource] = rule.resources.as_deref().unwrap_or_default() else {
+                panic!("{overlay}: one resource per rule, by name: {rule:?}");
+            };
+            let name = match resource.as_str() {
+                "validatingwebhookconfigurations" => weft::webhook::VALIDATING,
+                "mutatingwebhookconfigurations" => weft::webhook::pod_secrets::CONFIGURATION,
+                other => panic!("{overlay}: admissionregistration.k8s.io/{other}"),
+            };
+            assert_eq!(
+                rule.resource_names.as_deref(),
+                Some(&[name.to_string()][..]),
+                "{overlay}: {rule:?}"
+            );
+            assert_eq!(rule.verbs, ["get", "update"], "{overlay}: {rule:?}");
+            webhook_rules.push((resource.as_str(), name));
+        }
+        webhook_rules.sort();
+        assert_eq!(
+            webhook_rules,
+            [
+                ("mutatingwebhookconfigurations", "weft-pod-secrets"),
+                ("validatingwebhookconfigurations", "weft-validating"),
+            ],
+            "{overlay}"
+        );
 
         // weft-system only: plugin ConfigMaps (and their status annotations), leases.
         let [role] = &r.roles[..] else {
@@ -612,19 +821,51 @@ fn rbac_is_least_privilege() {
             args.iter().any(|a| a == "--impersonate-plugins"),
             "{overlay}: {args:?}"
         );
-        // Secrets plugins' configuration names: read and followed, never written.
-        for verb in ["get", "list", "watch"] {
+        // Secrets plugins' configuration names: read and followed. The only
+        // writes are the webhook's certificate: create (which no name can
+        // limit, so it is a rule of its own) and update of
+        // weft-webhook-certs alone; no patch or delete, no update of any
+        // other Secret.
+        for verb in ["get", "list", "watch", "create", "update"] {
             assert!(
                 !grants(role_rules, "", "secrets", verb).is_empty(),
                 "{overlay}: secrets {verb}"
             );
         }
-        for verb in ["create", "patch", "update", "delete"] {
+        for verb in ["patch", "delete", "deletecollection"] {
             assert!(
                 grants(role_rules, "", "secrets", verb).is_empty(),
                 "{overlay}: secrets {verb}"
             );
         }
+        for rule in grants(role_rules, "", "secrets", "update") {
+            assert_eq!(
+                rule.resource_names.as_deref(),
+                Some(&[WEBHOOK_SECRET.to_string()][..]),
+                "{overlay}: update on Secrets other than the webhook's: {rule:?}"
+            );
+        }
+        for rule in grants(role_rules, "", "secrets", "create") {
+            assert_eq!(rule.verbs, ["create"], "{overlay}: {rule:?}");
+            assert_eq!(
+                rule.resources.as_deref(),
+                Some(&["secrets".to_string()][..]),
+                "{overlay}: {rule:?}"
+            );
+        }
+        // Reads are the plugins' (every Secret here); everything else here
+        // that is limited to names is the webhook's Secret.
+        assert_eq!(
+            named_grants(role_rules),
+            [(
+                String::new(),
+                "secrets".to_string(),
+                "update".to_string(),
+                vec![WEBHOOK_SECRET.to_string()]
+            )]
+            .into(),
+            "{overlay}"
+        );
 
         // Bound to the controller's account, and only to it.
         let crb = r
@@ -653,6 +894,30 @@ fn rbac_is_least_privilege() {
             "{overlay}: {:?}",
             rb.subjects
         );
+    }
+}
+
+/// The webhook configurations deploy/ ships are exactly the ones `weft`
+/// registers (`weft::webhook::configurations`), called through the Service
+/// weft-webhook in weft-system, and carry no caBundle: the controller
+/// writes it from the CA it manages.
+#[test]
+fn the_webhook_configurations_are_the_ones_weft_registers() {
+    let want = registered_webhook_configurations();
+    for (overlay, _) in OVERLAYS {
+        let r = render(overlay);
+        assert_eq!(r.webhook_configurations.len(), want.len(), "{overlay}");
+        for want in &want {
+            let kind = want["kind"].as_str().unwrap();
+            let got = r.webhook_configuration(kind);
+            assert_eq!(got, want, "{overlay}: {kind}");
+            for hook in got["webhooks"].as_array().unwrap() {
+                assert!(
+                    hook["clientConfig"].get("caBundle").is_none(),
+                    "{overlay}: {kind}: the controller writes the caBundle"
+                );
+            }
+        }
     }
 }
 
@@ -876,6 +1141,7 @@ fn the_helm_chart_installs_what_the_overlays_install() {
         .iter()
         .flat_map(|r| r.rules.clone().unwrap_or_default())
         .collect();
+    let webhooks = registered_webhook_configurations();
     for (example, replicas) in HELM_EXAMPLES {
         let r = parse(&format!("helm {example}"), &helm(example));
         // The CRD the chart ships is the one the types generate.
@@ -900,6 +1166,18 @@ fn the_helm_chart_installs_what_the_overlays_install() {
             want.retain(|(_, res, _)| res != "leases");
         }
         assert_eq!(grant_set(&role), want, "{example}: Role");
+        // ...limited to the same names where a rule is (the webhook's
+        // Secret and configurations).
+        assert_eq!(
+            named_grants(r.cluster_rules()),
+            named_grants(&overlay_cluster),
+            "{example}: ClusterRole resourceNames"
+        );
+        assert_eq!(
+            named_grants(&role),
+            named_grants(&overlay_role),
+            "{example}: Role resourceNames"
+        );
         // The plugins' ClusterRoles grant what `weft plugin rbac` renders
         // from their manifests (as deploy/base and the Components do).
         let plugins = r.plugin_roles();
@@ -950,6 +1228,27 @@ fn the_helm_chart_installs_what_the_overlays_install() {
         // A disruption budget per Deployment that has replicas to spare.
         let budgets = if *replicas > 1 { shards } else { 0 };
         assert_eq!(r.pdbs.len(), budgets, "{example}");
+        // The admission webhook: its Service reaches every shard's pods on
+        // their webhook port, and the configurations are the overlay's
+        // (and weft's) webhooks under the same names; the chart adds its
+        // own labels.
+        r.check_webhook_service();
+        for want in &webhooks {
+            let kind = want["kind"].as_str().unwrap();
+            let got = r.webhook_configuration(kind);
+            assert_eq!(got["apiVersion"], want["apiVersion"], "{example}: {kind}");
+            assert_eq!(
+                got["metadata"]["name"], want["metadata"]["name"],
+                "{example}: {kind}"
+            );
+            assert_eq!(got["webhooks"], want["webhooks"], "{example}: {kind}");
+            for (k, v) in want["metadata"]["labels"].as_object().unwrap() {
+                assert_eq!(
+                    &got["metadata"]["labels"][k], v,
+                    "{example}: {kind}: label {k}"
+                );
+            }
+        }
     }
 }
 

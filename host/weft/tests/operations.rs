@@ -218,10 +218,40 @@ async fn a_deployed_controller_uses_exactly_its_rbac_and_exposes_its_metrics() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // The admission webhook as deploy/ installs it: its Service (here at
+    // a free port of this machine) and its two configurations, whose
+    // caBundle the controller fills; a certificate that lives 3 s makes
+    // it renew (and so update its Secret) during the test.
+    let webhook_port = free_port();
+    let mut webhook_yaml: Vec<String> = weft::webhook::configurations(|path| {
+        serde_json::json!({"service": {"namespace": NS, "name": "weft-webhook", "path": path, "port": 443}})
+    })
+    .iter()
+    .map(|c| serde_yaml::to_string(c).unwrap())
+    .collect();
+    webhook_yaml.push(format!(
+        "apiVersion: v1\nkind: Service\nmetadata: {{name: weft-webhook, namespace: {NS}}}\nspec:\n  ports: [{{name: https, port: 443, targetPort: {webhook_port}}}]\n"
+    ));
+    let out = kubectl(
+        &admin_kubeconfig,
+        &["apply", "-f", "-"],
+        Some(&webhook_yaml.join("---\n")),
+    )
+    .await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let webhook_port_arg = format!("--webhook-port={webhook_port}");
     let controller = ControllerProcess::start(
         &kubeconfig,
         "weft-controller-0",
         &[
+            &webhook_port_arg,
+            "--webhook-cert-validity=3s",
+            // Plugins are pushed right before workflows that use them.
+            "--allow-unknown-task-types",
             "--plugin-namespace=weft-system",
             "--impersonate-plugins",
             "--leader-elect",

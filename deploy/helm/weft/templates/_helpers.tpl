@@ -26,6 +26,28 @@
 {{- printf "%s-admin" (include "weft.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
+{{/*
+The admission webhook's Service, its certificate's Secret and its two
+configurations. With the release name `weft` these are the names `weft
+controller` defaults to (weft-webhook, weft-webhook-certs, weft-validating,
+weft-pod-secrets); otherwise the Deployment passes them (weft.webhookArgs).
+*/}}
+{{- define "weft.webhookService" -}}
+{{- printf "%s-webhook" (include "weft.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "weft.webhookSecret" -}}
+{{- printf "%s-webhook-certs" (include "weft.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "weft.validatingWebhook" -}}
+{{- printf "%s-validating" (include "weft.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "weft.mutatingWebhook" -}}
+{{- printf "%s-pod-secrets" (include "weft.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
 {{- define "weft.pluginNamespace" -}}
 {{- default .Release.Namespace .Values.pluginNamespace -}}
 {{- end -}}
@@ -83,6 +105,12 @@ message naming the value.
 {{- $retry := include "weft.durationMs" $le.retryPeriod | int -}}
 {{- if not (and (lt $retry $renew) (lt $renew $lease)) -}}
 {{- fail (printf "leaderElection: need retryPeriod (%s) < renewDeadline (%s) < leaseDuration (%s)" $le.retryPeriod $le.renewDeadline $le.leaseDuration) -}}
+{{- end -}}
+{{- end -}}
+{{- if .Values.webhook.enabled -}}
+{{- $port := int .Values.webhook.port -}}
+{{- if or (eq $port (int .Values.admin.port)) (eq $port (int .Values.metrics.port)) -}}
+{{- fail (printf "webhook.port: %d is already admin.port or metrics.port" $port) -}}
 {{- end -}}
 {{- end -}}
 {{- if and .Values.admin.tls.clientAuthOptional (not .Values.admin.tls.clientCa) -}}

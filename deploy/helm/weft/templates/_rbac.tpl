@@ -102,3 +102,38 @@ weft.dev/plugin-error annotations the controller keeps on them.
   resources: [leases]
   verbs: [get, create, update]
 {{- end -}}
+
+{{/*
+The admission webhook's certificate, in the release namespace (where the
+controller runs): the Secret <fullname>-webhook-certs, created once by the
+first replica (a create has no name, so it cannot be limited to one) and
+replaced when renewed. It is read by the plugin Secrets rule when
+pluginNamespace is the release namespace, else here, by name.
+*/}}
+{{- define "weft.rules.webhookSecret" -}}
+# The admission webhook's CA and serving certificate.
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [create]
+- apiGroups: [""]
+  resources: [secrets]
+  resourceNames: [{{ include "weft.webhookSecret" . }}]
+  verbs: [{{ if ne (include "weft.pluginNamespace" .) .Release.Namespace }}get, {{ end }}update]
+{{- end -}}
+
+{{/*
+The admission webhook's two configurations (cluster-scoped, so always in a
+ClusterRole): their caBundle is kept on the CA of the webhook's Secret, by
+name only; never created, listed or deleted (the chart ships them).
+*/}}
+{{- define "weft.rules.webhookConfigurations" -}}
+# The admission webhook's configurations: the caBundle, kept current.
+- apiGroups: [admissionregistration.k8s.io]
+  resources: [validatingwebhookconfigurations]
+  resourceNames: [{{ include "weft.validatingWebhook" . }}]
+  verbs: [get, update]
+- apiGroups: [admissionregistration.k8s.io]
+  resources: [mutatingwebhookconfigurations]
+  resourceNames: [{{ include "weft.mutatingWebhook" . }}]
+  verbs: [get, update]
+{{- end -}}

@@ -291,12 +291,15 @@ impl Managed {
     }
 
     /// Sets every webhook's caBundle in the configurations to `ca`; absent
-    /// configurations are skipped (an install may leave one out).
+    /// configurations are skipped (an install may leave one out). Each name
+    /// is looked up as a validating, then a mutating configuration; a
+    /// refusal counts as absent, since least-privilege RBAC grants `get` on
+    /// each name for its own kind only.
     pub async fn patch_ca_bundles(&self, ca: &str) -> anyhow::Result<()> {
         let want = ByteString(ca.as_bytes().to_vec());
         for name in &self.configurations {
             let v: Api<ValidatingWebhookConfiguration> = Api::all(self.client.clone());
-            if let Some(mut c) = v.get_opt(name).await? {
+            if let Some(mut c) = lookup(&v, name).await? {
                 let hooks = c
                     .webhooks
                     .iter_mut()
@@ -309,7 +312,7 @@ impl Managed {
                 continue;
             }
             let m: Api<MutatingWebhookConfiguration> = Api::all(self.client.clone());
-            if let Some(mut c) = m.get_opt(name).await? {
+            if let Some(mut c) = lookup(&m, name).await? {
                 let hooks = c
                     .webhooks
                     .iter_mut()
@@ -361,6 +364,18 @@ impl Managed {
                 tracing::warn!(error = %format!("{e:#}"), "webhook certificate check failed; trying again");
             }
         }
+    }
+}
+
+/// A configuration by name; none when absent or not ours to read.
+async fn lookup<K>(api: &Api<K>, name: &str) -> anyhow::Result<Option<K>>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.get(name).await {
+        Ok(c) => Ok(Some(c)),
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 403 => Ok(None),
+        Err(e) => Err(e.into()),
     }
 }
 
