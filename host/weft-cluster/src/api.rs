@@ -208,13 +208,15 @@ impl Cluster {
             ns,
             opts,
         };
-        if review.wanted(self) {
+        if let Some(hooks) = review.hooks(self) {
             let plan = |txn: &mut Txn<'_>, dry: &WriteOpts| {
                 let out = self.create_in(txn, rt, version, ns, obj.clone(), dry)?;
                 Ok((None, out.ok_or_else(|| ApiError::internal("dry run"))?))
             };
             let name = name_of(&obj).to_string();
-            let (out, _) = self.admitted(&review, &name, Scope::All, plan).await?;
+            let (out, _) = self
+                .admitted(&review, &hooks, &name, Scope::All, plan)
+                .await?;
             return Ok(out);
         }
         let (stored, fut) = {
@@ -638,8 +640,8 @@ impl Cluster {
             ns,
             opts,
         };
-        if review.wanted(self) {
-            let (out, _) = self.admitted(&review, name, scope, plan).await?;
+        if let Some(hooks) = review.hooks(self) {
+            let (out, _) = self.admitted(&review, &hooks, name, scope, plan).await?;
             return Ok(out);
         }
         let (out, fut) = {
@@ -660,6 +662,7 @@ impl Cluster {
     async fn admitted<F>(
         &self,
         review: &admission::Request<'_>,
+        hooks: &admission::Hooks,
         name: &str,
         scope: Scope,
         plan: F,
@@ -683,7 +686,9 @@ impl Cluster {
                 ..*review
             };
             let old_obj = old.as_deref();
-            let mutated = review.mutate(self, (*draft).clone(), old_obj).await?;
+            let mutated = review
+                .mutate(self, hooks, (*draft).clone(), old_obj)
+                .await?;
             // Stored as planned, or replanned from the mutated object.
             let store = |txn: &mut Txn<'_>, opts: &WriteOpts| match &old {
                 Some(o) => {
@@ -694,7 +699,9 @@ impl Cluster {
                     .ok_or_else(|| ApiError::internal("dry run")),
             };
             let checked = store(&mut self.store.begin(), &dry)?;
-            review.validate(self, Some(&checked), old_obj).await?;
+            review
+                .validate(self, hooks, Some(&checked), old_obj)
+                .await?;
             let name = match name {
                 "" => name_of(&checked).to_string(),
                 n => n.to_string(),
@@ -947,8 +954,8 @@ impl Cluster {
             ns,
             opts,
         };
-        if review.wanted(self) {
-            return self.admitted(&review, name, scope, plan).await;
+        if let Some(hooks) = review.hooks(self) {
+            return self.admitted(&review, &hooks, name, scope, plan).await;
         }
         let (old, out, fut) = {
             let mut txn = self.store.begin();
@@ -1087,10 +1094,10 @@ impl Cluster {
             opts: &write_opts,
         };
         let key_ns = if rt.namespaced { ns } else { "" };
-        if review.wanted(self)
+        if let Some(hooks) = review.hooks(self)
             && let Some(old) = self.store.get(&rt.gr(), key_ns, name)
         {
-            review.validate(self, None, Some(&old)).await?;
+            review.validate(self, &hooks, None, Some(&old)).await?;
         }
         let (out, fut) = {
             let mut txn = self.store.begin();

@@ -63,6 +63,12 @@ pub(crate) struct Request<'a> {
     pub(crate) opts: &'a WriteOpts,
 }
 
+/// The webhooks of every configuration, by kind.
+pub(crate) struct Hooks {
+    mutating: Vec<Hook>,
+    validating: Vec<Hook>,
+}
+
 /// One webhook of a configuration.
 struct Hook {
     name: String,
@@ -82,13 +88,21 @@ impl Request<'_> {
         }
     }
 
-    /// Whether any webhook of the kind could be called: when none is,
-    /// writes take the short path with no extra dry run.
-    pub(crate) fn wanted(&self, cx: &Cluster) -> bool {
-        self.rt.group != GROUP
-            && [true, false]
-                .iter()
-                .any(|m| hooks(cx, *m).iter().any(|h| self.rule_matches(h)))
+    /// The webhooks this request may call, read from the store once; none
+    /// when no rule names its resource and operation (then the write takes
+    /// the short path, with no extra dry run).
+    pub(crate) fn hooks(&self, cx: &Cluster) -> Option<Hooks> {
+        if self.rt.group == GROUP {
+            return None;
+        }
+        let hooks = Hooks {
+            mutating: load(cx, true),
+            validating: load(cx, false),
+        };
+        let wanted = (hooks.mutating.iter())
+            .chain(&hooks.validating)
+            .any(|h| self.rule_matches(h));
+        wanted.then_some(hooks)
     }
 
     fn rule_matches(&self, hook: &Hook) -> bool {
@@ -237,14 +251,15 @@ impl Request<'_> {
     pub(crate) async fn mutate(
         &self,
         cx: &Cluster,
+        hooks: &Hooks,
         mut obj: Value,
         old: Option<&Value>,
     ) -> Result<Value, ApiError> {
-        for hook in hooks(cx, true) {
-            if !self.calls(cx, &hook, Some(&obj), old) {
+        for hook in &hooks.mutating {
+            if !self.calls(cx, hook, Some(&obj), old) {
                 continue;
             }
-            let Some(resp) = self.call(cx, &hook, Some(&obj), old).await? else {
+            let Some(resp) = self.call(cx, hook, Some(&obj), old).await? else {
                 continue;
             };
             if !resp["patch"].is_null() {
@@ -258,12 +273,13 @@ impl Request<'_> {
     pub(crate) async fn validate(
         &self,
         cx: &Cluster,
+        hooks: &Hooks,
         obj: Option<&Value>,
         old: Option<&Value>,
     ) -> Result<(), ApiError> {
-        for hook in hooks(cx, false) {
-            if self.calls(cx, &hook, obj, old) {
-                self.call(cx, &hook, obj, old).await?;
+        for hook in &hooks.validating {
+            if self.calls(cx, hook, obj, old) {
+                self.call(cx, hook, obj, old).await?;
             }
         }
         Ok(())
@@ -354,7 +370,7 @@ fn apply_patch(name: &str, resp: &Value, patch: &Value, obj: &mut Value) -> Resu
 
 /// The webhooks of every configuration of one kind, configurations in
 /// name order and webhooks in their order, as kube-apiserver calls them.
-fn hooks(cx: &Cluster, mutating: bool) -> Vec<Hook> {
+fn load(cx: &Cluster, mutating: bool) -> Vec<Hook> {
     let plural = match mutating {
         true => "mutatingwebhookconfigurations",
         false => "validatingwebhookconfigurations",

@@ -25,9 +25,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
 use k8s_openapi::ByteString;
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
-};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client};
@@ -296,35 +293,40 @@ impl Managed {
     /// refusal counts as absent, since least-privilege RBAC grants `get` on
     /// each name for its own kind only.
     pub async fn patch_ca_bundles(&self, ca: &str) -> anyhow::Result<()> {
-        let want = ByteString(ca.as_bytes().to_vec());
+        use base64::Engine as _;
+        let want = base64::engine::general_purpose::STANDARD.encode(ca);
         for name in &self.configurations {
-            let v: Api<ValidatingWebhookConfiguration> = Api::all(self.client.clone());
-            if let Some(mut c) = lookup(&v, name).await? {
-                let hooks = c
-                    .webhooks
-                    .iter_mut()
-                    .flatten()
-                    .map(|w| &mut w.client_config);
-                if set_bundles(hooks, &want) {
-                    v.replace(name, &PostParams::default(), &c).await?;
-                    tracing::info!(configuration = %name, "caBundle patched");
-                }
-                continue;
-            }
-            let m: Api<MutatingWebhookConfiguration> = Api::all(self.client.clone());
-            if let Some(mut c) = lookup(&m, name).await? {
-                let hooks = c
-                    .webhooks
-                    .iter_mut()
-                    .flatten()
-                    .map(|w| &mut w.client_config);
-                if set_bundles(hooks, &want) {
-                    m.replace(name, &PostParams::default(), &c).await?;
-                    tracing::info!(configuration = %name, "caBundle patched");
-                }
+            if !self
+                .patch_bundle(super::VALIDATING_KIND, name, &want)
+                .await?
+            {
+                self.patch_bundle(super::MUTATING_KIND, name, &want).await?;
             }
         }
         Ok(())
+    }
+
+    /// Sets the caBundle (base64) of every webhook of one configuration;
+    /// whether it exists and may be read.
+    async fn patch_bundle(&self, kind: &str, name: &str, want: &str) -> anyhow::Result<bool> {
+        let api = super::configuration_api(&self.client, kind);
+        let mut config = match api.get(name).await {
+            Ok(c) => c,
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 403 => return Ok(false),
+            Err(e) => return Err(e.into()),
+        };
+        let mut changed = false;
+        for w in config.data["webhooks"].as_array_mut().into_iter().flatten() {
+            if w["clientConfig"]["caBundle"] != want {
+                w["clientConfig"]["caBundle"] = want.into();
+                changed = true;
+            }
+        }
+        if changed {
+            api.replace(name, &PostParams::default(), &config).await?;
+            tracing::info!(configuration = %name, "caBundle patched");
+        }
+        Ok(true)
     }
 
     /// Start: the certificate to serve, with the caBundles patched.
@@ -365,35 +367,6 @@ impl Managed {
             }
         }
     }
-}
-
-/// A configuration by name; none when absent or not ours to read.
-async fn lookup<K>(api: &Api<K>, name: &str) -> anyhow::Result<Option<K>>
-where
-    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    match api.get(name).await {
-        Ok(c) => Ok(Some(c)),
-        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 403 => Ok(None),
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// Sets each caBundle to `want`; whether any changed.
-fn set_bundles<'a>(
-    configs: impl Iterator<
-        Item = &'a mut k8s_openapi::api::admissionregistration::v1::WebhookClientConfig,
-    >,
-    want: &ByteString,
-) -> bool {
-    let mut changed = false;
-    for cc in configs {
-        if cc.ca_bundle.as_ref() != Some(want) {
-            cc.ca_bundle = Some(want.clone());
-            changed = true;
-        }
-    }
-    changed
 }
 
 /// The operator's certificate files, re-read when they change.

@@ -28,6 +28,15 @@ use crate::api::Workflow;
 
 /// The validating configuration an install registers.
 pub const VALIDATING: &str = "weft-validating";
+const VALIDATING_KIND: &str = "ValidatingWebhookConfiguration";
+const MUTATING_KIND: &str = "MutatingWebhookConfiguration";
+
+/// The API of one kind of webhook configuration, untyped: only caBundles
+/// and whole configurations are written through it.
+fn configuration_api(client: &Client, kind: &str) -> Api<kube::api::DynamicObject> {
+    let gvk = kube::core::GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind);
+    Api::all_with(client.clone(), &kube::api::ApiResource::from_gvk(&gvk))
+}
 
 /// The webhook's flags, shared by `weft controller` and `weft webhook`.
 #[derive(Debug, Clone, clap::Args)]
@@ -142,9 +151,9 @@ pub fn configurations(client_config: impl Fn(&str) -> Value) -> [Value; 2] {
     pods["reinvocationPolicy"] = "Never".into();
     let meta = |name: &str| json!({"name": name, "labels": {"app.kubernetes.io/part-of": "weft"}});
     [
-        json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+        json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": VALIDATING_KIND,
                "metadata": meta(VALIDATING), "webhooks": [workflows]}),
-        json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+        json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": MUTATING_KIND,
                "metadata": meta(pod_secrets::CONFIGURATION), "webhooks": [pods]}),
     ]
 }
@@ -185,13 +194,7 @@ pub async fn serve_dev(
             .as_str()
             .unwrap_or_default()
             .to_string();
-        let gvk = kube::core::GroupVersionKind::gvk(
-            "admissionregistration.k8s.io",
-            "v1",
-            config["kind"].as_str().unwrap_or_default(),
-        );
-        let resource = kube::api::ApiResource::from_gvk(&gvk);
-        let api: Api<kube::api::DynamicObject> = Api::all_with(client.clone(), &resource);
+        let api = configuration_api(client, config["kind"].as_str().unwrap_or_default());
         api.patch(
             &name,
             &PatchParams::apply("weft-dev").force(),
