@@ -196,6 +196,24 @@ async fn webhooks_refuse_patch_and_fail_as_configured() {
     assert!(!ok && err.contains("denied the request"), "{err}");
     let (ok, _, err) = k.run(&["apply", "--server-side", "-f", &bad]).await;
     assert!(!ok && err.contains("(\"CREATE\")"), "{err}");
+    // The same with only CREATE in its rules: an apply that creates is a
+    // CREATE.
+    let create_only = configuration(
+        "ValidatingWebhookConfiguration",
+        "create-only",
+        json!({"clientConfig": url_config(&hook, "/deny"),
+               "rules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                          "operations": ["CREATE"], "resources": ["configmaps"]}]}),
+    );
+    let f2 = apply("create-only.json", create_only);
+    k.ok(&["delete", "validatingwebhookconfiguration", "deny"])
+        .await;
+    k.ok(&["create", "-f", &f2]).await;
+    let (ok, _, err) = k.run(&["apply", "--server-side", "-f", &bad]).await;
+    assert!(!ok && err.contains("(\"CREATE\")"), "{err}");
+    k.ok(&["delete", "validatingwebhookconfiguration", "create-only"])
+        .await;
+    k.ok(&["create", "-f", &f]).await;
     k.ok(&["delete", "validatingwebhookconfiguration", "deny"])
         .await;
     k.ok(&["create", "-f", &bad]).await;

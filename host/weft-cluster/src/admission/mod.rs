@@ -99,9 +99,14 @@ impl Request<'_> {
             mutating: load(cx, true),
             validating: load(cx, false),
         };
-        let wanted = (hooks.mutating.iter())
-            .chain(&hooks.validating)
-            .any(|h| self.rule_matches(h));
+        // A patch may be an apply that creates: CREATE rules count too.
+        let create = Request {
+            op: Operation::Create,
+            ..*self
+        };
+        let wanted = (hooks.mutating.iter()).chain(&hooks.validating).any(|h| {
+            self.rule_matches(h) || (self.op == Operation::Update && create.rule_matches(h))
+        });
         wanted.then_some(hooks)
     }
 
