@@ -35,6 +35,7 @@ DEPLOY = HERE.parent
 # read outside the chart directory): chart path -> original.
 COPIES = {
     "crds/workflow.yaml": DEPLOY / "crds" / "workflow.yaml",
+    "crds/workflowtemplate.yaml": DEPLOY / "crds" / "workflowtemplate.yaml",
     "dashboards/weft-dashboard.json": DEPLOY / "grafana" / "weft-dashboard.json",
 }
 

@@ -11,10 +11,11 @@ use std::time::Duration;
 
 use cel::Program;
 use petgraph::graph::{DiGraph, NodeIndex};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
-use crate::expr;
-use crate::spec::{DEFAULT_SYSTEM_RETRIES, MountAs, SecretRef, WorkflowSpec};
+use crate::spec::NodeSpec;
+use crate::spec::{DEFAULT_SYSTEM_RETRIES, WorkflowSpec};
+use crate::{expr, inputs, nodes};
 
 /// The most nodes one workflow may have; beyond it the status would not
 /// fit a Kubernetes object.
@@ -118,9 +119,11 @@ pub struct Compiled {
     pub dependents: Vec<Vec<usize>>,
     /// The workflow's active deadline.
     pub active_deadline: Option<Duration>,
+    /// The values of the workflow's inputs (defaults, or what a launch bound).
+    pub inputs: Map<String, Value>,
 }
 
-fn duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s)
         .map_err(|e| format!("{s:?} is not a duration like 30s or 10m: {e}"))
 }
@@ -148,343 +151,54 @@ fn node_id(s: &str) -> Result<(), String> {
 /// Why an input is named `true` or `false`: almost always a YAML 1.1
 /// reader (kubectl's) that read a key such as `n`, `y`, `no` or `off` as a
 /// boolean. Refused rather than run with the wrong name.
-fn yaml11_boolean(name: &str) -> String {
+pub(crate) fn yaml11_boolean(name: &str) -> String {
     format!(
         "input named {name:?}: kubectl's YAML reader (YAML 1.1) turns keys such as n, y, yes, no, on and off into {name}; quote the name ('n') or choose another"
     )
 }
 
-/// What is wrong with a task's secrets, by index: Secret names are DNS
-/// subdomains, keys what a Secret's data allows, variables C identifiers,
-/// and no variable or file is given twice.
-fn secret_problems(secrets: &[SecretRef]) -> Vec<(usize, String)> {
-    let mut out = Vec::new();
-    let mut targets = HashSet::new();
-    for (i, s) in secrets.iter().enumerate() {
-        let subdomain = !s.name.is_empty()
-            && s.name.len() <= 253
-            && s.name.split('.').all(|l| {
-                !l.is_empty()
-                    && l.chars()
-                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-                    && !l.starts_with('-')
-                    && !l.ends_with('-')
-            });
-        if !subdomain {
-            out.push((i, format!("name {:?} is not a Secret name (a DNS subdomain: lower-case letters, digits, '-' and '.')", s.name)));
-        }
-        let key_ok = !s.key.is_empty()
-            && s.key.len() <= 253
-            && s.key != "."
-            && s.key != ".."
-            && s.key
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-._".contains(c));
-        if !key_ok {
-            out.push((
-                i,
-                format!(
-                    "key {:?} is not a Secret key (letters, digits, '-', '_' and '.')",
-                    s.key
-                ),
-            ));
-        }
-        let target = match s.mount_as {
-            MountAs::Env => {
-                let var = s.env_var();
-                let ident = var
-                    .chars()
-                    .next()
-                    .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-                    && var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-                if !ident {
-                    out.push((i, format!("envName {var:?} is not a variable name (letters, digits and '_', not starting with a digit)")));
-                }
-                format!("environment variable {var}")
-            }
-            MountAs::File => {
-                if s.env_name.is_some() {
-                    out.push((i, "envName is for mountAs: env; a file secret is at /etc/weft/secrets/NAME/KEY".into()));
-                }
-                format!("file {}", s.file_path())
-            }
-        };
-        if !targets.insert(target.clone()) {
-            out.push((i, format!("the {target} is given twice")));
-        }
+/// Problems found so far: every pass adds to them, so a user sees them all.
+#[derive(Debug, Default)]
+pub struct Problems(pub Vec<Problem>);
+
+impl Problems {
+    /// Adds one.
+    pub fn add(&mut self, node: Option<&str>, field: &str, message: impl Into<String>) {
+        self.0.push(Problem {
+            node: node.map(str::to_string),
+            field: field.to_string(),
+            message: message.into(),
+        });
     }
-    out
 }
 
-/// Validates a spec and compiles it. `known_task_type` says whether some
-/// plugin serves a task type (the registry's answer).
+/// What a node check needs besides the node.
+pub struct CheckContext<'a> {
+    /// Whether some plugin serves a task type (the registry's answer).
+    pub known_task_type: &'a dyn Fn(&str) -> bool,
+}
+
+/// Validates a spec and compiles it: a short sequence of passes, each of
+/// which adds what it finds to one list. `known_task_type` says whether
+/// some plugin serves a task type (the registry's answer).
 pub fn compile(
     spec: &WorkflowSpec,
     known_task_type: &dyn Fn(&str) -> bool,
 ) -> Result<Compiled, Vec<Problem>> {
-    let mut problems = Vec::new();
-    let mut problem = |node: Option<&str>, field: &str, message: String| {
-        problems.push(Problem {
-            node: node.map(str::to_string),
-            field: field.to_string(),
-            message,
-        });
-    };
-    if spec.nodes.is_empty() {
-        problem(None, "nodes", "a workflow needs at least one node".into());
-    }
-    if spec.nodes.len() > MAX_NODES {
-        problem(
-            None,
-            "nodes",
-            format!(
-                "{} nodes, more than the limit of {MAX_NODES}",
-                spec.nodes.len()
-            ),
-        );
-    }
-    if spec.parallelism == Some(0) {
-        problem(
-            None,
-            "parallelism",
-            "must be at least 1 (omit it for no limit)".into(),
-        );
-    }
-    let active_deadline = match spec.active_deadline.as_deref().map(duration) {
-        Some(Err(e)) => {
-            problem(None, "activeDeadline", e);
-            None
-        }
-        Some(Ok(d)) => Some(d),
-        None => None,
-    };
-
-    let mut index = HashMap::with_capacity(spec.nodes.len());
-    for (i, n) in spec.nodes.iter().enumerate() {
-        if let Err(e) = node_id(&n.id) {
-            problem(Some(&n.id), "id", e);
-        }
-        if index.insert(n.id.clone(), i).is_some() {
-            problem(Some(&n.id), "id", "duplicate node id".into());
-        }
-    }
-
-    let mut nodes = Vec::with_capacity(spec.nodes.len());
-    for n in &spec.nodes {
-        let id = Some(n.id.as_str());
-        let mut deps = Vec::with_capacity(n.depends_on.len());
-        let mut seen = HashSet::new();
-        for d in &n.depends_on {
-            match index.get(d) {
-                Some(&j) => {
-                    if seen.insert(j) {
-                        deps.push(j);
-                    }
-                }
-                None => problem(
-                    id,
-                    "dependsOn",
-                    format!("{d:?} is not a node of this workflow"),
-                ),
-            }
-        }
-        let kinds = [n.task.is_some(), n.array.is_some(), n.gate.is_some()];
-        let kind = match kinds {
-            [true, false, false] => Kind::Task,
-            [false, true, false] => Kind::Array,
-            [false, false, true] => {
-                let gate = n.gate.as_ref().expect("checked");
-                match (&gate.sleep, &gate.approval) {
-                    (Some(s), None) => match duration(s) {
-                        Ok(d) => Kind::Sleep(d),
-                        Err(e) => {
-                            problem(id, "gate.sleep", e);
-                            Kind::Approval
-                        }
-                    },
-                    (None, Some(_)) => Kind::Approval,
-                    _ => {
-                        problem(id, "gate", "needs exactly one of sleep and approval".into());
-                        Kind::Approval
-                    }
-                }
-            }
-            _ => {
-                problem(
-                    id,
-                    "task",
-                    "a node needs exactly one of task, array and gate".into(),
-                );
-                Kind::Task
-            }
-        };
-        let tasks = n.task.iter().chain(n.array.as_ref().map(|a| &a.task));
-        for t in tasks {
-            let field = if n.array.is_some() {
-                "array.task.type"
-            } else {
-                "task.type"
-            };
-            for (i, why) in secret_problems(&t.secrets) {
-                let at = match n.array.is_some() {
-                    true => format!("array.task.secrets[{i}]"),
-                    false => format!("task.secrets[{i}]"),
-                };
-                problem(id, &at, why);
-            }
-            if t.task_type.is_empty() {
-                problem(id, field, "is empty".into());
-            } else if !known_task_type(&t.task_type) {
-                problem(
-                    id,
-                    field,
-                    format!("no plugin serves task type {:?}", t.task_type),
-                );
-            }
-        }
-        if let Some(a) = &n.array {
-            match &a.over {
-                Value::Array(_) => {}
-                Value::String(s) if s.trim().starts_with("${") && s.trim().ends_with('}') => {}
-                other => problem(
-                    id,
-                    "array.over",
-                    format!("must be a list or a ${{...}} expression giving one, found {other}"),
-                ),
-            }
-            if a.parallelism == Some(0) {
-                problem(
-                    id,
-                    "array.parallelism",
-                    "must be at least 1 (omit it for no limit)".into(),
-                );
-            }
-            if a.min_successes.is_some() && a.min_success_ratio.is_some() {
-                problem(
-                    id,
-                    "array",
-                    "set minSuccesses or minSuccessRatio, not both".into(),
-                );
-            }
-            if let Some(r) = a.min_success_ratio
-                && !(0.0..=1.0).contains(&r)
-            {
-                problem(
-                    id,
-                    "array.minSuccessRatio",
-                    format!("{r} is not between 0 and 1"),
-                );
-            }
-            if let Err(es) = expr::template_exprs(&a.over) {
-                es.into_iter().for_each(|e| problem(id, "array.over", e));
-            }
-        }
-        let when = match &n.when {
-            Some(src) => match expr::compile(src) {
-                Ok(p) => Some(Arc::new(p)),
-                Err(e) => {
-                    problem(id, "when", e);
-                    None
-                }
-            },
-            None => None,
-        };
-        let mut exprs: Vec<(&str, String)> = Vec::new();
-        if let Some(w) = &n.when {
-            exprs.push(("when", w.clone()));
-        }
-        for name in n.inputs.keys().filter(|k| *k == "true" || *k == "false") {
-            problem(id, "inputs", yaml11_boolean(name));
-        }
-        match expr::template_exprs(&Value::Object(n.inputs.clone())) {
-            Ok(es) => exprs.extend(es.into_iter().map(|e| ("inputs", e))),
-            Err(es) => es.into_iter().for_each(|e| problem(id, "inputs", e)),
-        }
-        if let Some(a) = &n.array
-            && let Ok(es) = expr::template_exprs(&a.over)
-        {
-            exprs.extend(es.into_iter().map(|e| ("array.over", e)));
-        }
-        for (field, e) in &exprs {
-            for r in expr::node_refs(e) {
-                if !n.depends_on.contains(&r) {
-                    problem(
-                        id,
-                        field,
-                        format!(
-                            "refers to nodes.{r} but does not depend on it (add it to dependsOn)"
-                        ),
-                    );
-                }
-            }
-        }
-        let timeout = match n.timeout.as_deref().map(duration) {
-            Some(Ok(d)) => Some(d),
-            Some(Err(e)) => {
-                problem(id, "timeout", e);
-                None
-            }
-            None => None,
-        };
-        let mut retries = Retries {
-            user: 0,
-            system: DEFAULT_SYSTEM_RETRIES,
-            backoff: Duration::from_secs(1),
-            max_backoff: Duration::from_secs(300),
-        };
-        if let Some(r) = &n.retries {
-            retries.user = r.limit;
-            retries.system = r.system_limit.unwrap_or(DEFAULT_SYSTEM_RETRIES);
-            for (field, value, slot) in [
-                ("retries.backoff", &r.backoff, &mut retries.backoff),
-                (
-                    "retries.maxBackoff",
-                    &r.max_backoff,
-                    &mut retries.max_backoff,
-                ),
-            ] {
-                if let Some(v) = value {
-                    match duration(v) {
-                        Ok(d) => *slot = d,
-                        Err(e) => problem(id, field, e),
-                    }
-                }
-            }
-        }
-        nodes.push(CompiledNode {
-            id: n.id.clone(),
-            deps,
-            kind,
-            when,
-            timeout,
-            retries,
-        });
-    }
-
-    // The graph: petgraph finds a topological order, or the strongly
-    // connected components that make cycles.
-    let mut graph: DiGraph<usize, ()> = DiGraph::with_capacity(nodes.len(), nodes.len());
-    let ids: Vec<NodeIndex> = (0..nodes.len()).map(|i| graph.add_node(i)).collect();
-    for (i, n) in nodes.iter().enumerate() {
-        for &d in &n.deps {
-            graph.add_edge(ids[d], ids[i], ());
-        }
-    }
-    let order = match petgraph::algo::toposort(&graph, None) {
-        Ok(order) => order.into_iter().map(|ix| graph[ix]).collect(),
-        Err(_) => {
-            for cycle in cycles(&graph, &nodes) {
-                problem(
-                    Some(&cycle[0]),
-                    "dependsOn",
-                    format!("cycle: {}", cycle.join(" -> ")),
-                );
-            }
-            Vec::new()
-        }
-    };
-    if !problems.is_empty() {
-        return Err(problems);
+    let cx = CheckContext { known_task_type };
+    let mut p = Problems::default();
+    let active_deadline = workflow_settings(spec, &mut p);
+    let inputs = workflow_inputs(spec, &mut p);
+    let index = node_index(spec, &mut p);
+    let nodes: Vec<CompiledNode> = spec
+        .nodes
+        .iter()
+        .map(|n| compile_node(spec, n, &index, &cx, &mut p))
+        .collect();
+    workflow_outputs(spec, &index, &mut p);
+    let order = topological_order(&nodes, &mut p);
+    if !p.0.is_empty() {
+        return Err(p.0);
     }
     let mut dependents = vec![Vec::new(); nodes.len()];
     for (i, n) in nodes.iter().enumerate() {
@@ -498,7 +212,249 @@ pub fn compile(
         order,
         dependents,
         active_deadline,
+        inputs,
     })
+}
+
+/// Workflow-wide settings: size, parallelism, deadline.
+fn workflow_settings(spec: &WorkflowSpec, p: &mut Problems) -> Option<Duration> {
+    if let Some(r) = &spec.workflow_template_ref {
+        let why = match spec.nodes.is_empty() {
+            true => format!(
+                "template {:?} must be resolved before the workflow compiles",
+                r.name
+            ),
+            false => "set nodes or workflowTemplateRef, not both".into(),
+        };
+        p.add(None, "workflowTemplateRef", why);
+    } else if spec.nodes.is_empty() {
+        p.add(None, "nodes", "a workflow needs at least one node");
+    }
+    if spec.nodes.len() > MAX_NODES {
+        let n = spec.nodes.len();
+        p.add(
+            None,
+            "nodes",
+            format!("{n} nodes, more than the limit of {MAX_NODES}"),
+        );
+    }
+    if spec.parallelism == Some(0) {
+        p.add(
+            None,
+            "parallelism",
+            "must be at least 1 (omit it for no limit)",
+        );
+    }
+    match spec.active_deadline.as_deref().map(duration) {
+        Some(Err(e)) => {
+            p.add(None, "activeDeadline", e);
+            None
+        }
+        Some(Ok(d)) => Some(d),
+        None => None,
+    }
+}
+
+/// The workflow's input values, after checking the declarations.
+fn workflow_inputs(spec: &WorkflowSpec, p: &mut Problems) -> Map<String, Value> {
+    p.0.extend(inputs::check(&spec.inputs));
+    inputs::values(&spec.inputs).unwrap_or_else(|e| {
+        p.0.extend(e);
+        Map::new()
+    })
+}
+
+/// Node ids to indices; bad and duplicate ids.
+fn node_index(spec: &WorkflowSpec, p: &mut Problems) -> HashMap<String, usize> {
+    let mut index = HashMap::with_capacity(spec.nodes.len());
+    for (i, n) in spec.nodes.iter().enumerate() {
+        if let Err(e) = node_id(&n.id) {
+            p.add(Some(&n.id), "id", e);
+        }
+        if index.insert(n.id.clone(), i).is_some() {
+            p.add(Some(&n.id), "id", "duplicate node id");
+        }
+    }
+    index
+}
+
+/// One node: its edges, its kind's own checks, its expressions, timeout
+/// and retries.
+fn compile_node(
+    spec: &WorkflowSpec,
+    n: &NodeSpec,
+    index: &HashMap<String, usize>,
+    cx: &CheckContext<'_>,
+    p: &mut Problems,
+) -> CompiledNode {
+    let deps = dependencies(n, index, p);
+    let kind = nodes::check(n, cx, p);
+    let when = condition(n, p);
+    expressions(spec, n, p);
+    let timeout = match n.timeout.as_deref().map(duration) {
+        Some(Ok(d)) => Some(d),
+        Some(Err(e)) => {
+            p.add(Some(&n.id), "timeout", e);
+            None
+        }
+        None => None,
+    };
+    CompiledNode {
+        id: n.id.clone(),
+        deps,
+        kind,
+        when,
+        timeout,
+        retries: retries(n, p),
+    }
+}
+
+fn dependencies(n: &NodeSpec, index: &HashMap<String, usize>, p: &mut Problems) -> Vec<usize> {
+    let mut deps = Vec::with_capacity(n.depends_on.len());
+    let mut seen = HashSet::new();
+    for d in &n.depends_on {
+        match index.get(d) {
+            Some(&j) if seen.insert(j) => deps.push(j),
+            Some(_) => {}
+            None => p.add(
+                Some(&n.id),
+                "dependsOn",
+                format!("{d:?} is not a node of this workflow"),
+            ),
+        }
+    }
+    deps
+}
+
+fn condition(n: &NodeSpec, p: &mut Problems) -> Option<Arc<Program>> {
+    match expr::compile(n.when.as_deref()?) {
+        Ok(prog) => Some(Arc::new(prog)),
+        Err(e) => {
+            p.add(Some(&n.id), "when", e);
+            None
+        }
+    }
+}
+
+/// The node's expressions (`when`, inputs, the kind's own) may only read
+/// declared inputs and the nodes it depends on.
+fn expressions(spec: &WorkflowSpec, n: &NodeSpec, p: &mut Problems) {
+    let id = Some(n.id.as_str());
+    let mut exprs: Vec<(&str, String)> = Vec::new();
+    if let Some(w) = &n.when {
+        exprs.push(("when", w.clone()));
+    }
+    for name in n.inputs.keys().filter(|k| *k == "true" || *k == "false") {
+        p.add(id, "inputs", yaml11_boolean(name));
+    }
+    match expr::template_exprs(&Value::Object(n.inputs.clone())) {
+        Ok(es) => exprs.extend(es.into_iter().map(|e| ("inputs", e))),
+        Err(es) => es.into_iter().for_each(|e| p.add(id, "inputs", e)),
+    }
+    exprs.extend(nodes::expressions(n));
+    for (field, e) in &exprs {
+        for why in undeclared_inputs(spec, e) {
+            p.add(id, field, why);
+        }
+        for r in expr::node_refs(e) {
+            if !n.depends_on.contains(&r) {
+                p.add(
+                    id,
+                    field,
+                    format!("refers to nodes.{r} but does not depend on it (add it to dependsOn)"),
+                );
+            }
+        }
+    }
+}
+
+fn retries(n: &NodeSpec, p: &mut Problems) -> Retries {
+    let mut retries = Retries {
+        user: 0,
+        system: DEFAULT_SYSTEM_RETRIES,
+        backoff: Duration::from_secs(1),
+        max_backoff: Duration::from_secs(300),
+    };
+    let Some(r) = &n.retries else {
+        return retries;
+    };
+    retries.user = r.limit;
+    retries.system = r.system_limit.unwrap_or(DEFAULT_SYSTEM_RETRIES);
+    for (field, value, slot) in [
+        ("retries.backoff", &r.backoff, &mut retries.backoff),
+        (
+            "retries.maxBackoff",
+            &r.max_backoff,
+            &mut retries.max_backoff,
+        ),
+    ] {
+        if let Some(v) = value {
+            match duration(v) {
+                Ok(d) => *slot = d,
+                Err(e) => p.add(Some(&n.id), field, e),
+            }
+        }
+    }
+    retries
+}
+
+/// `inputs.x` references to inputs the workflow does not declare.
+fn undeclared_inputs(spec: &WorkflowSpec, src: &str) -> Vec<String> {
+    expr::refs(src, "inputs")
+        .into_iter()
+        .filter(|r| !spec.inputs.contains_key(r))
+        .map(|r| format!("refers to inputs.{r}, which the workflow does not declare"))
+        .collect()
+}
+
+/// `spec.outputs`: bad expressions, unknown nodes and inputs.
+fn workflow_outputs(spec: &WorkflowSpec, index: &HashMap<String, usize>, p: &mut Problems) {
+    for (name, v) in &spec.outputs {
+        let field = format!("outputs.{name}");
+        let es = match expr::template_exprs(v) {
+            Ok(es) => es,
+            Err(es) => {
+                es.into_iter().for_each(|e| p.add(None, &field, e));
+                continue;
+            }
+        };
+        for e in es {
+            for why in undeclared_inputs(spec, &e) {
+                p.add(None, &field, why);
+            }
+            for r in expr::node_refs(&e)
+                .into_iter()
+                .filter(|r| !index.contains_key(r))
+            {
+                p.add(
+                    None,
+                    &field,
+                    format!("refers to nodes.{r}, which is not a node of this workflow"),
+                );
+            }
+        }
+    }
+}
+
+/// A topological order (petgraph), or the cycles that prevent one.
+fn topological_order(nodes: &[CompiledNode], p: &mut Problems) -> Vec<usize> {
+    let mut graph: DiGraph<usize, ()> = DiGraph::with_capacity(nodes.len(), nodes.len());
+    let ids: Vec<NodeIndex> = (0..nodes.len()).map(|i| graph.add_node(i)).collect();
+    for (i, n) in nodes.iter().enumerate() {
+        for &d in &n.deps {
+            graph.add_edge(ids[d], ids[i], ());
+        }
+    }
+    match petgraph::algo::toposort(&graph, None) {
+        Ok(order) => order.into_iter().map(|ix| graph[ix]).collect(),
+        Err(_) => {
+            for cycle in cycles(&graph, nodes) {
+                let msg = format!("cycle: {}", cycle.join(" -> "));
+                p.add(Some(&cycle[0]), "dependsOn", msg);
+            }
+            Vec::new()
+        }
+    }
 }
 
 /// One cycle per strongly connected component that has one, as the path of
@@ -766,6 +722,26 @@ mod tests {
         assert!(has("node arr: array.over: must be a list"), "{p:#?}");
         assert!(has("node arr: array.minSuccessRatio"), "{p:#?}");
         assert!(has("parallelism: must be at least 1"), "{p:#?}");
+    }
+
+    /// A mistyped input name in an expression, a missing required input
+    /// and outputs over unknown nodes are named.
+    #[test]
+    fn inputs_and_outputs_are_checked() {
+        let spec: WorkflowSpec = serde_json::from_value(serde_json::json!({
+            "inputs": {"count": {"type": "integer"}, "name": "x"},
+            "outputs": {"m": "${nodes.ghost.outputs.m}", "n": "${inputs.nmae}", "ok": "${nodes.a.outputs.k}"},
+            "nodes": [{"id": "a", "task": {"type": "pod"}, "inputs": {"c": "${inputs.cuont}"}}]
+        }))
+        .unwrap();
+        let p = problems(&spec);
+        let want = [
+            "inputs.count: required input (integer) is missing",
+            "node a: inputs: refers to inputs.cuont, which the workflow does not declare",
+            "outputs.m: refers to nodes.ghost, which is not a node of this workflow",
+            "outputs.n: refers to inputs.nmae, which the workflow does not declare",
+        ];
+        assert_eq!(p, want);
     }
 
     #[test]

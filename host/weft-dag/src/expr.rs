@@ -287,12 +287,18 @@ fn resolve_str(s: &str, scope: &Scope) -> Result<Value, String> {
 
 /// The node ids an expression refers to as `nodes.<id>` or `nodes["<id>"]`.
 pub fn node_refs(src: &str) -> Vec<String> {
+    refs(src, "nodes")
+}
+
+/// The names an expression looks up in `root` (`inputs`, `nodes`) as
+/// `root.<name>` or `root["<name>"]`.
+pub fn refs(src: &str, root: &str) -> Vec<String> {
     let mut refs = Vec::new();
     let bytes = src.as_bytes();
     let mut i = 0;
-    while let Some(pos) = src[i..].find("nodes") {
+    while let Some(pos) = src[i..].find(root) {
         let at = i + pos;
-        i = at + 5;
+        i = at + root.len();
         let before_ok = at == 0 || !is_ident(bytes[at - 1]);
         if !before_ok {
             continue;

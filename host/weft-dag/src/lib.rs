@@ -9,11 +9,15 @@
 //! and benchmarked at 10,000 nodes.
 
 pub mod compile;
+pub mod cron;
 pub mod expr;
 pub mod fuzz;
+pub mod inputs;
+pub mod nodes;
 pub mod schedule;
 pub mod spec;
 pub mod status;
+pub mod template;
 
 pub use compile::{Compiled, Problem, compile};
 pub use schedule::{Executor, RoundInput, RoundOutcome, TaskObservation, TaskRequest, reconcile};

@@ -229,6 +229,9 @@ pub fn reconcile<E: Executor>(
     let now = input.now;
     if status.started_at.is_none() {
         status.started_at = Some(timestamp(now));
+        if !compiled.inputs.is_empty() {
+            status.inputs = Some(compiled.inputs.clone());
+        }
     }
     status.phase = WorkflowPhase::Running;
     // One lookup per node per round; after this the pass reads phases by index.
@@ -326,7 +329,19 @@ pub fn reconcile<E: Executor>(
             .map(|(id, _)| id)
             .collect();
         if failed.is_empty() {
-            finish(status, WorkflowPhase::Succeeded, None, now, &mut round.out);
+            match workflow_outputs(spec, compiled, status) {
+                Ok(outputs) => {
+                    status.outputs = outputs;
+                    finish(status, WorkflowPhase::Succeeded, None, now, &mut round.out);
+                }
+                Err(why) => finish(
+                    status,
+                    WorkflowPhase::Failed,
+                    Some(why),
+                    now,
+                    &mut round.out,
+                ),
+            }
         } else {
             let first = failed[0];
             let msg = status.nodes[first].message.clone().unwrap_or_default();
@@ -342,6 +357,37 @@ pub fn reconcile<E: Executor>(
     }
     round.out.workflow_changed = before != status.phase;
     round.out
+}
+
+/// `spec.outputs` evaluated over every node (none when it declares none).
+fn workflow_outputs(
+    spec: &WorkflowSpec,
+    compiled: &Compiled,
+    status: &WorkflowStatus,
+) -> Result<Option<Map<String, Value>>, String> {
+    if spec.outputs.is_empty() {
+        return Ok(None);
+    }
+    let nodes = status
+        .nodes
+        .iter()
+        .map(|(id, st)| {
+            let v = json!({"phase": st.phase, "outputs": st.outputs.clone().unwrap_or_default()});
+            (id.clone(), v)
+        })
+        .collect();
+    let scope = Scope {
+        inputs: compiled.inputs.clone(),
+        nodes,
+        item: None,
+        index: None,
+    };
+    let mut out = Map::new();
+    for (name, v) in &spec.outputs {
+        let value = expr::resolve(v, &scope).map_err(|e| format!("outputs.{name}: {e}"))?;
+        out.insert(name.clone(), value);
+    }
+    Ok(Some(out))
 }
 
 fn finish(
@@ -468,7 +514,7 @@ impl<E: Executor> Round<'_, E> {
             );
         }
         Scope {
-            inputs: self.spec.inputs.clone(),
+            inputs: self.compiled.inputs.clone(),
             nodes,
             item: None,
             index: None,

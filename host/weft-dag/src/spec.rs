@@ -8,6 +8,9 @@ use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::inputs::Inputs;
+use crate::template::TemplateRef;
+
 /// A free-form JSON object in the CRD schema: Kubernetes keeps its unknown
 /// fields instead of pruning them.
 pub(crate) fn any_object(_: &mut SchemaGenerator) -> Schema {
@@ -29,11 +32,25 @@ pub(crate) fn any_value(_: &mut SchemaGenerator) -> Schema {
 #[serde(rename_all = "camelCase")]
 pub struct WorkflowSpec {
     /// The nodes; order does not matter, `dependsOn` makes the edges.
+    /// Empty when the workflow runs a template (`workflowTemplateRef`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nodes: Vec<NodeSpec>,
-    /// Workflow inputs, visible to expressions as `inputs`.
+    /// Run a WorkflowTemplate with these input values instead of nodes of
+    /// its own; resolved once, when the workflow starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow_template_ref: Option<TemplateRef>,
+    /// Workflow inputs, visible to expressions as `inputs`: by name, a
+    /// declaration `{type, default, required, description}` (type one of
+    /// string, integer, number, boolean, object, list) or a bare default.
+    #[serde(default, skip_serializing_if = "Inputs::is_empty")]
+    #[schemars(schema_with = "any_object")]
+    pub inputs: Inputs,
+    /// Workflow outputs, by name: values or `${...}` expressions over the
+    /// nodes (`${nodes.train.outputs.model}`), evaluated when the workflow
+    /// succeeds and written to `status.outputs`.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     #[schemars(schema_with = "any_object")]
-    pub inputs: Map<String, Value>,
+    pub outputs: Map<String, Value>,
     /// At most this many nodes run at once (unlimited when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parallelism: Option<u32>,

@@ -10,7 +10,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::spec::any_object;
+use crate::spec::{WorkflowSpec, any_object};
+use crate::template::TemplateRecord;
 
 /// Where a workflow stands.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
@@ -88,6 +89,24 @@ pub struct WorkflowStatus {
     /// Finished nodes over all nodes, e.g. `3/7` (a printer column).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<String>,
+    /// The template the workflow runs, as it was when the workflow started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<TemplateRecord>,
+    /// The spec resolved from the template with the launch's values bound:
+    /// what the workflow runs to its end, whatever happens to the template
+    /// (Argo's `storedWorkflowTemplateSpec`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "any_object_opt")]
+    pub resolved_spec: Option<WorkflowSpec>,
+    /// The values the workflow runs with (its inputs' defaults, or what
+    /// its launch gave).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "any_object_opt")]
+    pub inputs: Option<Map<String, Value>>,
+    /// The workflow's outputs (`spec.outputs`), once it succeeded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "any_object_opt")]
+    pub outputs: Option<Map<String, Value>>,
     /// Per-node status, by node id.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub nodes: BTreeMap<String, NodeStatus>,

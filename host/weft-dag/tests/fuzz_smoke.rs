@@ -5,6 +5,7 @@
 //! crash found once stays a test). A panic fails with the input that
 //! caused it. The coverage-guided runs are `fuzz/` (docs/fuzzing.md).
 
+use serde::Deserialize;
 use std::path::Path;
 
 use weft_dag::fuzz::harness;
@@ -62,10 +63,12 @@ fn seeds() -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
         if path.extension().is_none_or(|x| x != "yaml") {
             continue;
         }
-        let doc: serde_yaml::Value =
-            serde_yaml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-        specs.push(serde_yaml::to_string(&doc["spec"]).unwrap().into_bytes());
-        collect_strings(&doc["spec"], &mut exprs);
+        let text = std::fs::read_to_string(&path).unwrap();
+        for doc in serde_yaml::Deserializer::from_str(&text) {
+            let doc = serde_yaml::Value::deserialize(doc).unwrap();
+            specs.push(serde_yaml::to_string(&doc["spec"]).unwrap().into_bytes());
+            collect_strings(&doc["spec"], &mut exprs);
+        }
     }
     exprs.extend(
         [

@@ -404,6 +404,53 @@ nodes:
     );
 }
 
+/// Declared inputs with defaults reach expressions; `spec.outputs`
+/// lands in the status with the values' types.
+#[test]
+fn declared_inputs_and_workflow_outputs() {
+    let mut run = Run::new(
+        "inputs:
+  name: {type: string, default: weft, description: who}
+  times: {type: integer, default: 3}
+  tags: {type: list, required: false}
+outputs:
+  total: '${nodes.b.outputs.rows * inputs.times}'
+  label: 'rows of ${inputs.name}'
+  fixed: 7
+nodes:
+  - {id: a, task: {type: pod}}
+  - id: b
+    dependsOn: [a]
+    task: {type: pod}
+    inputs: {rows: '${nodes.a.outputs.rows}'}",
+    )
+    .plan("a", vec![Plan::Succeed(json!({"rows": 14}))])
+    .plan("b", vec![Plan::Succeed(json!({"rows": 14}))]);
+    assert_eq!(run.finish(), WorkflowPhase::Succeeded);
+    assert_eq!(
+        Value::Object(run.status.inputs.clone().unwrap()),
+        json!({"name": "weft", "times": 3})
+    );
+    assert_eq!(
+        Value::Object(run.status.outputs.clone().unwrap()),
+        json!({"total": 42, "label": "rows of weft", "fixed": 7})
+    );
+}
+
+/// An output that cannot be evaluated fails the workflow, naming it.
+#[test]
+fn an_output_that_cannot_be_evaluated_fails_the_workflow() {
+    let mut run = Run::new(
+        "outputs: {model: '${nodes.a.outputs.model}'}
+nodes:
+  - {id: a, task: {type: pod}}",
+    );
+    assert_eq!(run.finish(), WorkflowPhase::Failed);
+    let msg = run.status.message.clone().unwrap();
+    assert!(msg.starts_with("outputs.model: "), "{msg}");
+    assert!(run.status.outputs.is_none());
+}
+
 #[test]
 fn an_array_maps_over_a_list_with_its_own_parallelism_and_minimum() {
     let mut run = Run::new(

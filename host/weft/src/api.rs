@@ -4,6 +4,7 @@
 //! client in it; this module only gives them a Kubernetes identity, so the
 //! CRD in `deploy/` is generated from the same types the scheduler uses.
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{CustomResource, CustomResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -31,6 +32,23 @@ pub struct WorkflowResourceSpec {
     pub spec: Spec,
 }
 
+/// The spec of a `WorkflowTemplate`: [`weft_dag::template::WorkflowTemplateSpec`].
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "weft.dev",
+    version = "v1alpha1",
+    kind = "WorkflowTemplate",
+    plural = "workflowtemplates",
+    shortname = "wftmpl",
+    namespaced,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+pub struct WorkflowTemplateResourceSpec {
+    /// The reusable workflow and its fixed inputs.
+    #[serde(flatten)]
+    pub spec: weft_dag::template::WorkflowTemplateSpec,
+}
+
 /// `apiVersion` of Workflows.
 pub const API_VERSION: &str = "weft.dev/v1alpha1";
 
@@ -38,30 +56,44 @@ pub const API_VERSION: &str = "weft.dev/v1alpha1";
 /// (through each plugin's abort behaviour) before the Workflow goes away.
 pub const FINALIZER: &str = "weft.dev/abort-children";
 
-/// The CRD as YAML, exactly as committed in `deploy/crds/workflow.yaml`.
-pub fn crd_yaml() -> String {
+/// Weft's CRDs by the file name each has in `deploy/crds/` (`weft crd
+/// KIND` prints one).
+pub fn crds() -> Vec<(&'static str, CustomResourceDefinition)> {
+    vec![
+        ("workflow.yaml", Workflow::crd()),
+        ("workflowtemplate.yaml", WorkflowTemplate::crd()),
+    ]
+}
+
+/// A CRD as YAML, exactly as committed in `deploy/crds/`.
+pub fn yaml_of(crd: &CustomResourceDefinition) -> String {
     let header = "# Generated from the Rust types by `weft crd`; do not edit.\n# A test fails when this file and the types drift apart.\n";
-    let body = serde_yaml::to_string(&Workflow::crd()).expect("a CRD serializes");
+    let body = serde_yaml::to_string(crd).expect("a CRD serializes");
     format!("{header}{body}")
+}
+
+/// The Workflow CRD as YAML, exactly as committed in `deploy/crds/workflow.yaml`.
+pub fn crd_yaml() -> String {
+    yaml_of(&Workflow::crd())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// The committed CRD is what the types generate: regenerate it with
-    /// `cargo run -p weft -- crd > deploy/crds/workflow.yaml`.
+    /// The committed CRDs are what the types generate: regenerate them
+    /// with `cargo run -p weft -- crd KIND > deploy/crds/KIND.yaml`.
     #[test]
-    fn the_committed_crd_matches_the_types() {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../deploy/crds/workflow.yaml"
-        );
-        let committed = std::fs::read_to_string(path).expect("deploy/crds/workflow.yaml");
-        assert!(
-            committed == crd_yaml(),
-            "deploy/crds/workflow.yaml drifted from the Rust types; regenerate it with `cargo run -p weft -- crd > deploy/crds/workflow.yaml`"
-        );
+    fn the_committed_crds_match_the_types() {
+        for (file, crd) in crds() {
+            let path = format!("{}/../../deploy/crds/{file}", env!("CARGO_MANIFEST_DIR"));
+            let committed = std::fs::read_to_string(&path).unwrap_or_default();
+            let kind = file.trim_end_matches(".yaml");
+            assert!(
+                committed == yaml_of(&crd),
+                "deploy/crds/{file} drifted from the Rust types; regenerate it with `cargo run -p weft -- crd {kind} > deploy/crds/{file}`"
+            );
+        }
     }
 
     #[test]

@@ -8,12 +8,11 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{
-    Api, Client, CustomResourceExt,
+    Api, Client,
     api::{Patch, PatchParams},
 };
 use weft_plugin::{EngineConfig, PluginEngine, Registry, RegistryConfig};
 
-use crate::api::Workflow;
 use crate::controller::{self, Context, children::Children};
 
 /// A client for an API server at `url` without credentials (the embedded
@@ -97,17 +96,19 @@ pub fn load_plugins_with(
     Ok((engine, registry))
 }
 
-/// Installs (or updates) the Workflow CRD with server-side apply.
+/// Installs (or updates) Weft's CRDs with server-side apply.
 pub async fn install_crd(client: &Client) -> anyhow::Result<()> {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crd = Workflow::crd();
-    api.patch(
-        "workflows.weft.dev",
-        &PatchParams::apply(controller::MANAGER).force(),
-        &Patch::Apply(&crd),
-    )
-    .await
-    .context("installing the Workflow CRD")?;
+    for (_, crd) in crate::api::crds() {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        api.patch(
+            &name,
+            &PatchParams::apply(controller::MANAGER).force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .with_context(|| format!("installing the CRD {name}"))?;
+    }
     Ok(())
 }
 

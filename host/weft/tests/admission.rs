@@ -237,6 +237,7 @@ async fn the_webhook_refuses_mounts_secrets_and_fails_as_configured() {
     for m in FOUR_MESSAGES {
         assert!(err.contains(m), "{m} in {err}");
     }
+    templates_are_checked_at_submission(&kubeconfig, dir).await;
 
     // Secrets reach the pod as a variable and a file, and nothing else.
     let (password, token) = ("pa55-w0rd-7f3a", "t0ken-91c2-e8");
@@ -413,4 +414,60 @@ async fn weft_run_refuses_a_bad_workflow_at_submission() {
     for m in FOUR_MESSAGES {
         assert!(text.contains(m), "{m} in {text}");
     }
+}
+
+/// A WorkflowTemplate with a cycle is refused; launches of a good one with
+/// a missing or mistyped input are refused naming the input.
+async fn templates_are_checked_at_submission(kubeconfig: &Path, dir: &Path) {
+    let template = |deps: &str| {
+        format!(
+            "apiVersion: weft.dev/v1alpha1\nkind: WorkflowTemplate\nmetadata: {{name: sized}}\nspec:\n  inputs:\n    size: {{type: integer}}\n  nodes:\n    - {{id: a, dependsOn: [{deps}], inputs: {{size: '${{inputs.size}}'}}, task: {{type: pod}}}}\n"
+        )
+    };
+    let (ok, _, err) = kubectl(
+        kubeconfig,
+        &["create", "-f", &write(dir, "t1.yaml", &template("a"))],
+    )
+    .await;
+    assert!(!ok);
+    assert!(
+        err.contains("invalid workflow template:\nnode a: dependsOn: cycle: a -> a"),
+        "{err}"
+    );
+    let (ok, _, err) = kubectl(
+        kubeconfig,
+        &["create", "-f", &write(dir, "t2.yaml", &template(""))],
+    )
+    .await;
+    assert!(ok, "{err}");
+    let launch = |inputs: &str| {
+        format!(
+            "apiVersion: weft.dev/v1alpha1\nkind: Workflow\nmetadata: {{generateName: sized-}}\nspec:\n  workflowTemplateRef: {{name: sized, inputs: {inputs}}}\n"
+        )
+    };
+    for (inputs, want) in [
+        ("{}", "inputs.size: required input (integer) is missing"),
+        (
+            "{size: big}",
+            "workflowTemplateRef.inputs.size: expected integer, got string \"big\"",
+        ),
+    ] {
+        let (ok, _, err) = kubectl(
+            kubeconfig,
+            &["create", "-f", &write(dir, "l.yaml", &launch(inputs))],
+        )
+        .await;
+        assert!(!ok, "{inputs}");
+        assert!(
+            err.contains("denied the request: invalid workflow spec:"),
+            "{err}"
+        );
+        assert!(err.contains(want), "{want} in {err}");
+    }
+    let (ok, _, err) = kubectl(
+        kubeconfig,
+        &["create", "-f", &write(dir, "l.yaml", &launch("{size: 3}"))],
+    )
+    .await;
+    assert!(ok, "{err}");
 }

@@ -25,7 +25,6 @@ use k8s_openapi::api::rbac::v1::{
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube::CustomResourceExt;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -425,11 +424,8 @@ fn every_overlay_renders_known_kinds_in_weft_system() {
             r.service_accounts[1].automount_service_account_token,
             Some(false)
         );
-        // The CRD, as kustomize passed it on, is still the one the types generate.
-        let [crd] = &r.crds[..] else {
-            panic!("{overlay}: expected the Workflow CRD");
-        };
-        assert_eq!(crd.spec, weft::api::Workflow::crd().spec, "{overlay}");
+        // The CRDs, as kustomize passed them on, are still the ones the types generate.
+        assert_eq!(crd_specs(&r.crds), generated_crd_specs(), "{overlay}");
         // The webhook configurations are cluster-scoped.
         assert_eq!(r.webhook_configurations.len(), 2, "{overlay}");
         for c in &r.webhook_configurations {
@@ -1144,11 +1140,8 @@ fn the_helm_chart_installs_what_the_overlays_install() {
     let webhooks = registered_webhook_configurations();
     for (example, replicas) in HELM_EXAMPLES {
         let r = parse(&format!("helm {example}"), &helm(example));
-        // The CRD the chart ships is the one the types generate.
-        let [crd] = &r.crds[..] else {
-            panic!("{example}: expected the Workflow CRD");
-        };
-        assert_eq!(crd.spec, weft::api::Workflow::crd().spec, "{example}");
+        // The CRDs the chart ships are the ones the types generate.
+        assert_eq!(crd_specs(&r.crds), generated_crd_specs(), "{example}");
         // The same least-privilege RBAC as the kustomize base.
         assert_eq!(
             grant_set(r.cluster_rules()),
@@ -1283,4 +1276,19 @@ async fn the_dev_cluster_accepts_the_helm_chart() {
         assert_eq!(names.lines().count(), want, "{example}: {names}");
         cluster.shutdown().await;
     }
+}
+
+type CrdSpec = k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionSpec;
+
+/// CRD specs by name.
+fn crd_specs(crds: &[CustomResourceDefinition]) -> BTreeMap<String, CrdSpec> {
+    crds.iter()
+        .map(|c| (c.metadata.name.clone().unwrap_or_default(), c.spec.clone()))
+        .collect()
+}
+
+/// Weft's CRDs as the Rust types generate them, by name.
+fn generated_crd_specs() -> BTreeMap<String, CrdSpec> {
+    let crds: Vec<_> = weft::api::crds().into_iter().map(|(_, c)| c).collect();
+    crd_specs(&crds)
 }

@@ -11,6 +11,10 @@
 - apiGroups: [weft.dev]
   resources: [workflows/status]
   verbs: [patch]
+# A Workflow that names a WorkflowTemplate reads it once, when it starts.
+- apiGroups: [weft.dev]
+  resources: [workflowtemplates]
+  verbs: [get, list, watch]
 # The pod plugin's children: watched. They are written and deleted as the
 # plugin's ServiceAccount weft-plugin-pod (plugin-rbac.yaml).
 - apiGroups: [""]

@@ -55,8 +55,12 @@ pub enum Command {
     Webhook(Box<webhook::WebhookCommand>),
     /// Show a Workflow, or its DAG as dot or Mermaid with node phases.
     Get(controller::GetArgs),
-    /// Print the Workflow CRD (YAML), generated from the Rust types.
-    Crd,
+    /// Print one of Weft's CRDs (YAML), generated from the Rust types.
+    Crd {
+        /// `workflow` or `workflowtemplate`.
+        #[arg(default_value = "workflow")]
+        kind: String,
+    },
 }
 
 /// Writes a command's result to stdout. A closed pipe (`weft ... | head`)
@@ -79,8 +83,16 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Controller(args) => controller::controller(*args),
         Command::Webhook(args) => webhook::webhook(*args),
         Command::Get(args) => controller::get(args),
-        Command::Crd => {
-            out(&crate::api::crd_yaml())?;
+        Command::Crd { kind } => {
+            let file = format!("{}.yaml", kind.to_lowercase());
+            let Some((_, crd)) = crate::api::crds().into_iter().find(|(f, _)| *f == file) else {
+                let kinds: Vec<&str> = crate::api::crds()
+                    .into_iter()
+                    .map(|(f, _)| f.trim_end_matches(".yaml"))
+                    .collect();
+                anyhow::bail!("no CRD {kind:?}: one of {}", kinds.join(", "));
+            };
+            out(&crate::api::yaml_of(&crd))?;
             Ok(ExitCode::SUCCESS)
         }
     }

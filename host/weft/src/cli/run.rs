@@ -14,12 +14,14 @@ use indicatif::{ProgressBar, ProgressStyle};
 use k8s_openapi::api::core::v1::Pod;
 use kube::{
     Api, Client, ResourceExt,
-    api::{LogParams, PostParams},
+    api::{LogParams, Patch, PatchParams, PostParams},
     runtime::watcher,
 };
 use weft_dag::{NodePhase, WorkflowPhase};
 
-use crate::api::Workflow;
+use serde::Deserialize as _;
+
+use crate::api::{Workflow, WorkflowTemplate};
 use crate::runtime;
 
 /// Arguments of `weft run`.
@@ -63,12 +65,51 @@ pub struct RunArgs {
     pub webhook: super::dev::DevWebhookArgs,
 }
 
-/// Reads a Workflow manifest, naming it after the file when it has no name.
-pub fn read_workflow(path: &Path) -> anyhow::Result<Workflow> {
+/// What `weft run` reads from a file: one Workflow, and the
+/// WorkflowTemplates it may launch (applied before it is submitted).
+#[derive(Debug)]
+pub struct Manifests {
+    /// The Workflow.
+    pub workflow: Workflow,
+    /// Templates in the same file.
+    pub templates: Vec<WorkflowTemplate>,
+}
+
+/// Reads a file of YAML documents: exactly one Workflow (named after the
+/// file when it has no name) and any number of WorkflowTemplates.
+pub fn read_manifests(path: &Path) -> anyhow::Result<Manifests> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("{}: cannot read", path.display()))?;
-    let mut wf: Workflow = serde_yaml::from_str(&text)
-        .with_context(|| format!("{}: not a Workflow", path.display()))?;
+    let mut workflows = Vec::new();
+    let mut templates = Vec::new();
+    for (i, doc) in serde_yaml::Deserializer::from_str(&text).enumerate() {
+        let value = serde_json::Value::deserialize(doc)
+            .with_context(|| format!("{}: document {}: not YAML", path.display(), i + 1))?;
+        if value.is_null() {
+            continue;
+        }
+        let kind = value["kind"].as_str().unwrap_or_default().to_string();
+        let at = || format!("{}: document {} ({kind})", path.display(), i + 1);
+        match kind.as_str() {
+            "Workflow" => workflows.push(
+                serde_path_to_error::deserialize::<_, Workflow>(value)
+                    .map_err(|e| anyhow::anyhow!("{}: {}: {}", at(), e.path(), e.inner()))?,
+            ),
+            "WorkflowTemplate" => templates.push(
+                serde_path_to_error::deserialize::<_, WorkflowTemplate>(value)
+                    .map_err(|e| anyhow::anyhow!("{}: {}: {}", at(), e.path(), e.inner()))?,
+            ),
+            _ => bail!("{}: weft run takes Workflows and WorkflowTemplates", at()),
+        }
+    }
+    let mut wf = match <[Workflow; 1]>::try_from(workflows) {
+        Ok([wf]) => wf,
+        Err(found) => bail!(
+            "{}: needs exactly one Workflow, found {}",
+            path.display(),
+            found.len()
+        ),
+    };
     if wf.metadata.name.is_none() && wf.metadata.generate_name.is_none() {
         let stem = path
             .file_stem()
@@ -76,12 +117,35 @@ pub fn read_workflow(path: &Path) -> anyhow::Result<Workflow> {
             .unwrap_or("workflow");
         wf.metadata.generate_name = Some(format!("{stem}-"));
     }
-    Ok(wf)
+    Ok(Manifests {
+        workflow: wf,
+        templates,
+    })
+}
+
+/// Creates or updates templates (server-side apply), as `kubectl apply`.
+pub async fn apply_templates(
+    client: &Client,
+    namespace: &str,
+    templates: &[WorkflowTemplate],
+) -> anyhow::Result<()> {
+    let api: Api<WorkflowTemplate> = Api::namespaced(client.clone(), namespace);
+    for t in templates {
+        let name = t.name_any();
+        api.patch(&name, &PatchParams::apply("weft").force(), &Patch::Apply(t))
+            .await
+            .with_context(|| format!("applying WorkflowTemplate {name}"))?;
+        println!("workflowtemplate {name} applied");
+    }
+    Ok(())
 }
 
 /// Run `weft run`.
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
-    let wf = read_workflow(&args.file)?;
+    let Manifests {
+        workflow: wf,
+        templates,
+    } = read_manifests(&args.file)?;
     let admin_config = args.serve.then(|| args.admin.config(true)).transpose()?;
     let registry_config = runtime::registry_config(args.registry_config.as_deref())?;
     let rt = tokio::runtime::Runtime::new()?;
@@ -168,6 +232,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             }
             None => None,
         };
+        apply_templates(&client, &args.namespace, &templates).await?;
         let code = submit_and_follow(&client, &args.namespace, wf, args.timeout).await;
         if let Some(server) = server {
             println!("admin API at {} until Ctrl-C", server.addr);
@@ -295,6 +360,12 @@ pub async fn submit_and_follow(
                 {
                     println!("  {id} outputs: {}", serde_json::Value::Object(out.clone()));
                 }
+            }
+            if let Some(out) = &status.outputs {
+                println!(
+                    "workflow outputs: {}",
+                    serde_json::Value::Object(out.clone())
+                );
             }
             Ok(ExitCode::SUCCESS)
         }

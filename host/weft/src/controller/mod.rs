@@ -16,6 +16,7 @@ pub mod leader;
 pub mod metrics;
 pub mod shadow;
 pub mod shard;
+pub mod templates;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -154,7 +155,11 @@ impl Context {
         })
     }
 
-    fn compiled(&self, wf: &Workflow) -> Result<Arc<Compiled>, String> {
+    fn compiled(
+        &self,
+        wf: &Workflow,
+        spec: &weft_dag::WorkflowSpec,
+    ) -> Result<Arc<Compiled>, String> {
         let key = (
             wf.uid().unwrap_or_default(),
             wf.metadata.generation.unwrap_or(0),
@@ -170,7 +175,7 @@ impl Context {
         let snapshot = self.registry.snapshot();
         let known: HashSet<String> = snapshot.task_types().map(str::to_string).collect();
         // A type whose plugin is being loaded is known: its nodes wait.
-        let c = compile(&wf.spec.spec, &|t| {
+        let c = compile(spec, &|t| {
             known.contains(t) || self.registry.loading(t).is_some()
         })
         .map(Arc::new)
@@ -293,7 +298,8 @@ async fn reconcile_owned(wf: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action,
     let now = SystemTime::now();
     let mut status = old.clone();
     let generation = wf.metadata.generation;
-    let compiled = match ctx.compiled(&wf) {
+    let resolved = templates::runnable(&ctx.client, &wf, &mut status).await;
+    let compiled = match resolved.and_then(|spec| Ok((ctx.compiled(&wf, &spec)?, spec))) {
         Ok(c) => c,
         Err(problems) => {
             fail_invalid(&mut status, now, problems, generation);
@@ -310,9 +316,8 @@ async fn reconcile_owned(wf: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action,
         }
     };
 
-    let approvals: HashSet<String> = wf
-        .spec
-        .spec
+    let (compiled, spec) = compiled;
+    let approvals: HashSet<String> = spec
         .nodes
         .iter()
         .filter(|n| n.gate.as_ref().is_some_and(|g| g.approval.is_some()))
@@ -342,7 +347,6 @@ async fn reconcile_owned(wf: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action,
     .with_pins(pins)
     .with_shadow(ctx.shadow.clone())
     .with_plugin_wait(*ctx.plugin_wait.lock().unwrap_or_else(|e| e.into_inner()));
-    let spec = wf.spec.spec.clone();
     let started = Instant::now();
     let span = tracing::Span::current();
     let (status, exec, outcome) = tokio::task::spawn_blocking(move || {

@@ -24,7 +24,7 @@ use kube::api::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 use weft_plugin::Registry;
 
-use crate::api::Workflow;
+use crate::api::{Workflow, WorkflowTemplate};
 
 /// The validating configuration an install registers.
 pub const VALIDATING: &str = "weft-validating";
@@ -118,7 +118,9 @@ impl WebhookArgs {
                 resolver
             }
         };
-        let validator = Arc::new(Validator::new(registry, self.allow_unknown_task_types));
+        let validator = Arc::new(
+            Validator::new(registry, self.allow_unknown_task_types).with_client(client.clone()),
+        );
         let addr = SocketAddr::from(([0, 0, 0, 0], port));
         Ok(Some(server::serve(addr, resolver, validator).await?))
     }
@@ -142,7 +144,8 @@ pub fn configurations(client_config: impl Fn(&str) -> Value) -> [Value; 2] {
     let mut workflows = common(server::VALIDATE);
     workflows["name"] = "workflows.validate.weft.dev".into();
     workflows["rules"] = json!([{"apiGroups": ["weft.dev"], "apiVersions": ["*"],
-        "operations": ["CREATE", "UPDATE"], "resources": ["workflows"], "scope": "Namespaced"}]);
+        "operations": ["CREATE", "UPDATE"], "resources": ["workflows", "workflowtemplates"],
+        "scope": "Namespaced"}]);
     let mut pods = common(server::MUTATE_PODS);
     pods["name"] = "pod-secrets.weft.dev".into();
     pods["rules"] = json!([{"apiGroups": [""], "apiVersions": ["v1"],
@@ -182,7 +185,8 @@ pub async fn serve_dev(
         write_dir: None,
     };
     let (issued, resolver) = managed.start().await?;
-    let validator = Arc::new(Validator::new(registry, allow_unknown_task_types));
+    let validator =
+        Arc::new(Validator::new(registry, allow_unknown_task_types).with_client(client.clone()));
     let addr = server::serve(([127, 0, 0, 1], 0).into(), resolver.clone(), validator).await?;
     use base64::Engine as _;
     let ca = base64::engine::general_purpose::STANDARD.encode(&issued.ca_cert);
@@ -207,12 +211,15 @@ pub async fn serve_dev(
     Ok(addr)
 }
 
-/// Decides on Workflows.
+/// Decides on Workflows and WorkflowTemplates.
 pub struct Validator {
     registry: Arc<Registry>,
     /// Admit task types no plugin serves yet (plugins may be hot-loaded
     /// later), with a warning instead of a refusal.
     allow_unknown_task_types: bool,
+    /// Reads the templates a Workflow launches (no client: a launch is
+    /// admitted unchecked and the controller checks it when it starts).
+    client: Option<Client>,
 }
 
 impl Validator {
@@ -221,17 +228,27 @@ impl Validator {
         Validator {
             registry,
             allow_unknown_task_types,
+            client: None,
         }
     }
 
+    /// Checks template launches against the templates `client` reads.
+    pub fn with_client(mut self, client: Client) -> Self {
+        self.client = Some(client);
+        self
+    }
+
     /// The answer to one AdmissionReview.
-    pub fn review(&self, review: AdmissionReview<DynamicObject>) -> AdmissionReview<DynamicObject> {
+    pub async fn review(
+        &self,
+        review: AdmissionReview<DynamicObject>,
+    ) -> AdmissionReview<DynamicObject> {
         let req: AdmissionRequest<DynamicObject> = match review.try_into() {
             Ok(r) => r,
             Err(e) => return AdmissionResponse::invalid(e.to_string()).into_review(),
         };
         let mut resp = AdmissionResponse::from(&req);
-        match self.check(&req) {
+        match self.check(&req).await {
             Ok(warnings) => {
                 if !warnings.is_empty() {
                     resp.warnings = Some(warnings);
@@ -243,8 +260,8 @@ impl Validator {
         .into_review()
     }
 
-    /// Ok with warnings, or why the Workflow is refused.
-    fn check(&self, req: &AdmissionRequest<DynamicObject>) -> Result<Vec<String>, String> {
+    /// Ok with warnings, or why the object is refused.
+    async fn check(&self, req: &AdmissionRequest<DynamicObject>) -> Result<Vec<String>, String> {
         if matches!(req.operation, Operation::Delete | Operation::Connect) {
             return Ok(Vec::new());
         }
@@ -260,8 +277,6 @@ impl Validator {
             return Ok(Vec::new());
         }
         let value = serde_json::to_value(object).map_err(|e| e.to_string())?;
-        let wf: Workflow = serde_path_to_error::deserialize(value)
-            .map_err(|e| format!("{}: {}", e.path(), e.inner()))?;
         let snapshot = self.registry.snapshot();
         let served: HashSet<&str> = snapshot.task_types().collect();
         let known = |t: &str| {
@@ -269,15 +284,26 @@ impl Validator {
                 || self.registry.loading(t).is_some()
                 || self.allow_unknown_task_types
         };
-        weft_dag::compile(&wf.spec.spec, &known).map_err(|problems| {
-            format!(
-                "invalid workflow spec:\n{}",
-                weft_dag::compile::describe(&problems)
-            )
-        })?;
-        Ok(wf
-            .spec
-            .spec
+        let spec = match req.kind.kind.as_str() {
+            "WorkflowTemplate" => {
+                let t: WorkflowTemplate = decode(value)?;
+                let name = kube::ResourceExt::name_any(&t);
+                let problems = weft_dag::template::validate(&name, &t.spec.spec, &known);
+                refuse("workflow template", &problems)?;
+                t.spec.spec.workflow
+            }
+            _ => {
+                let wf: Workflow = decode(value)?;
+                let Some(spec) = self.launched(&wf).await? else {
+                    return Ok(Vec::new());
+                };
+                if let Err(problems) = weft_dag::compile(&spec, &known) {
+                    refuse("workflow spec", &problems)?;
+                }
+                spec
+            }
+        };
+        Ok(spec
             .nodes
             .iter()
             .filter_map(|n| n.task.as_ref())
@@ -285,6 +311,37 @@ impl Validator {
             .filter(|t| !served.contains(t))
             .map(|t| format!("no plugin serves task type {t:?} yet: the workflow waits for one"))
             .collect())
+    }
+
+    /// The spec a Workflow runs: its own, or its template's with its inputs
+    /// bound; `None` when it launches a template and no client can read it.
+    async fn launched(&self, wf: &Workflow) -> Result<Option<weft_dag::WorkflowSpec>, String> {
+        if wf.spec.spec.workflow_template_ref.is_none() {
+            return Ok(Some(wf.spec.spec.clone()));
+        }
+        let Some(client) = &self.client else {
+            return Ok(None);
+        };
+        let mut status = weft_dag::WorkflowStatus::default();
+        crate::controller::templates::runnable(client, wf, &mut status)
+            .await
+            .map(Some)
+            .map_err(|why| format!("invalid workflow spec:\n{why}"))
+    }
+}
+
+fn decode<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, String> {
+    serde_path_to_error::deserialize(value).map_err(|e| format!("{}: {}", e.path(), e.inner()))
+}
+
+/// Err with every problem, one per line, when there are any.
+fn refuse(what: &str, problems: &[weft_dag::Problem]) -> Result<(), String> {
+    match problems.is_empty() {
+        true => Ok(()),
+        false => Err(format!(
+            "invalid {what}:\n{}",
+            weft_dag::compile::describe(problems)
+        )),
     }
 }
 
@@ -318,7 +375,12 @@ mod tests {
     }
 
     fn answer(v: &Validator, object: Value) -> Value {
-        serde_json::to_value(v.review(review(object))).unwrap()["response"].clone()
+        let review = v.review(review(object));
+        let review = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(review);
+        serde_json::to_value(review).unwrap()["response"].clone()
     }
 
     fn pod_registry() -> Arc<Registry> {

@@ -101,7 +101,7 @@ async fn respond(req: Request<Incoming>, validator: &Validator) -> Response<Full
         Ok(review) => {
             let answer = match path.as_str() {
                 MUTATE_PODS => super::pod_secrets::review(review),
-                _ => validator.review(review),
+                _ => validator.review(review).await,
             };
             reply(
                 StatusCode::OK,
