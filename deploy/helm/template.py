@@ -36,6 +36,7 @@ DEPLOY = HERE.parent
 COPIES = {
     "crds/workflow.yaml": DEPLOY / "crds" / "workflow.yaml",
     "crds/workflowtemplate.yaml": DEPLOY / "crds" / "workflowtemplate.yaml",
+    "crds/cronworkflow.yaml": DEPLOY / "crds" / "cronworkflow.yaml",
     "dashboards/weft-dashboard.json": DEPLOY / "grafana" / "weft-dashboard.json",
 }
 

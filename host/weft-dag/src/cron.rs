@@ -123,6 +123,66 @@ pub enum ConcurrencyPolicy {
     Replace,
 }
 
+/// A CronWorkflow: a Workflow launched on a schedule (Flyte's scheduler,
+/// Argo's CronWorkflow, with Kubernetes CronJob's fields).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CronWorkflowSpec {
+    /// A cron expression (5 fields, or 6 with seconds first), a nickname
+    /// (`@daily`) or `@every <duration>` (`@every 30s`).
+    pub schedule: String,
+    /// The IANA time zone the cron fields are read in (UTC when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timezone: Option<String>,
+    /// What a tick does while an earlier Workflow still runs.
+    #[serde(default)]
+    pub concurrency_policy: ConcurrencyPolicy,
+    /// A tick missed (no controller ran) by more than this is skipped;
+    /// without it, only the latest missed tick is launched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub starting_deadline_seconds: Option<u64>,
+    /// Succeeded Workflows kept (default 3); older ones are deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub successful_jobs_history_limit: Option<u32>,
+    /// Failed or aborted Workflows kept (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_jobs_history_limit: Option<u32>,
+    /// No ticks launch while true.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub suspend: bool,
+    /// The Workflow each tick launches: nodes of its own, or a
+    /// `workflowTemplateRef`. An input named `scheduledTime` gets the
+    /// tick's time (RFC 3339) when the workflow or its template declares it.
+    #[schemars(schema_with = "crate::spec::any_object")]
+    pub workflow_spec: crate::spec::WorkflowSpec,
+}
+
+/// Default of `successfulJobsHistoryLimit`.
+pub const DEFAULT_SUCCESSFUL_HISTORY: u32 = 3;
+/// Default of `failedJobsHistoryLimit`.
+pub const DEFAULT_FAILED_HISTORY: u32 = 1;
+/// The input a tick's time is given as, when declared.
+pub const SCHEDULED_TIME_INPUT: &str = "scheduledTime";
+
+/// A CronWorkflow's status.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CronWorkflowStatus {
+    /// The latest tick launched or deliberately skipped: no tick at or
+    /// before it is looked at again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_scheduled_time: Option<String>,
+    /// The next tick.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_scheduled_time: Option<String>,
+    /// Its Workflows that are still running.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub active: Vec<String>,
+    /// Why it cannot schedule (a bad schedule or time zone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
 /// A parsed schedule in a time zone: the ticks at which a CronWorkflow
 /// launches.
 #[derive(Debug, Clone)]

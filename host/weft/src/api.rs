@@ -49,6 +49,27 @@ pub struct WorkflowTemplateResourceSpec {
     pub spec: weft_dag::template::WorkflowTemplateSpec,
 }
 
+/// The spec of a `CronWorkflow`: [`weft_dag::cron::CronWorkflowSpec`].
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "weft.dev",
+    version = "v1alpha1",
+    kind = "CronWorkflow",
+    plural = "cronworkflows",
+    shortname = "cwf",
+    namespaced,
+    status = "weft_dag::cron::CronWorkflowStatus",
+    printcolumn = r#"{"name":"Schedule","type":"string","jsonPath":".spec.schedule"}"#,
+    printcolumn = r#"{"name":"Suspend","type":"boolean","jsonPath":".spec.suspend"}"#,
+    printcolumn = r#"{"name":"Last","type":"date","jsonPath":".status.lastScheduledTime"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+pub struct CronWorkflowResourceSpec {
+    /// The schedule and the Workflow it launches.
+    #[serde(flatten)]
+    pub spec: weft_dag::cron::CronWorkflowSpec,
+}
+
 /// `apiVersion` of Workflows.
 pub const API_VERSION: &str = "weft.dev/v1alpha1";
 
@@ -62,6 +83,7 @@ pub fn crds() -> Vec<(&'static str, CustomResourceDefinition)> {
     vec![
         ("workflow.yaml", Workflow::crd()),
         ("workflowtemplate.yaml", WorkflowTemplate::crd()),
+        ("cronworkflow.yaml", CronWorkflow::crd()),
     ]
 }
 

@@ -3,10 +3,11 @@
 {{- define "weft.rules.workflows" -}}
 # The controller watches Workflows and patches its finalizer on; the
 # admin API gets, lists and watches them, creates them (CreateExecution)
-# and patches them (AbortExecution, ApproveGate).
+# and patches them (AbortExecution, ApproveGate); CronWorkflows create
+# them and delete past runs beyond their history limits.
 - apiGroups: [weft.dev]
   resources: [workflows]
-  verbs: [get, list, watch, create, patch]
+  verbs: [get, list, watch, create, patch, delete]
 # Status is written as a merge patch, only what changed.
 - apiGroups: [weft.dev]
   resources: [workflows/status]
@@ -15,6 +16,14 @@
 - apiGroups: [weft.dev]
   resources: [workflowtemplates]
   verbs: [get, list, watch]
+# CronWorkflows are watched and their status written; the Workflows they
+# launched are deleted beyond the history limits.
+- apiGroups: [weft.dev]
+  resources: [cronworkflows]
+  verbs: [get, list, watch]
+- apiGroups: [weft.dev]
+  resources: [cronworkflows/status]
+  verbs: [patch]
 # The pod plugin's children: watched. They are written and deleted as the
 # plugin's ServiceAccount weft-plugin-pod (plugin-rbac.yaml).
 - apiGroups: [""]

@@ -8,6 +8,7 @@
 //! child apply -> status patch.
 
 pub mod children;
+pub mod cron;
 pub mod elected;
 pub mod executor;
 pub mod impersonation;
@@ -687,12 +688,13 @@ pub async fn run(
     let (store, workflows) = intake::workflows(ctx.clone(), namespace.as_deref());
     let controller = KubeController::for_stream(workflows, store);
     let gauges = tokio::spawn(count_nodes(controller.store(), ctx.clone()));
-    controller
+    let shutdown = futures::FutureExt::shared(Box::pin(shutdown));
+    let workflows = controller
         .reconcile_on(wake)
-        .graceful_shutdown_on(shutdown)
+        .graceful_shutdown_on(shutdown.clone())
         .run(reconcile, error_policy, ctx.clone())
-        .for_each(|_| futures::future::ready(()))
-        .await;
+        .for_each(|_| futures::future::ready(()));
+    futures::join!(workflows, cron::run(ctx.clone(), namespace, shutdown));
     gauges.abort();
     ctx.children.stop();
 }
