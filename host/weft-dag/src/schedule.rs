@@ -13,10 +13,11 @@ use serde_json::{Map, Value, json};
 
 use crate::compile::{Compiled, CompiledNode, Kind, Retries};
 use crate::expr::{self, Scope};
-use crate::spec::{ArraySpec, FailurePolicy, NodeSpec, TaskSpec, WorkflowSpec};
+use crate::nodes;
+use crate::spec::{FailurePolicy, NodeSpec, TaskSpec, WorkflowSpec};
 use crate::status::{
-    ItemStatus, LogLink, NodePhase, NodeStatus, PluginRef, ResourceRef, WorkflowPhase,
-    WorkflowStatus, parse_timestamp, timestamp, timestamp_millis,
+    LogLink, NodePhase, NodeStatus, PluginRef, ResourceRef, WorkflowPhase, WorkflowStatus,
+    parse_timestamp, timestamp, timestamp_millis,
 };
 
 /// One attempt of a task, as the executor is asked about it.
@@ -183,7 +184,7 @@ pub struct RoundOutcome {
 }
 
 impl RoundOutcome {
-    fn wake(&mut self, at: SystemTime) {
+    pub(crate) fn wake(&mut self, at: SystemTime) {
         self.wake_at = Some(self.wake_at.map_or(at, |w| w.min(at)));
     }
 }
@@ -201,19 +202,22 @@ pub fn fail_invalid(
     status.observed_generation = generation;
 }
 
-struct Round<'a, E: Executor> {
-    spec: &'a WorkflowSpec,
-    compiled: &'a Compiled,
-    input: &'a RoundInput<'a>,
-    exec: &'a mut E,
-    out: RoundOutcome,
-    running: usize,
+/// One reconcile round in progress: what node handlers read and change.
+pub struct Round<'a, E: Executor> {
+    pub(crate) spec: &'a WorkflowSpec,
+    pub(crate) compiled: &'a Compiled,
+    pub(crate) input: &'a RoundInput<'a>,
+    pub(crate) exec: &'a mut E,
+    pub(crate) out: RoundOutcome,
+    pub(crate) running: usize,
     failed_fast: Option<String>,
     /// Node phases by index, kept current during the pass.
     phases: Vec<NodePhase>,
 }
 
-/// Runs one reconcile round over a validated workflow.
+/// Runs one reconcile round over a validated workflow: a sequence of named
+/// stages (begin, stop if asked, one pass over the DAG in topological
+/// order, fail fast, conclude).
 pub fn reconcile<E: Executor>(
     spec: &WorkflowSpec,
     compiled: &Compiled,
@@ -226,7 +230,34 @@ pub fn reconcile<E: Executor>(
     if status.phase.is_terminal() {
         return RoundOutcome::default();
     }
-    let now = input.now;
+    let phases = begin(compiled, status, input.now);
+    let mut round = Round {
+        spec,
+        compiled,
+        input,
+        exec,
+        out: RoundOutcome::default(),
+        running: 0,
+        failed_fast: None,
+        phases,
+    };
+    if let Some((phase, why)) = round.stop_requested(status) {
+        round.stop_all(status, &why);
+        finish(status, phase, Some(why), input.now, &mut round.out);
+    } else {
+        round.pass(status);
+        if let Some(why) = round.failed_fast.clone() {
+            round.stop_all(status, &format!("stopped because {why} (FailFast)"));
+        }
+        round.conclude(status);
+    }
+    round.out.workflow_changed = before != status.phase;
+    round.out
+}
+
+/// Marks the workflow running and reads each node's phase once (the pass
+/// then reads phases by index).
+fn begin(compiled: &Compiled, status: &mut WorkflowStatus, now: SystemTime) -> Vec<NodePhase> {
     if status.started_at.is_none() {
         status.started_at = Some(timestamp(now));
         if !compiled.inputs.is_empty() {
@@ -234,7 +265,6 @@ pub fn reconcile<E: Executor>(
         }
     }
     status.phase = WorkflowPhase::Running;
-    // One lookup per node per round; after this the pass reads phases by index.
     let mut phases = Vec::with_capacity(compiled.nodes.len());
     for n in &compiled.nodes {
         let st = match status.nodes.get_mut(&n.id) {
@@ -249,114 +279,95 @@ pub fn reconcile<E: Executor>(
         }
         phases.push(st.phase);
     }
-    let mut round = Round {
-        spec,
-        compiled,
-        input,
-        exec,
-        out: RoundOutcome::default(),
-        running: 0,
-        failed_fast: None,
-        phases,
-    };
+    phases
+}
 
-    // Stopping: the user asked, the Workflow is going away, or its deadline passed.
-    let started = parse_timestamp(status.started_at.as_deref()).unwrap_or(now);
-    let stop = if input.deleting {
-        Some((
-            WorkflowPhase::Aborted,
-            "the workflow is being deleted".to_string(),
-        ))
-    } else if spec.abort {
-        Some((
-            WorkflowPhase::Aborted,
-            "aborted by the user (spec.abort)".to_string(),
-        ))
-    } else if let Some(d) = compiled.active_deadline {
-        if now >= started + d {
-            Some((
-                WorkflowPhase::Failed,
-                format!(
-                    "exceeded its active deadline of {}",
-                    humantime::format_duration(d)
-                ),
-            ))
-        } else {
-            round.out.wake(started + d);
-            None
-        }
-    } else {
-        None
-    };
-    if let Some((phase, why)) = stop {
-        round.stop_all(status, &why);
-        finish(status, phase, Some(why), now, &mut round.out);
-        round.out.workflow_changed = before != status.phase;
-        return round.out;
-    }
-
-    round.running = compiled
+/// The workflow's message when one node failed, or several did.
+fn failed_message(status: &WorkflowStatus) -> Option<String> {
+    let failed: Vec<&str> = status
         .nodes
         .iter()
-        .zip(&round.phases)
-        .filter(|(n, p)| {
-            !matches!(n.kind, Kind::Sleep(_) | Kind::Approval) && **p == NodePhase::Running
-        })
-        .count();
-    for &i in &compiled.order {
-        round.step(status, i);
-    }
-    if let Some(why) = round.failed_fast.clone() {
-        round.stop_all(status, &format!("stopped because {why} (FailFast)"));
+        .filter(|(_, s)| s.phase == NodePhase::Failed)
+        .map(|(id, _)| id.as_str())
+        .collect();
+    let first = failed.first()?;
+    let msg = status.nodes[*first].message.clone().unwrap_or_default();
+    Some(format!("node {} failed: {msg}", failed.join(", ")))
+}
+
+impl<E: Executor> Round<'_, E> {
+    /// Why the whole workflow stops now, if it does: the user asked, the
+    /// Workflow is going away, or its deadline passed.
+    fn stop_requested(&mut self, status: &WorkflowStatus) -> Option<(WorkflowPhase, String)> {
+        let now = self.input.now;
+        if self.input.deleting {
+            return Some((
+                WorkflowPhase::Aborted,
+                "the workflow is being deleted".into(),
+            ));
+        }
+        if self.spec.abort {
+            return Some((
+                WorkflowPhase::Aborted,
+                "aborted by the user (spec.abort)".into(),
+            ));
+        }
+        let d = self.compiled.active_deadline?;
+        let started = parse_timestamp(status.started_at.as_deref()).unwrap_or(now);
+        if now >= started + d {
+            let d = humantime::format_duration(d);
+            return Some((
+                WorkflowPhase::Failed,
+                format!("exceeded its active deadline of {d}"),
+            ));
+        }
+        self.out.wake(started + d);
+        None
     }
 
-    let total = compiled.nodes.len();
-    let done = if round.failed_fast.is_some() {
-        status
-            .nodes
-            .values()
-            .filter(|s| s.phase.is_terminal())
-            .count()
-    } else {
-        round.phases.iter().filter(|p| p.is_terminal()).count()
-    };
-    status.progress = Some(format!("{done}/{total}"));
-    if done == total {
-        let failed: Vec<&String> = status
+    /// Every open node once, dependencies first.
+    fn pass(&mut self, status: &mut WorkflowStatus) {
+        self.running = self
+            .compiled
             .nodes
             .iter()
-            .filter(|(_, s)| s.phase == NodePhase::Failed)
-            .map(|(id, _)| id)
-            .collect();
-        if failed.is_empty() {
-            match workflow_outputs(spec, compiled, status) {
-                Ok(outputs) => {
-                    status.outputs = outputs;
-                    finish(status, WorkflowPhase::Succeeded, None, now, &mut round.out);
-                }
-                Err(why) => finish(
-                    status,
-                    WorkflowPhase::Failed,
-                    Some(why),
-                    now,
-                    &mut round.out,
-                ),
-            }
-        } else {
-            let first = failed[0];
-            let msg = status.nodes[first].message.clone().unwrap_or_default();
-            let names: Vec<&str> = failed.iter().map(|s| s.as_str()).collect();
-            finish(
-                status,
-                WorkflowPhase::Failed,
-                Some(format!("node {} failed: {msg}", names.join(", "))),
-                now,
-                &mut round.out,
-            );
+            .zip(&self.phases)
+            .filter(|(n, p)| nodes::takes_slot(&n.kind) && **p == NodePhase::Running)
+            .count();
+        for &i in &self.compiled.order {
+            self.step(status, i);
         }
     }
-    round.out.workflow_changed = before != status.phase;
-    round.out
+
+    /// Progress, and the workflow's end once every node is done: its
+    /// outputs when all went well, the failed nodes otherwise.
+    fn conclude(&mut self, status: &mut WorkflowStatus) {
+        let now = self.input.now;
+        let total = self.compiled.nodes.len();
+        let done = match self.failed_fast.is_some() {
+            true => status
+                .nodes
+                .values()
+                .filter(|s| s.phase.is_terminal())
+                .count(),
+            false => self.phases.iter().filter(|p| p.is_terminal()).count(),
+        };
+        status.progress = Some(format!("{done}/{total}"));
+        if done < total {
+            return;
+        }
+        let out = &mut self.out;
+        if let Some(why) = failed_message(status) {
+            return finish(status, WorkflowPhase::Failed, Some(why), now, out);
+        }
+        match workflow_outputs(self.spec, self.compiled, status) {
+            Ok(outputs) => {
+                status.outputs = outputs;
+                finish(status, WorkflowPhase::Succeeded, None, now, out);
+            }
+            Err(why) => finish(status, WorkflowPhase::Failed, Some(why), now, out),
+        }
+    }
 }
 
 /// `spec.outputs` evaluated over every node (none when it declares none).
@@ -417,7 +428,7 @@ fn node_spec<'a>(spec: &'a WorkflowSpec, id: &str, index: usize) -> &'a NodeSpec
 }
 
 impl<E: Executor> Round<'_, E> {
-    fn transition(
+    pub(crate) fn transition(
         &mut self,
         id: &str,
         st: &mut NodeStatus,
@@ -464,40 +475,8 @@ impl<E: Executor> Round<'_, E> {
         }
     }
 
-    fn abort_node(&mut self, spec: &NodeSpec, n: &CompiledNode, st: &mut NodeStatus) {
-        let empty = Map::new();
-        match (&n.kind, &spec.task, &spec.array) {
-            (Kind::Task, Some(task), _) if st.phase == NodePhase::Running && st.attempts > 0 => {
-                self.exec.abort(&TaskRequest {
-                    node_id: &n.id,
-                    item: None,
-                    attempt: st.attempts - 1,
-                    task,
-                    inputs: &empty,
-                    plugin: st.plugin.as_ref(),
-                    resource: st.resource.as_ref(),
-                });
-            }
-            (Kind::Array, _, Some(array)) => {
-                for (idx, item) in st.items.iter_mut().enumerate() {
-                    if item.phase == NodePhase::Running && item.attempts > 0 {
-                        self.exec.abort(&TaskRequest {
-                            node_id: &n.id,
-                            item: Some(idx),
-                            attempt: item.attempts - 1,
-                            task: &array.task,
-                            inputs: &empty,
-                            plugin: st.plugin.as_ref(),
-                            resource: None,
-                        });
-                    }
-                    if !item.phase.is_terminal() {
-                        item.phase = NodePhase::Aborted;
-                    }
-                }
-            }
-            _ => {}
-        }
+    pub(crate) fn abort_node(&mut self, spec: &NodeSpec, n: &CompiledNode, st: &mut NodeStatus) {
+        nodes::abort(self, spec, n, st);
     }
 
     fn scope(&self, status: &WorkflowStatus, n: &CompiledNode) -> Scope {
@@ -538,12 +517,7 @@ impl<E: Executor> Round<'_, E> {
             NodePhase::Running | NodePhase::Retrying => {
                 let scope = self.scope(status, n);
                 let mut st = std::mem::take(status.nodes.get_mut(&n.id).expect("present"));
-                match n.kind {
-                    Kind::Task => self.drive_task(spec, n, &mut st, &scope),
-                    Kind::Array => self.drive_array(spec, n, &mut st, &scope),
-                    Kind::Sleep(d) => self.drive_sleep(n, &mut st, d),
-                    Kind::Approval => self.drive_approval(n, &mut st),
-                }
+                nodes::drive(self, spec, n, &mut st, &scope);
                 *status.nodes.get_mut(&n.id).expect("present") = st;
             }
             _ => {}
@@ -603,7 +577,7 @@ impl<E: Executor> Round<'_, E> {
                 Err(e) => self.fail(&n.id, &mut st, "ConditionError", format!("when: {e}")),
                 Ok(true) if self.waits(spec, n, &mut st) => {}
                 Ok(true) => {
-                    let takes_slot = matches!(n.kind, Kind::Task | Kind::Array);
+                    let takes_slot = nodes::takes_slot(&n.kind);
                     if takes_slot
                         && self
                             .spec
@@ -617,12 +591,7 @@ impl<E: Executor> Round<'_, E> {
                         }
                         st.started_at = Some(timestamp(self.input.now));
                         self.transition(&n.id, &mut st, NodePhase::Running, None);
-                        match n.kind {
-                            Kind::Task => self.start_attempt(spec, n, &mut st, &scope),
-                            Kind::Array => self.start_array(spec, n, &mut st, &scope),
-                            Kind::Sleep(d) => self.drive_sleep(n, &mut st, d),
-                            Kind::Approval => self.drive_approval(n, &mut st),
-                        }
+                        nodes::start(self, spec, n, &mut st, &scope);
                     }
                 }
             }
@@ -674,162 +643,32 @@ impl<E: Executor> Round<'_, E> {
         true
     }
 
-    fn fail(&mut self, id: &str, st: &mut NodeStatus, reason: &str, message: String) {
+    pub(crate) fn fail(&mut self, id: &str, st: &mut NodeStatus, reason: &str, message: String) {
         st.reason = Some(reason.into());
         self.transition(id, st, NodePhase::Failed, Some(message.clone()));
         self.node_failed(id, &message);
     }
 
-    fn node_failed(&mut self, id: &str, message: &str) {
+    pub(crate) fn node_failed(&mut self, id: &str, message: &str) {
         if self.spec.failure_policy == FailurePolicy::FailFast && self.failed_fast.is_none() {
             self.failed_fast = Some(format!("node {id} failed: {message}"));
         }
     }
 
-    fn resolve_inputs(&self, spec: &NodeSpec, scope: &Scope) -> Result<Map<String, Value>, String> {
+    pub(crate) fn resolve_inputs(
+        &self,
+        spec: &NodeSpec,
+        scope: &Scope,
+    ) -> Result<Map<String, Value>, String> {
         match expr::resolve(&Value::Object(spec.inputs.clone()), scope)? {
             Value::Object(m) => Ok(m),
             _ => unreachable!("an object resolves to an object"),
         }
     }
 
-    fn start_attempt(
-        &mut self,
-        spec: &NodeSpec,
-        n: &CompiledNode,
-        st: &mut NodeStatus,
-        scope: &Scope,
-    ) {
-        st.attempts += 1;
-        st.attempt_started_at = Some(timestamp_millis(self.input.now));
-        st.retry_at = None;
-        st.outputs = None;
-        st.resource = None;
-        if st.phase != NodePhase::Running {
-            self.transition(&n.id, st, NodePhase::Running, None);
-        }
-        self.drive_task(spec, n, st, scope);
-    }
-
-    fn drive_task(
-        &mut self,
-        spec: &NodeSpec,
-        n: &CompiledNode,
-        st: &mut NodeStatus,
-        scope: &Scope,
-    ) {
-        let now = self.input.now;
-        if st.phase == NodePhase::Retrying {
-            match parse_timestamp(st.retry_at.as_deref()) {
-                Some(at) if at > now => {
-                    self.out.wake(at);
-                    return;
-                }
-                _ => {}
-            }
-            if self
-                .spec
-                .parallelism
-                .is_some_and(|p| self.running >= p as usize)
-            {
-                return;
-            }
-            self.running += 1;
-            self.start_attempt(spec, n, st, scope);
-            return;
-        }
-        let task = spec.task.as_ref().expect("a task node has a task");
-        let inputs = match self.resolve_inputs(spec, scope) {
-            Ok(i) => i,
-            Err(e) => return self.fail(&n.id, st, "InputError", format!("inputs: {e}")),
-        };
-        let req = TaskRequest {
-            node_id: &n.id,
-            item: None,
-            attempt: st.attempts.saturating_sub(1),
-            task,
-            inputs: &inputs,
-            plugin: st.plugin.as_ref(),
-            resource: st.resource.as_ref(),
-        };
-        // The timeout is checked before observing: an attempt past it is
-        // stopped even if its resource says it is still running.
-        if let (Some(t), Some(started)) =
-            (n.timeout, parse_timestamp(st.attempt_started_at.as_deref()))
-        {
-            if now >= started + t {
-                self.exec.abort(&req);
-                let obs = TaskObservation::failed(
-                    true,
-                    false,
-                    "TimedOut",
-                    &format!(
-                        "attempt {} exceeded its timeout of {}",
-                        st.attempts,
-                        humantime::format_duration(t)
-                    ),
-                );
-                return self.apply(n, st, obs);
-            }
-            self.out.wake(started + t);
-        }
-        let obs = self.exec.task(&req);
-        self.apply(n, st, obs);
-    }
-
-    fn apply(&mut self, n: &CompiledNode, st: &mut NodeStatus, obs: TaskObservation) {
-        if obs.plugin.is_some() {
-            st.plugin = obs.plugin;
-        }
-        if obs.resource.is_some() {
-            st.resource = obs.resource;
-        }
-        if !obs.log_links.is_empty() {
-            st.log_links = obs.log_links;
-        }
-        st.task_phase = obs.task_phase;
-        match obs.state {
-            TaskState::InProgress => {
-                if obs.message.is_some() {
-                    st.message = obs.message;
-                }
-                st.reason = obs.reason;
-            }
-            TaskState::Succeeded => {
-                st.outputs = obs.outputs;
-                st.reason = obs.reason;
-                self.running = self.running.saturating_sub(1);
-                self.transition(&n.id, st, NodePhase::Succeeded, obs.message);
-            }
-            TaskState::Failed { retryable, system } => {
-                self.running = self.running.saturating_sub(1);
-                let message = obs.message.unwrap_or_else(|| "failed".into());
-                st.reason = obs.reason;
-                match self.count_failure(
-                    n.retries,
-                    &mut st.user_failures,
-                    &mut st.system_failures,
-                    retryable,
-                    system,
-                ) {
-                    Some(delay) => {
-                        let at = self.input.now + delay;
-                        st.retry_at = Some(timestamp_millis(at));
-                        self.out.wake(at);
-                        self.transition(&n.id, st, NodePhase::Retrying, Some(message));
-                    }
-                    None => {
-                        self.transition(&n.id, st, NodePhase::Failed, Some(message.clone()));
-                        self.node_failed(&n.id, &message);
-                    }
-                }
-            }
-        }
-    }
-
     /// Counts a failure on its budget; the backoff before the next attempt
     /// when one is left.
-    fn count_failure(
+    pub(crate) fn count_failure(
         &self,
         r: Retries,
         user: &mut u32,
@@ -845,257 +684,5 @@ impl<E: Executor> Round<'_, E> {
             (*user, r.user)
         };
         (retryable && count <= limit).then(|| r.delay(*user + *system))
-    }
-
-    fn drive_sleep(&mut self, n: &CompiledNode, st: &mut NodeStatus, d: Duration) {
-        // `startedAt` has Kubernetes' one-second precision; the sleep counts
-        // from a millisecond timestamp so it never ends early.
-        if st.attempt_started_at.is_none() {
-            st.attempt_started_at = Some(timestamp_millis(self.input.now));
-        }
-        let started = parse_timestamp(st.attempt_started_at.as_deref()).unwrap_or(self.input.now);
-        let until = started + d;
-        if self.input.now >= until {
-            self.transition(
-                &n.id,
-                st,
-                NodePhase::Succeeded,
-                Some(format!("slept {}", humantime::format_duration(d))),
-            );
-        } else {
-            st.task_phase = Some("sleeping".into());
-            self.out.wake(until);
-        }
-    }
-
-    fn drive_approval(&mut self, n: &CompiledNode, st: &mut NodeStatus) {
-        if self.input.approvals.contains(&n.id) {
-            st.task_phase = None;
-            st.outputs = Some(
-                json!({"approved": true})
-                    .as_object()
-                    .cloned()
-                    .unwrap_or_default(),
-            );
-            self.transition(&n.id, st, NodePhase::Succeeded, Some("approved".into()));
-        } else {
-            st.task_phase = Some("waiting-for-approval".into());
-            let ask = self
-                .spec
-                .nodes
-                .iter()
-                .find(|s| s.id == n.id)
-                .and_then(|s| s.gate.as_ref())
-                .and_then(|g| g.approval.as_ref())
-                .and_then(|a| a.message.clone());
-            st.message = Some(ask.unwrap_or_else(|| {
-                format!(
-                    "waiting for approval: annotate the Workflow with {}=true",
-                    crate::spec::approval_annotation(&n.id)
-                )
-            }));
-        }
-    }
-
-    fn start_array(
-        &mut self,
-        spec: &NodeSpec,
-        n: &CompiledNode,
-        st: &mut NodeStatus,
-        scope: &Scope,
-    ) {
-        let array = spec.array.as_ref().expect("an array node has an array");
-        let over = match expr::resolve(&array.over, scope) {
-            Ok(Value::Array(items)) => items,
-            Ok(other) => {
-                return self.fail(
-                    &n.id,
-                    st,
-                    "InputError",
-                    format!("array.over gave {other}, not a list"),
-                );
-            }
-            Err(e) => return self.fail(&n.id, st, "InputError", format!("array.over: {e}")),
-        };
-        st.items = vec![ItemStatus::default(); over.len()];
-        st.outputs = Some(Map::from_iter([("items".to_string(), Value::Array(over))]));
-        self.drive_array(spec, n, st, scope);
-    }
-
-    fn required(array: &ArraySpec, total: usize) -> usize {
-        match (array.min_successes, array.min_success_ratio) {
-            (Some(m), _) => (m as usize).min(total),
-            (None, Some(r)) => ((r * total as f64).ceil() as usize).min(total),
-            (None, None) => total,
-        }
-    }
-
-    fn drive_array(
-        &mut self,
-        spec: &NodeSpec,
-        n: &CompiledNode,
-        st: &mut NodeStatus,
-        scope: &Scope,
-    ) {
-        let array = spec.array.as_ref().expect("an array node has an array");
-        let now = self.input.now;
-        let over: Vec<Value> = st
-            .outputs
-            .as_ref()
-            .and_then(|o| o.get("items"))
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        let total = st.items.len();
-        let limit = array.parallelism.map_or(usize::MAX, |p| p as usize);
-        let mut running = st
-            .items
-            .iter()
-            .filter(|i| i.phase == NodePhase::Running)
-            .count();
-        let plugin = st.plugin.clone();
-        let mut pinned = None;
-        for idx in 0..total {
-            let item = &mut st.items[idx];
-            let start = match item.phase {
-                NodePhase::Pending => running < limit,
-                NodePhase::Retrying => match parse_timestamp(item.retry_at.as_deref()) {
-                    Some(at) if at > now => {
-                        self.out.wake(at);
-                        false
-                    }
-                    _ => running < limit,
-                },
-                NodePhase::Running => false,
-                _ => continue,
-            };
-            if !start && item.phase != NodePhase::Running {
-                continue;
-            }
-            let mut item_scope = scope.clone();
-            item_scope.item = over.get(idx).cloned();
-            item_scope.index = Some(idx);
-            let mut inputs = match self.resolve_inputs(spec, &item_scope) {
-                Ok(i) => i,
-                Err(e) => {
-                    item.phase = NodePhase::Failed;
-                    item.message = Some(format!("inputs: {e}"));
-                    continue;
-                }
-            };
-            inputs
-                .entry("item")
-                .or_insert_with(|| over.get(idx).cloned().unwrap_or(Value::Null));
-            inputs.entry("index").or_insert_with(|| idx.into());
-            if start {
-                item.attempts += 1;
-                item.phase = NodePhase::Running;
-                item.attempt_started_at = Some(timestamp_millis(now));
-                item.retry_at = None;
-                running += 1;
-            }
-            let req = TaskRequest {
-                node_id: &n.id,
-                item: Some(idx),
-                attempt: item.attempts - 1,
-                task: &array.task,
-                inputs: &inputs,
-                plugin: plugin.as_ref(),
-                resource: None,
-            };
-            let timed_out = match (
-                n.timeout,
-                parse_timestamp(item.attempt_started_at.as_deref()),
-            ) {
-                (Some(t), Some(s)) if now >= s + t => {
-                    self.exec.abort(&req);
-                    Some(format!(
-                        "attempt {} exceeded its timeout of {}",
-                        item.attempts,
-                        humantime::format_duration(t)
-                    ))
-                }
-                (Some(t), Some(s)) => {
-                    self.out.wake(s + t);
-                    None
-                }
-                _ => None,
-            };
-            let obs = match timed_out {
-                Some(m) => TaskObservation::failed(true, false, "TimedOut", &m),
-                None => self.exec.task(&req),
-            };
-            if obs.plugin.is_some() {
-                pinned = obs.plugin.clone();
-            }
-            match obs.state {
-                TaskState::InProgress => {}
-                TaskState::Succeeded => {
-                    running -= 1;
-                    item.phase = NodePhase::Succeeded;
-                    item.outputs = obs.outputs;
-                    item.message = None;
-                }
-                TaskState::Failed { retryable, system } => {
-                    running -= 1;
-                    item.message = obs.message;
-                    let (mut u, mut s) = (item.user_failures, item.system_failures);
-                    let next = self.count_failure(n.retries, &mut u, &mut s, retryable, system);
-                    item.user_failures = u;
-                    item.system_failures = s;
-                    match next {
-                        Some(delay) => {
-                            item.phase = NodePhase::Retrying;
-                            item.retry_at = Some(timestamp_millis(now + delay));
-                            self.out.wake(now + delay);
-                        }
-                        None => item.phase = NodePhase::Failed,
-                    }
-                }
-            }
-        }
-        if pinned.is_some() && st.plugin.is_none() {
-            st.plugin = pinned;
-        }
-        let succeeded = st
-            .items
-            .iter()
-            .filter(|i| i.phase == NodePhase::Succeeded)
-            .count();
-        let open = st.items.iter().filter(|i| !i.phase.is_terminal()).count();
-        let needed = Self::required(array, total);
-        st.task_phase = Some(format!("{succeeded}/{total} items succeeded"));
-        if succeeded >= needed && open == 0 || succeeded + open < needed {
-            if open > 0 {
-                // Cannot reach the minimum any more: stop what still runs.
-                let keep = st.phase;
-                st.phase = NodePhase::Running;
-                self.abort_node(spec, n, st);
-                st.phase = keep;
-            }
-            self.running = self.running.saturating_sub(1);
-            let results: Vec<Value> = st
-                .items
-                .iter()
-                .map(|i| i.outputs.clone().map_or(Value::Null, Value::Object))
-                .collect();
-            if succeeded >= needed {
-                st.outputs = Some(Map::from_iter([(
-                    "results".to_string(),
-                    Value::Array(results),
-                )]));
-                self.transition(
-                    &n.id,
-                    st,
-                    NodePhase::Succeeded,
-                    Some(format!("{succeeded} of {total} items succeeded")),
-                );
-            } else {
-                let msg = format!("{succeeded} of {total} items succeeded, {needed} needed");
-                st.reason = Some("MinSuccessesNotMet".into());
-                self.transition(&n.id, st, NodePhase::Failed, Some(msg.clone()));
-                self.node_failed(&n.id, &msg);
-            }
-        }
     }
 }

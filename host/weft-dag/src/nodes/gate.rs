@@ -1,7 +1,104 @@
 //! Gate nodes: wait for time to pass (`sleep`) or for a person (`approval`).
+//! They take no parallelism slot: nothing runs while they wait.
 
-use crate::compile::{Kind, Problems, duration};
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::compile::{CompiledNode, Kind, Problems, duration};
+use crate::expr::Scope;
+use crate::nodes::Handler;
+use crate::schedule::{Executor, Round};
 use crate::spec::{GateSpec, NodeSpec};
+use crate::status::{NodePhase, NodeStatus, parse_timestamp, timestamp_millis};
+
+/// The gate node handler.
+pub struct Gate;
+
+impl Handler for Gate {
+    fn start<E: Executor>(
+        r: &mut Round<'_, E>,
+        spec: &NodeSpec,
+        n: &CompiledNode,
+        st: &mut NodeStatus,
+        scope: &Scope,
+    ) {
+        Self::drive(r, spec, n, st, scope);
+    }
+
+    fn drive<E: Executor>(
+        r: &mut Round<'_, E>,
+        _: &NodeSpec,
+        n: &CompiledNode,
+        st: &mut NodeStatus,
+        _: &Scope,
+    ) {
+        match n.kind {
+            Kind::Sleep(d) => r.drive_sleep(n, st, d),
+            _ => r.drive_approval(n, st),
+        }
+    }
+
+    fn abort<E: Executor>(
+        _: &mut Round<'_, E>,
+        _: &NodeSpec,
+        _: &CompiledNode,
+        _: &mut NodeStatus,
+    ) {
+    }
+}
+
+impl<E: Executor> Round<'_, E> {
+    pub(crate) fn drive_sleep(&mut self, n: &CompiledNode, st: &mut NodeStatus, d: Duration) {
+        // `startedAt` has Kubernetes' one-second precision; the sleep counts
+        // from a millisecond timestamp so it never ends early.
+        if st.attempt_started_at.is_none() {
+            st.attempt_started_at = Some(timestamp_millis(self.input.now));
+        }
+        let started = parse_timestamp(st.attempt_started_at.as_deref()).unwrap_or(self.input.now);
+        let until = started + d;
+        if self.input.now >= until {
+            self.transition(
+                &n.id,
+                st,
+                NodePhase::Succeeded,
+                Some(format!("slept {}", humantime::format_duration(d))),
+            );
+        } else {
+            st.task_phase = Some("sleeping".into());
+            self.out.wake(until);
+        }
+    }
+
+    pub(crate) fn drive_approval(&mut self, n: &CompiledNode, st: &mut NodeStatus) {
+        if self.input.approvals.contains(&n.id) {
+            st.task_phase = None;
+            st.outputs = Some(
+                json!({"approved": true})
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+            );
+            self.transition(&n.id, st, NodePhase::Succeeded, Some("approved".into()));
+        } else {
+            st.task_phase = Some("waiting-for-approval".into());
+            let ask = self
+                .spec
+                .nodes
+                .iter()
+                .find(|s| s.id == n.id)
+                .and_then(|s| s.gate.as_ref())
+                .and_then(|g| g.approval.as_ref())
+                .and_then(|a| a.message.clone());
+            st.message = Some(ask.unwrap_or_else(|| {
+                format!(
+                    "waiting for approval: annotate the Workflow with {}=true",
+                    crate::spec::approval_annotation(&n.id)
+                )
+            }));
+        }
+    }
+}
 
 /// Exactly one of `sleep` and `approval`; a sleep's duration.
 pub fn check(n: &NodeSpec, gate: &GateSpec, p: &mut Problems) -> Kind {

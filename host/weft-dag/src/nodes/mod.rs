@@ -6,8 +6,89 @@ pub mod array;
 pub mod gate;
 pub mod task;
 
-use crate::compile::{CheckContext, Kind, Problems};
+use crate::compile::{CheckContext, CompiledNode, Kind, Problems};
+use crate::expr::Scope;
+use crate::schedule::{Executor, Round};
 use crate::spec::NodeSpec;
+use crate::status::NodeStatus;
+
+/// What every node kind does in a round (flytepropeller's node handler
+/// interface): the round decides *when* (dependencies, conditions,
+/// parallelism, stopping) and the handler *what*.
+pub trait Handler {
+    /// The node just became Running.
+    fn start<E: Executor>(
+        r: &mut Round<'_, E>,
+        spec: &NodeSpec,
+        n: &CompiledNode,
+        st: &mut NodeStatus,
+        scope: &Scope,
+    );
+    /// A later round of a Running or Retrying node.
+    fn drive<E: Executor>(
+        r: &mut Round<'_, E>,
+        spec: &NodeSpec,
+        n: &CompiledNode,
+        st: &mut NodeStatus,
+        scope: &Scope,
+    );
+    /// Stop what the node runs (abort, fail-fast, deletion).
+    fn abort<E: Executor>(
+        r: &mut Round<'_, E>,
+        spec: &NodeSpec,
+        n: &CompiledNode,
+        st: &mut NodeStatus,
+    );
+}
+
+/// Which handler serves a kind; `$call` is one of the [`Handler`] methods.
+macro_rules! dispatch {
+    ($kind:expr, $call:ident($($arg:expr),*)) => {
+        match $kind {
+            Kind::Task => task::Task::$call($($arg),*),
+            Kind::Array => array::Array::$call($($arg),*),
+            Kind::Sleep(_) | Kind::Approval => gate::Gate::$call($($arg),*),
+        }
+    };
+}
+
+/// Starts a node that just became Running.
+pub fn start<E: Executor>(
+    r: &mut Round<'_, E>,
+    spec: &NodeSpec,
+    n: &CompiledNode,
+    st: &mut NodeStatus,
+    scope: &Scope,
+) {
+    dispatch!(n.kind, start(r, spec, n, st, scope))
+}
+
+/// Moves a Running or Retrying node on.
+pub fn drive<E: Executor>(
+    r: &mut Round<'_, E>,
+    spec: &NodeSpec,
+    n: &CompiledNode,
+    st: &mut NodeStatus,
+    scope: &Scope,
+) {
+    dispatch!(n.kind, drive(r, spec, n, st, scope))
+}
+
+/// Stops what a node runs.
+pub fn abort<E: Executor>(
+    r: &mut Round<'_, E>,
+    spec: &NodeSpec,
+    n: &CompiledNode,
+    st: &mut NodeStatus,
+) {
+    dispatch!(n.kind, abort(r, spec, n, st))
+}
+
+/// Whether a kind holds a parallelism slot while Running (gates wait
+/// without running anything).
+pub fn takes_slot(kind: &Kind) -> bool {
+    !matches!(kind, Kind::Sleep(_) | Kind::Approval)
+}
 
 /// The node's kind, after its own checks: exactly one of the kinds'
 /// fields must be set.

@@ -1,9 +1,199 @@
-//! Task nodes: one task, run through the plugin that serves its type.
+//! Task nodes: one task, run through the plugin that serves its type,
+//! attempt after attempt on the two retry budgets.
 
 use std::collections::HashSet;
 
-use crate::compile::{CheckContext, Problems};
+use crate::compile::{CheckContext, CompiledNode, Problems};
+use crate::expr::Scope;
+use crate::nodes::Handler;
+use crate::schedule::{Executor, Round, TaskObservation, TaskRequest, TaskState};
 use crate::spec::{MountAs, NodeSpec, SecretRef, TaskSpec};
+use crate::status::{NodePhase, NodeStatus, parse_timestamp, timestamp_millis};
+
+/// The task node handler.
+pub struct Task;
+
+impl Handler for Task {
+    fn start<E: Executor>(
+        r: &mut Round<'_, E>,
+        spec: &NodeSpec,
+        n: &CompiledNode,
+        st: &mut NodeStatus,
+        scope: &Scope,
+    ) {
+        r.start_attempt(spec, n, st, scope);
+    }
+
+    fn drive<E: Executor>(
+        r: &mut Round<'_, E>,
+        spec: &NodeSpec,
+        n: &CompiledNode,
+        st: &mut NodeStatus,
+        scope: &Scope,
+    ) {
+        r.drive_task(spec, n, st, scope);
+    }
+
+    fn abort<E: Executor>(
+        r: &mut Round<'_, E>,
+        spec: &NodeSpec,
+        n: &CompiledNode,
+        st: &mut NodeStatus,
+    ) {
+        let (Some(task), true) = (
+            &spec.task,
+            st.phase == NodePhase::Running && st.attempts > 0,
+        ) else {
+            return;
+        };
+        let empty = serde_json::Map::new();
+        r.exec.abort(&TaskRequest {
+            node_id: &n.id,
+            item: None,
+            attempt: st.attempts - 1,
+            task,
+            inputs: &empty,
+            plugin: st.plugin.as_ref(),
+            resource: st.resource.as_ref(),
+        });
+    }
+}
+
+impl<E: Executor> Round<'_, E> {
+    pub(crate) fn start_attempt(
+        &mut self,
+        spec: &NodeSpec,
+        n: &CompiledNode,
+        st: &mut NodeStatus,
+        scope: &Scope,
+    ) {
+        st.attempts += 1;
+        st.attempt_started_at = Some(timestamp_millis(self.input.now));
+        st.retry_at = None;
+        st.outputs = None;
+        st.resource = None;
+        if st.phase != NodePhase::Running {
+            self.transition(&n.id, st, NodePhase::Running, None);
+        }
+        self.drive_task(spec, n, st, scope);
+    }
+
+    pub(crate) fn drive_task(
+        &mut self,
+        spec: &NodeSpec,
+        n: &CompiledNode,
+        st: &mut NodeStatus,
+        scope: &Scope,
+    ) {
+        let now = self.input.now;
+        if st.phase == NodePhase::Retrying {
+            match parse_timestamp(st.retry_at.as_deref()) {
+                Some(at) if at > now => {
+                    self.out.wake(at);
+                    return;
+                }
+                _ => {}
+            }
+            if self
+                .spec
+                .parallelism
+                .is_some_and(|p| self.running >= p as usize)
+            {
+                return;
+            }
+            self.running += 1;
+            self.start_attempt(spec, n, st, scope);
+            return;
+        }
+        let task = spec.task.as_ref().expect("a task node has a task");
+        let inputs = match self.resolve_inputs(spec, scope) {
+            Ok(i) => i,
+            Err(e) => return self.fail(&n.id, st, "InputError", format!("inputs: {e}")),
+        };
+        let req = TaskRequest {
+            node_id: &n.id,
+            item: None,
+            attempt: st.attempts.saturating_sub(1),
+            task,
+            inputs: &inputs,
+            plugin: st.plugin.as_ref(),
+            resource: st.resource.as_ref(),
+        };
+        // The timeout is checked before observing: an attempt past it is
+        // stopped even if its resource says it is still running.
+        if let (Some(t), Some(started)) =
+            (n.timeout, parse_timestamp(st.attempt_started_at.as_deref()))
+        {
+            if now >= started + t {
+                self.exec.abort(&req);
+                let obs = TaskObservation::failed(
+                    true,
+                    false,
+                    "TimedOut",
+                    &format!(
+                        "attempt {} exceeded its timeout of {}",
+                        st.attempts,
+                        humantime::format_duration(t)
+                    ),
+                );
+                return self.apply(n, st, obs);
+            }
+            self.out.wake(started + t);
+        }
+        let obs = self.exec.task(&req);
+        self.apply(n, st, obs);
+    }
+
+    pub(crate) fn apply(&mut self, n: &CompiledNode, st: &mut NodeStatus, obs: TaskObservation) {
+        if obs.plugin.is_some() {
+            st.plugin = obs.plugin;
+        }
+        if obs.resource.is_some() {
+            st.resource = obs.resource;
+        }
+        if !obs.log_links.is_empty() {
+            st.log_links = obs.log_links;
+        }
+        st.task_phase = obs.task_phase;
+        match obs.state {
+            TaskState::InProgress => {
+                if obs.message.is_some() {
+                    st.message = obs.message;
+                }
+                st.reason = obs.reason;
+            }
+            TaskState::Succeeded => {
+                st.outputs = obs.outputs;
+                st.reason = obs.reason;
+                self.running = self.running.saturating_sub(1);
+                self.transition(&n.id, st, NodePhase::Succeeded, obs.message);
+            }
+            TaskState::Failed { retryable, system } => {
+                self.running = self.running.saturating_sub(1);
+                let message = obs.message.unwrap_or_else(|| "failed".into());
+                st.reason = obs.reason;
+                match self.count_failure(
+                    n.retries,
+                    &mut st.user_failures,
+                    &mut st.system_failures,
+                    retryable,
+                    system,
+                ) {
+                    Some(delay) => {
+                        let at = self.input.now + delay;
+                        st.retry_at = Some(timestamp_millis(at));
+                        self.out.wake(at);
+                        self.transition(&n.id, st, NodePhase::Retrying, Some(message));
+                    }
+                    None => {
+                        self.transition(&n.id, st, NodePhase::Failed, Some(message.clone()));
+                        self.node_failed(&n.id, &message);
+                    }
+                }
+            }
+        }
+    }
+}
 
 /// Checks a task (of a task node or an array node's items); `at` is its
 /// field path (`task` or `array.task`).
