@@ -61,6 +61,10 @@ pub enum Kind {
     Sleep(Duration),
     /// Waits for an approval.
     Approval,
+    /// Runs a child Workflow.
+    Workflow,
+    /// Runs a task, then the nodes it generated.
+    Dynamic,
 }
 
 /// Retry budgets and backoff, parsed.
@@ -715,7 +719,9 @@ mod tests {
         let p = problems(&spec);
         let has = |s: &str| p.iter().any(|x| x.contains(s));
         assert!(
-            has("node both: task: a node needs exactly one of task, array and gate"),
+            has(
+                "node both: task: a node needs exactly one of task, array, gate, workflow and dynamic"
+            ),
             "{p:#?}"
         );
         assert!(has("node g: gate.sleep"), "{p:#?}");
@@ -740,6 +746,29 @@ mod tests {
             "node a: inputs: refers to inputs.cuont, which the workflow does not declare",
             "outputs.m: refers to nodes.ghost, which is not a node of this workflow",
             "outputs.n: refers to inputs.nmae, which the workflow does not declare",
+        ];
+        assert_eq!(p, want);
+    }
+
+    /// Sub-workflow nodes: one of templateRef and nodes; inline nodes are
+    /// validated as a workflow, their problems under the node.
+    #[test]
+    fn sub_workflow_and_dynamic_nodes_are_checked() {
+        let spec: WorkflowSpec = serde_json::from_value(serde_json::json!({"nodes": [
+            {"id": "both", "workflow": {"templateRef": "t", "nodes": [{"id": "x", "task": {"type": "pod"}}]}},
+            {"id": "inline", "workflow": {"nodes": [{"id": "x", "dependsOn": ["x"], "task": {"type": "pod"}}]}},
+            {"id": "ins", "inputs": {"a": 1}, "workflow": {"templateRef": "t", "inputs": {"v": "${nodes.both.outputs.v}"}}},
+            {"id": "dyn", "dynamic": {"task": {"type": "nope"}, "maxNodes": 0}}
+        ]}))
+        .unwrap();
+        let p = problems(&spec);
+        let want = [
+            "node both: workflow: needs exactly one of templateRef and nodes",
+            "node inline: workflow: node x: dependsOn: cycle: x -> x",
+            "node ins: inputs: a workflow node gives its child's inputs in workflow.inputs",
+            "node ins: workflow.inputs: refers to nodes.both but does not depend on it (add it to dependsOn)",
+            "node dyn: dynamic.task.type: no plugin serves task type \"nope\"",
+            "node dyn: dynamic.maxNodes: 0 is not between 1 and 20000",
         ];
         assert_eq!(p, want);
     }

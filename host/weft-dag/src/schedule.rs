@@ -143,6 +143,39 @@ pub trait Executor {
     fn task(&mut self, req: &TaskRequest<'_>) -> TaskObservation;
     /// Stop the attempt (abort, timeout, fail-fast).
     fn abort(&mut self, req: &TaskRequest<'_>);
+    /// Whether some plugin serves a task type (checked on the nodes a
+    /// dynamic node generates).
+    fn serves(&self, _task_type: &str) -> bool {
+        true
+    }
+    /// Make sure an attempt's child Workflow runs (create it when missing)
+    /// and say where it stands; its outputs are the child's.
+    fn workflow(&mut self, req: &WorkflowRequest<'_>) -> TaskObservation {
+        let _ = req;
+        TaskObservation::failed(
+            false,
+            true,
+            "Unsupported",
+            "this executor runs no child workflows",
+        )
+    }
+    /// Abort an attempt's child Workflow.
+    fn abort_workflow(&mut self, _req: &WorkflowRequest<'_>) {}
+}
+
+/// One attempt of a child Workflow (a sub-workflow node, or the nodes a
+/// dynamic node generated).
+#[derive(Debug)]
+pub struct WorkflowRequest<'a> {
+    /// The node id.
+    pub node_id: &'a str,
+    /// The attempt, from 0.
+    pub attempt: u32,
+    /// The child's spec: nodes of its own or a `workflowTemplateRef`, with
+    /// its inputs resolved.
+    pub spec: &'a WorkflowSpec,
+    /// The child, once known.
+    pub resource: Option<&'a ResourceRef>,
 }
 
 /// What a round knows besides the spec and status.
@@ -273,7 +306,7 @@ fn begin(compiled: &Compiled, status: &mut WorkflowStatus, now: SystemTime) -> V
         };
         // `attempts` is omitted from the stored status when it is one.
         if matches!(st.phase, NodePhase::Running | NodePhase::Retrying)
-            && matches!(n.kind, Kind::Task)
+            && matches!(n.kind, Kind::Task | Kind::Workflow | Kind::Dynamic)
         {
             st.attempts = st.attempts.max(1);
         }
@@ -603,9 +636,10 @@ impl<E: Executor> Round<'_, E> {
     /// plugin being loaded). It stays `Pending` with the reason; past the
     /// executor's timeout it fails on the system budget.
     fn waits(&mut self, spec: &NodeSpec, n: &CompiledNode, st: &mut NodeStatus) -> bool {
-        let task = match (&spec.task, &spec.array) {
-            (Some(t), _) => t,
-            (None, Some(a)) => &a.task,
+        let task = match (&spec.task, &spec.array, &spec.dynamic) {
+            (Some(t), _, _) => t,
+            (_, Some(a), _) => &a.task,
+            (_, _, Some(d)) => &d.task,
             _ => return false,
         };
         let Readiness::Wait {

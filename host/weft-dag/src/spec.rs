@@ -75,7 +75,8 @@ pub enum FailurePolicy {
     FailAfterExecutableNodesComplete,
 }
 
-/// One node of the DAG. Exactly one of `task`, `array` and `gate`.
+/// One node of the DAG. Exactly one of `task`, `array`, `gate`,
+/// `workflow` and `dynamic`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeSpec {
@@ -108,7 +109,67 @@ pub struct NodeSpec {
     /// Wait for time to pass or for a person.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gate: Option<GateSpec>,
+    /// Run a workflow as a child Workflow (Flyte's sub-workflow and
+    /// launch-plan nodes, Argo's templateRef): a template's, or nodes given
+    /// here. Its outputs become this node's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<SubWorkflowSpec>,
+    /// Run a task whose output `nodes` is a list of nodes, then run them as
+    /// a child Workflow (Flyte's dynamic nodes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dynamic: Option<DynamicSpec>,
 }
+
+/// A list of free-form objects in the CRD schema (nodes inside nodes: the
+/// schema cannot recurse).
+pub(crate) fn any_list(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "array",
+        "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+    })
+}
+
+/// A sub-workflow: exactly one of `templateRef` and `nodes`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SubWorkflowSpec {
+    /// A WorkflowTemplate in the workflow's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template_ref: Option<String>,
+    /// The child's input values; string values may hold `${...}` over this
+    /// workflow's inputs and the nodes this node depends on.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    #[schemars(schema_with = "any_object")]
+    pub inputs: Map<String, Value>,
+    /// The child's nodes, when it is given here.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "any_list")]
+    pub nodes: Vec<NodeSpec>,
+    /// The child's outputs, when it is given here.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    #[schemars(schema_with = "any_object")]
+    pub outputs: Map<String, Value>,
+}
+
+/// A dynamic node: its task decides what runs next.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DynamicSpec {
+    /// The task; its outputs give `nodes` (a list of nodes, validated as a
+    /// workflow's) and may give `outputs` (expressions over them).
+    pub task: TaskSpec,
+    /// The task of every generated node that names no kind of its own, so
+    /// the task can emit just ids, inputs and edges (a pod's termination
+    /// message holds 4 KiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_task: Option<TaskSpec>,
+    /// The most nodes the task may generate (default 10,000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_nodes: Option<u32>,
+}
+
+/// The default limit of generated nodes per dynamic node.
+pub const DEFAULT_MAX_DYNAMIC_NODES: u32 = 10_000;
 
 /// A task: its type picks the plugin, its config is the plugin's business.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

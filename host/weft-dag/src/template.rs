@@ -168,6 +168,24 @@ pub fn validate(
     problems
 }
 
+/// The templates a spec's sub-workflow nodes launch, inline children's
+/// included, each with the path of node ids that leads to it.
+pub fn launched_templates(spec: &WorkflowSpec) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut stack: Vec<(String, &[crate::spec::NodeSpec])> = vec![(String::new(), &spec.nodes)];
+    while let Some((prefix, nodes)) = stack.pop() {
+        for n in nodes {
+            let Some(w) = &n.workflow else { continue };
+            let path = format!("{prefix}{}", n.id);
+            match &w.template_ref {
+                Some(t) => out.push((path, t.clone())),
+                None => stack.push((format!("{path}/"), &w.nodes)),
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::{Duration, SystemTime};
 
 use serde_json::{Map, Value, json};
-use weft_dag::schedule::{Executor, RoundInput, TaskObservation, TaskRequest};
+use weft_dag::schedule::{Executor, RoundInput, TaskObservation, TaskRequest, WorkflowRequest};
 use weft_dag::{NodePhase, WorkflowPhase, WorkflowSpec, WorkflowStatus, compile, reconcile};
 
 /// What an attempt does once started.
@@ -31,6 +31,8 @@ struct Script {
     inputs: HashMap<String, Map<String, Value>>,
     /// Rounds left during which `ready` says the plugin is loading.
     loading_rounds: usize,
+    /// Child workflow specs, as requested.
+    children: Vec<WorkflowSpec>,
 }
 
 fn key(req: &TaskRequest<'_>) -> String {
@@ -88,6 +90,45 @@ impl Executor for Script {
 
     fn abort(&mut self, req: &TaskRequest<'_>) {
         let attempt_key = format!("{}#{}", key(req), req.attempt);
+        self.running.remove(&attempt_key);
+        self.aborted.push(attempt_key);
+    }
+
+    /// A child workflow as a script step keyed "NODE/workflow": started on
+    /// its first observation, then as planned.
+    fn workflow(&mut self, req: &WorkflowRequest<'_>) -> TaskObservation {
+        let k = format!("{}/workflow", req.node_id);
+        let attempt_key = format!("{k}#{}", req.attempt);
+        let mut obs = if self.running.insert(attempt_key.clone()) {
+            self.started.push(attempt_key.clone());
+            self.children.push(req.spec.clone());
+            TaskObservation::in_progress("Running")
+        } else {
+            let plans = self.plans.get(&k).cloned().unwrap_or_default();
+            let plan = plans.get(req.attempt as usize).or(plans.last()).cloned();
+            match plan.unwrap_or(Plan::Succeed(json!({}))) {
+                Plan::Hang => TaskObservation::in_progress("Running"),
+                Plan::Succeed(out) => {
+                    self.running.remove(&attempt_key);
+                    TaskObservation::succeeded(out.as_object().cloned())
+                }
+                Plan::Fail { retryable, system } => {
+                    self.running.remove(&attempt_key);
+                    let msg = format!("workflow {k} failed: node x failed: boom");
+                    TaskObservation::failed(retryable, system, "WorkflowFailed", &msg)
+                }
+            }
+        };
+        obs.resource = Some(weft_dag::status::ResourceRef {
+            api_version: "weft.dev/v1alpha1".into(),
+            kind: "Workflow".into(),
+            name: attempt_key,
+        });
+        obs
+    }
+
+    fn abort_workflow(&mut self, req: &WorkflowRequest<'_>) {
+        let attempt_key = format!("{}/workflow#{}", req.node_id, req.attempt);
         self.running.remove(&attempt_key);
         self.aborted.push(attempt_key);
     }
@@ -595,4 +636,143 @@ fn a_node_that_waits_past_the_timeout_fails_as_a_system_failure() {
         Some("plugin for task type pod is loading, and it was still not ready after 5s")
     );
     assert!(run.script.started.is_empty());
+}
+
+/// A sub-workflow gets its inputs resolved and the parent's parallelism;
+/// its outputs flow on; a failed child is retried as a new attempt.
+#[test]
+fn a_sub_workflow_passes_inputs_and_outputs_and_is_retried() {
+    let mut run = Run::new(
+        "parallelism: 2
+nodes:
+  - {id: a, task: {type: pod}}
+  - id: sub
+    dependsOn: [a]
+    retries: {limit: 1}
+    workflow:
+      inputs: {x: '${nodes.a.outputs.x}'}
+      nodes:
+        - {id: inner, inputs: {v: '${inputs.x}'}, task: {type: pod}}
+      outputs: {y: '${nodes.inner.outputs.y}'}
+  - {id: b, dependsOn: [sub], inputs: {y: '${nodes.sub.outputs.y}'}, task: {type: pod}}",
+    )
+    .plan("a", vec![Plan::Succeed(json!({"x": 5}))])
+    .plan(
+        "sub/workflow",
+        vec![
+            Plan::Fail {
+                retryable: true,
+                system: false,
+            },
+            Plan::Succeed(json!({"y": 7})),
+        ],
+    );
+    assert_eq!(run.finish(), WorkflowPhase::Succeeded);
+    assert_eq!(run.script.children.len(), 2, "one child per attempt");
+    let child = &run.script.children[1];
+    assert_eq!(child.parallelism, Some(2));
+    assert_eq!(child.nodes[0].id, "inner");
+    assert_eq!(
+        serde_json::to_value(&child.inputs).unwrap(),
+        json!({"x": 5})
+    );
+    assert_eq!(run.node("sub").attempts, 2);
+    assert_eq!(
+        Value::Object(run.script.inputs["b"].clone()),
+        json!({"y": 7})
+    );
+}
+
+/// A child that fails for good fails the node and the workflow with the
+/// child's message; aborting the parent aborts a running child.
+#[test]
+fn a_failed_child_fails_its_parent_and_an_abort_reaches_the_child() {
+    let mut run = Run::new("nodes:\n  - {id: s, workflow: {templateRef: leaf}}").plan(
+        "s/workflow",
+        vec![Plan::Fail {
+            retryable: false,
+            system: false,
+        }],
+    );
+    assert_eq!(run.finish(), WorkflowPhase::Failed);
+    let msg = run.status.message.clone().unwrap();
+    assert_eq!(
+        msg,
+        "node s failed: workflow s/workflow failed: node x failed: boom"
+    );
+    let child = &run.script.children[0];
+    assert_eq!(child.workflow_template_ref.as_ref().unwrap().name, "leaf");
+
+    let mut run = Run::new("nodes:\n  - {id: s, workflow: {templateRef: leaf}}")
+        .plan("s/workflow", vec![Plan::Hang]);
+    run.round(Duration::from_secs(1));
+    run.round(Duration::from_secs(1));
+    run.spec.abort = true;
+    run.round(Duration::from_secs(1));
+    assert_eq!(run.status.phase, WorkflowPhase::Aborted);
+    assert_eq!(run.script.aborted, ["s/workflow#0"]);
+}
+
+/// A dynamic node's task emits a 50-node fan-out: it runs as a child whose
+/// outputs are every node's, by id.
+#[test]
+fn a_dynamic_node_runs_what_its_task_generated() {
+    let nodes: Vec<Value> = (0..50)
+        .map(|i| json!({"id": format!("n{i}"), "task": {"type": "pod"}}))
+        .collect();
+    let mut run = Run::new(
+        "nodes:
+  - {id: fan, dynamic: {task: {type: pod}}}
+  - {id: after, dependsOn: [fan], inputs: {all: '${nodes.fan.outputs}'}, task: {type: pod}}",
+    )
+    .plan("fan", vec![Plan::Succeed(json!({"nodes": nodes}))])
+    .plan(
+        "fan/workflow",
+        vec![Plan::Succeed(json!({"n0": {"v": 0}, "n49": {"v": 49}}))],
+    );
+    assert_eq!(run.finish(), WorkflowPhase::Succeeded);
+    let child = &run.script.children[0];
+    assert_eq!(child.nodes.len(), 50);
+    assert_eq!(child.outputs.len(), 50);
+    assert_eq!(child.outputs["n7"], json!("${nodes[\"n7\"].outputs}"));
+    assert_eq!(
+        Value::Object(run.script.inputs["after"].clone()),
+        json!({"all": {"n0": {"v": 0}, "n49": {"v": 49}}})
+    );
+}
+
+/// What a dynamic task generates is validated as a workflow is: a cycle
+/// fails the node with the validator's message, and nothing runs.
+#[test]
+fn a_generated_cycle_or_too_many_nodes_fail_the_dynamic_node() {
+    let cycle = json!({"nodes": [
+        {"id": "a", "dependsOn": ["b"], "task": {"type": "pod"}},
+        {"id": "b", "dependsOn": ["a"], "task": {"type": "pod"}},
+        {"id": "c", "task": {"type": "spark"}}
+    ]});
+    let mut run = Run::new("nodes:\n  - {id: gen, dynamic: {task: {type: pod}}}")
+        .plan("gen", vec![Plan::Succeed(cycle)]);
+    assert_eq!(run.finish(), WorkflowPhase::Failed);
+    let node = run.node("gen");
+    let msg = node.message.clone().unwrap();
+    assert!(
+        msg.starts_with("the generated workflow is invalid:\n"),
+        "{msg}"
+    );
+    assert!(msg.contains("dependsOn: cycle: "), "{msg}");
+    assert_eq!(node.reason.as_deref(), Some("InvalidDynamicWorkflow"));
+    assert!(run.script.children.is_empty());
+
+    let three = json!({"nodes": [
+        {"id": "a", "task": {"type": "pod"}}, {"id": "b", "task": {"type": "pod"}},
+        {"id": "c", "task": {"type": "pod"}}
+    ]});
+    let mut run = Run::new("nodes:\n  - {id: gen, dynamic: {task: {type: pod}, maxNodes: 2}}")
+        .plan("gen", vec![Plan::Succeed(three)]);
+    assert_eq!(run.finish(), WorkflowPhase::Failed);
+    let msg = run.node("gen").message.clone().unwrap();
+    assert!(
+        msg.contains("generated 3 nodes, more than the limit of 2"),
+        "{msg}"
+    );
 }

@@ -440,6 +440,19 @@ async fn templates_are_checked_at_submission(kubeconfig: &Path, dir: &Path) {
     )
     .await;
     assert!(ok, "{err}");
+    let selfish = "apiVersion: weft.dev/v1alpha1\nkind: WorkflowTemplate\nmetadata: {name: selfish}\nspec:\n  nodes:\n    - {id: again, workflow: {templateRef: selfish}}\n";
+    let (ok, _, err) = kubectl(
+        kubeconfig,
+        &["create", "-f", &write(dir, "t3.yaml", selfish)],
+    )
+    .await;
+    assert!(!ok);
+    assert!(
+        err.contains(
+            "node again: workflow.templateRef: templates launch themselves: selfish -> selfish"
+        ),
+        "{err}"
+    );
     let launch = |inputs: &str| {
         format!(
             "apiVersion: weft.dev/v1alpha1\nkind: Workflow\nmetadata: {{generateName: sized-}}\nspec:\n  workflowTemplateRef: {{name: sized, inputs: {inputs}}}\n"

@@ -3,7 +3,9 @@
 //! scheduler only dispatch to them.
 
 pub mod array;
+pub mod dynamic;
 pub mod gate;
+pub mod subworkflow;
 pub mod task;
 
 use crate::compile::{CheckContext, CompiledNode, Kind, Problems};
@@ -48,6 +50,8 @@ macro_rules! dispatch {
             Kind::Task => task::Task::$call($($arg),*),
             Kind::Array => array::Array::$call($($arg),*),
             Kind::Sleep(_) | Kind::Approval => gate::Gate::$call($($arg),*),
+            Kind::Workflow => subworkflow::SubWorkflow::$call($($arg),*),
+            Kind::Dynamic => dynamic::Dynamic::$call($($arg),*),
         }
     };
 }
@@ -93,29 +97,41 @@ pub fn takes_slot(kind: &Kind) -> bool {
 /// The node's kind, after its own checks: exactly one of the kinds'
 /// fields must be set.
 pub fn check(n: &NodeSpec, cx: &CheckContext<'_>, p: &mut Problems) -> Kind {
-    match (&n.task, &n.array, &n.gate) {
-        (Some(t), None, None) => {
-            task::check_task(n, t, "task", cx, p);
-            Kind::Task
-        }
-        (None, Some(a), None) => array::check(n, a, cx, p),
-        (None, None, Some(g)) => gate::check(n, g, p),
-        _ => {
-            p.add(
-                Some(&n.id),
-                "task",
-                "a node needs exactly one of task, array and gate",
-            );
-            Kind::Task
-        }
+    let kinds = [
+        n.task.is_some(),
+        n.array.is_some(),
+        n.gate.is_some(),
+        n.workflow.is_some(),
+        n.dynamic.is_some(),
+    ];
+    if kinds.iter().filter(|k| **k).count() != 1 {
+        let why = "a node needs exactly one of task, array, gate, workflow and dynamic";
+        p.add(Some(&n.id), "task", why);
+        return Kind::Task;
     }
+    if let Some(t) = &n.task {
+        task::check_task(n, t, "task", cx, p);
+        return Kind::Task;
+    }
+    if let Some(a) = &n.array {
+        return array::check(n, a, cx, p);
+    }
+    if let Some(g) = &n.gate {
+        return gate::check(n, g, p);
+    }
+    if let Some(w) = &n.workflow {
+        return subworkflow::check(n, w, cx, p);
+    }
+    let d = n.dynamic.as_ref().expect("one kind is set");
+    dynamic::check(n, d, cx, p)
 }
 
 /// The `${...}` expressions a kind reads besides the node's inputs, with
 /// their fields (they may only use the node's dependencies).
 pub fn expressions(n: &NodeSpec) -> Vec<(&'static str, String)> {
-    match &n.array {
-        Some(a) => array::expressions(a),
-        None => Vec::new(),
+    match (&n.array, &n.workflow) {
+        (Some(a), _) => array::expressions(a),
+        (_, Some(w)) => subworkflow::expressions(w),
+        _ => Vec::new(),
     }
 }

@@ -60,13 +60,8 @@ impl Handler for Task {
 }
 
 impl<E: Executor> Round<'_, E> {
-    pub(crate) fn start_attempt(
-        &mut self,
-        spec: &NodeSpec,
-        n: &CompiledNode,
-        st: &mut NodeStatus,
-        scope: &Scope,
-    ) {
+    /// A new attempt's bookkeeping (the node is Running from here).
+    pub(crate) fn begin_attempt(&mut self, n: &CompiledNode, st: &mut NodeStatus) {
         st.attempts += 1;
         st.attempt_started_at = Some(timestamp_millis(self.input.now));
         st.retry_at = None;
@@ -75,7 +70,58 @@ impl<E: Executor> Round<'_, E> {
         if st.phase != NodePhase::Running {
             self.transition(&n.id, st, NodePhase::Running, None);
         }
+    }
+
+    pub(crate) fn start_attempt(
+        &mut self,
+        spec: &NodeSpec,
+        n: &CompiledNode,
+        st: &mut NodeStatus,
+        scope: &Scope,
+    ) {
+        self.begin_attempt(n, st);
         self.drive_task(spec, n, st, scope);
+    }
+
+    /// A Retrying node: whether its next attempt starts now (its backoff
+    /// is over and a parallelism slot is free; the slot is taken).
+    pub(crate) fn retry_now(&mut self, st: &NodeStatus) -> bool {
+        if let Some(at) = parse_timestamp(st.retry_at.as_deref())
+            && at > self.input.now
+        {
+            self.out.wake(at);
+            return false;
+        }
+        if self
+            .spec
+            .parallelism
+            .is_some_and(|p| self.running >= p as usize)
+        {
+            return false;
+        }
+        self.running += 1;
+        true
+    }
+
+    /// The attempt's timeout: the failure when it has passed (checked
+    /// before observing, so an attempt past it is stopped even if its
+    /// resource says it still runs); otherwise a wake-up for it.
+    pub(crate) fn timed_out(
+        &mut self,
+        n: &CompiledNode,
+        st: &NodeStatus,
+    ) -> Option<TaskObservation> {
+        let (t, started) = (
+            n.timeout?,
+            parse_timestamp(st.attempt_started_at.as_deref())?,
+        );
+        if self.input.now < started + t {
+            self.out.wake(started + t);
+            return None;
+        }
+        let d = humantime::format_duration(t);
+        let msg = format!("attempt {} exceeded its timeout of {d}", st.attempts);
+        Some(TaskObservation::failed(true, false, "TimedOut", &msg))
     }
 
     pub(crate) fn drive_task(
@@ -85,27 +131,30 @@ impl<E: Executor> Round<'_, E> {
         st: &mut NodeStatus,
         scope: &Scope,
     ) {
-        let now = self.input.now;
         if st.phase == NodePhase::Retrying {
-            match parse_timestamp(st.retry_at.as_deref()) {
-                Some(at) if at > now => {
-                    self.out.wake(at);
-                    return;
-                }
-                _ => {}
+            if self.retry_now(st) {
+                self.start_attempt(spec, n, st, scope);
             }
-            if self
-                .spec
-                .parallelism
-                .is_some_and(|p| self.running >= p as usize)
-            {
-                return;
-            }
-            self.running += 1;
-            self.start_attempt(spec, n, st, scope);
             return;
         }
         let task = spec.task.as_ref().expect("a task node has a task");
+        self.run_task(task, spec, n, st, scope, |r, n, st, obs| {
+            r.apply(n, st, obs)
+        });
+    }
+
+    /// Observes (or starts) the current attempt of `task`, handing the
+    /// observation to `then`: a task node applies it, a dynamic node reads
+    /// the nodes its task generated.
+    pub(crate) fn run_task(
+        &mut self,
+        task: &TaskSpec,
+        spec: &NodeSpec,
+        n: &CompiledNode,
+        st: &mut NodeStatus,
+        scope: &Scope,
+        then: impl FnOnce(&mut Self, &CompiledNode, &mut NodeStatus, TaskObservation),
+    ) {
         let inputs = match self.resolve_inputs(spec, scope) {
             Ok(i) => i,
             Err(e) => return self.fail(&n.id, st, "InputError", format!("inputs: {e}")),
@@ -119,29 +168,14 @@ impl<E: Executor> Round<'_, E> {
             plugin: st.plugin.as_ref(),
             resource: st.resource.as_ref(),
         };
-        // The timeout is checked before observing: an attempt past it is
-        // stopped even if its resource says it is still running.
-        if let (Some(t), Some(started)) =
-            (n.timeout, parse_timestamp(st.attempt_started_at.as_deref()))
-        {
-            if now >= started + t {
+        let obs = match self.timed_out(n, st) {
+            Some(failed) => {
                 self.exec.abort(&req);
-                let obs = TaskObservation::failed(
-                    true,
-                    false,
-                    "TimedOut",
-                    &format!(
-                        "attempt {} exceeded its timeout of {}",
-                        st.attempts,
-                        humantime::format_duration(t)
-                    ),
-                );
-                return self.apply(n, st, obs);
+                failed
             }
-            self.out.wake(started + t);
-        }
-        let obs = self.exec.task(&req);
-        self.apply(n, st, obs);
+            None => self.exec.task(&req),
+        };
+        then(self, n, st, obs);
     }
 
     pub(crate) fn apply(&mut self, n: &CompiledNode, st: &mut NodeStatus, obs: TaskObservation) {

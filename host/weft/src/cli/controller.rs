@@ -57,6 +57,10 @@ pub struct ControllerArgs {
     /// being loaded to serve its task type before it fails.
     #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
     pub plugin_wait_timeout: std::time::Duration,
+    /// How deep sub-workflow and dynamic nodes may nest child Workflows; a
+    /// node that would go deeper fails (MaxDepthExceeded).
+    #[arg(long, default_value_t = crate::controller::executor::DEFAULT_MAX_DEPTH)]
+    pub max_workflow_depth: u32,
     /// Create, patch and delete each plugin's resources impersonating its
     /// ServiceAccount `weft-plugin-NAME`, whose Role grants exactly the
     /// kinds its manifest declares (`weft plugin rbac`): the API server then
@@ -269,6 +273,7 @@ pub fn controller(args: ControllerArgs) -> anyhow::Result<ExitCode> {
             leader,
             shard,
             plugin_wait: args.plugin_wait_timeout,
+            max_depth: args.max_workflow_depth,
             impersonation: args.impersonate_plugins.then(|| {
                 let ns = args
                     .plugin_service_account_namespace

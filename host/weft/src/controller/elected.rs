@@ -36,6 +36,8 @@ pub struct Elected {
     pub shard: Option<Shard>,
     /// How long a node waits for its plugin to finish loading.
     pub plugin_wait: Duration,
+    /// How deep child Workflows may nest.
+    pub max_depth: u32,
     /// Write children as their plugin's ServiceAccount in this namespace,
     /// with these credentials (`--impersonate-plugins`).
     pub impersonation: Option<(kube::Config, String)>,
@@ -63,6 +65,7 @@ impl Elected {
             self.shard.clone(),
         );
         ctx.set_plugin_wait(self.plugin_wait);
+        ctx.set_max_depth(self.max_depth);
         if let Some((config, ns)) = &self.impersonation {
             ctx.set_impersonation(super::impersonation::Impersonation::new(config.clone(), ns));
         }

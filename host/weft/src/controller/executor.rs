@@ -11,9 +11,13 @@
 use std::sync::Arc;
 
 use crate::webhook::pod_secrets;
+use kube::api::DynamicObject;
 use serde_json::{Map, Value};
 use weft_dag::TaskSpec;
-use weft_dag::schedule::{Executor, Readiness, TaskObservation, TaskRequest, TaskState};
+use weft_dag::WorkflowPhase;
+use weft_dag::schedule::{
+    Executor, Readiness, TaskObservation, TaskRequest, TaskState, WorkflowRequest,
+};
 use weft_dag::status::{LogLink, PluginRef, ResourceRef};
 use weft_plugin::{CallError, Digest, FailureKind, Phase, Registry, TaskContext, TaskPlugin};
 
@@ -68,7 +72,20 @@ pub struct PluginExecutor {
     plugin_wait: std::time::Duration,
     /// Where calls to a plugin with a shadow candidate are copied.
     shadow: Option<Arc<Shadow>>,
+    /// Child Workflows to abort after the round (`spec.abort` patched).
+    pub workflow_aborts: Vec<String>,
+    /// How deep this workflow is nested (0: launched by a user).
+    depth: u32,
+    /// The deepest a child may be (`--max-workflow-depth`).
+    max_depth: u32,
 }
+
+/// How deep a Workflow is nested: its label, set on the children of
+/// sub-workflow and dynamic nodes.
+pub const DEPTH_LABEL: &str = "weft.dev/depth";
+
+/// Nesting allowed unless the controller is told otherwise.
+pub const DEFAULT_MAX_DEPTH: u32 = 10;
 
 impl PluginExecutor {
     /// An executor for one round of one Workflow.
@@ -93,7 +110,45 @@ impl PluginExecutor {
             pins: Vec::new(),
             plugin_wait: DEFAULT_PLUGIN_WAIT,
             shadow: None,
+            workflow_aborts: Vec::new(),
+            depth: 0,
+            max_depth: DEFAULT_MAX_DEPTH,
         }
+    }
+
+    /// This workflow's nesting depth and the deepest a child may be.
+    pub fn with_depth(mut self, depth: u32, max_depth: u32) -> Self {
+        self.depth = depth;
+        self.max_depth = max_depth;
+        self
+    }
+
+    /// The child Workflow of an attempt: owned by this one (its changes
+    /// wake this one; deleting this one deletes it), one level deeper.
+    fn child_workflow(&self, name: &str, req: &WorkflowRequest<'_>) -> Value {
+        serde_json::json!({
+            "apiVersion": crate::api::API_VERSION,
+            "kind": "Workflow",
+            "metadata": {
+                "name": name,
+                "namespace": self.namespace,
+                "labels": {
+                    "app.kubernetes.io/managed-by": "weft",
+                    "weft.dev/workflow": self.workflow,
+                    "weft.dev/node": req.node_id,
+                    DEPTH_LABEL: (self.depth + 1).to_string(),
+                },
+                "ownerReferences": [{
+                    "apiVersion": crate::api::API_VERSION,
+                    "kind": "Workflow",
+                    "name": self.workflow,
+                    "uid": self.uid,
+                    "controller": true,
+                    "blockOwnerDeletion": true,
+                }],
+            },
+            "spec": req.spec,
+        })
     }
 
     /// Copy calls to shadow candidates through `shadow`.
@@ -220,7 +275,105 @@ fn resource_ref(obj: &Value) -> ResourceRef {
     }
 }
 
+/// What a child Workflow's status means for its node.
+fn child_observation(name: &str, child: &DynamicObject) -> TaskObservation {
+    let status: weft_dag::WorkflowStatus = child
+        .data
+        .get("status")
+        .cloned()
+        .and_then(|s| serde_json::from_value(s).ok())
+        .unwrap_or_default();
+    let msg = status.message.clone().unwrap_or_default();
+    match status.phase {
+        WorkflowPhase::Succeeded => TaskObservation::succeeded(status.outputs),
+        WorkflowPhase::Failed => TaskObservation::failed(
+            true,
+            false,
+            "WorkflowFailed",
+            &format!("workflow {name} failed: {msg}"),
+        ),
+        WorkflowPhase::Aborted => TaskObservation::failed(
+            false,
+            false,
+            "WorkflowAborted",
+            &format!("workflow {name} was aborted: {msg}"),
+        ),
+        phase => {
+            let progress = status.progress.unwrap_or_default();
+            TaskObservation::in_progress(format!("{phase:?} {progress}").trim())
+        }
+    }
+}
+
 impl Executor for PluginExecutor {
+    fn serves(&self, task_type: &str) -> bool {
+        self.registry
+            .snapshot()
+            .task_types()
+            .any(|t| t == task_type)
+            || self.registry.loading(task_type).is_some()
+    }
+
+    fn workflow(&mut self, req: &WorkflowRequest<'_>) -> TaskObservation {
+        let name = weft_plugin::resource_name(&self.workflow, req.node_id, req.attempt);
+        let r = ResourceRef {
+            api_version: crate::api::API_VERSION.into(),
+            kind: "Workflow".into(),
+            name: name.clone(),
+        };
+        let with_ref = |mut obs: TaskObservation| {
+            obs.resource = Some(r.clone());
+            obs
+        };
+        if self.depth + 1 > self.max_depth {
+            let why = format!(
+                "a child workflow here would be nested {} deep, more than the limit of {} (--max-workflow-depth)",
+                self.depth + 1,
+                self.max_depth
+            );
+            return TaskObservation::failed(false, false, "MaxDepthExceeded", &why);
+        }
+        let key = format!("{}/{}/Workflow/{name}", self.namespace, r.api_version);
+        let observed = self
+            .children
+            .get(&r.api_version, "Workflow", &self.namespace, &name);
+        let Some(child) = observed else {
+            if self.children.was_seen(&key) {
+                self.children.forget(&key);
+                let why = format!("workflow {name} was deleted before it finished");
+                return with_ref(TaskObservation::failed(
+                    true,
+                    true,
+                    "System:ResourceDeleted",
+                    &why,
+                ));
+            }
+            if self.children.kind(&r.api_version, "Workflow").is_none() {
+                self.unwatched
+                    .push((r.api_version.clone(), "Workflow".into()));
+            }
+            self.applies.push(Apply {
+                plugin: String::new(),
+                object: self.child_workflow(&name, req),
+            });
+            return with_ref(TaskObservation::in_progress("submitted"));
+        };
+        self.children.seen(&key);
+        let obs = child_observation(&name, &child);
+        if obs.state != TaskState::InProgress {
+            self.children.forget(&key);
+        }
+        with_ref(obs)
+    }
+
+    fn abort_workflow(&mut self, req: &WorkflowRequest<'_>) {
+        let name = match req.resource {
+            Some(r) => r.name.clone(),
+            None => weft_plugin::resource_name(&self.workflow, req.node_id, req.attempt),
+        };
+        self.workflow_aborts.push(name);
+    }
+
     /// A task waits while a version of the plugin for its type is being
     /// compiled: a workflow created right after `weft plugin push` runs on
     /// what was pushed, not on nothing (or on the version being replaced).

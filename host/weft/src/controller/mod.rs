@@ -91,6 +91,8 @@ pub struct Context {
     shadow: Arc<shadow::Shadow>,
     /// Set: children are written as their plugin's ServiceAccount.
     impersonation: Mutex<Option<Arc<impersonation::Impersonation>>>,
+    /// The deepest a child Workflow may be nested.
+    max_depth: std::sync::atomic::AtomicU32,
 }
 
 impl Context {
@@ -116,7 +118,15 @@ impl Context {
             finalized: Mutex::new(HashMap::new()),
             plugin_wait: Mutex::new(executor::DEFAULT_PLUGIN_WAIT),
             impersonation: Mutex::new(None),
+            max_depth: executor::DEFAULT_MAX_DEPTH.into(),
         })
+    }
+
+    /// Sets how deep sub-workflows and dynamic nodes may nest
+    /// (`--max-workflow-depth`).
+    pub fn set_max_depth(&self, depth: u32) {
+        self.max_depth
+            .store(depth, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Sets how long a node waits for its plugin to finish loading before
@@ -134,6 +144,10 @@ impl Context {
     /// The client that writes `plugin`'s children, and the user it acts as
     /// (None: the controller itself).
     fn child_client(&self, plugin: &str) -> Result<(Client, Option<String>), Error> {
+        // Children of no plugin (child Workflows) are the controller's own.
+        if plugin.is_empty() {
+            return Ok((self.client.clone(), None));
+        }
         let i = self
             .impersonation
             .lock()
@@ -346,6 +360,13 @@ async fn reconcile_owned(wf: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action,
         &ns,
     )
     .with_pins(pins)
+    .with_depth(
+        wf.labels()
+            .get(executor::DEPTH_LABEL)
+            .and_then(|d| d.parse().ok())
+            .unwrap_or(0),
+        ctx.max_depth.load(std::sync::atomic::Ordering::Relaxed),
+    )
     .with_shadow(ctx.shadow.clone())
     .with_plugin_wait(*ctx.plugin_wait.lock().unwrap_or_else(|e| e.into_inner()));
     let started = Instant::now();
@@ -375,6 +396,9 @@ async fn reconcile_owned(wf: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action,
     }
     for d in &exec.deletions {
         delete_child(&ctx, &ns, d).await;
+    }
+    for child in &exec.workflow_aborts {
+        abort_workflow(&api, child, &ctx).await;
     }
     write_status(&api, &name, &uid, &old, &status, &ctx).await?;
     for t in &outcome.transitions {
@@ -566,6 +590,20 @@ async fn apply_child(ctx: &Context, ns: &str, apply: &executor::Apply) -> Result
             Ok(())
         }
         Err(e) => Err(e.into()),
+    }
+}
+
+/// Aborts a child Workflow: it stops its own nodes (and its children),
+/// and keeps its status for the user to read.
+async fn abort_workflow(api: &Api<Workflow>, name: &str, ctx: &Context) {
+    let patch = json!({"spec": {"abort": true}});
+    match api
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => ctx.metrics.api_write("child"),
+        Err(kube::Error::Api(s)) if s.code == 404 => {}
+        Err(e) => tracing::warn!(child = %name, "cannot abort child workflow: {e}"),
     }
 }
 

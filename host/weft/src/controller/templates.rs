@@ -16,9 +16,14 @@ pub async fn runnable(
     status: &mut WorkflowStatus,
 ) -> Result<WorkflowSpec, String> {
     let own = &wf.spec.spec;
+    let ns = wf.namespace().unwrap_or_default();
     let Some(r) = &own.workflow_template_ref else {
+        if status.started_at.is_none() {
+            check_recursion(client, &ns, None, own).await?;
+        }
         return Ok(own.clone());
     };
+    let first_round = status.started_at.is_none();
     if let Some(stored) = &status.resolved_spec {
         // The user may still abort it.
         let mut spec = stored.clone();
@@ -28,7 +33,6 @@ pub async fn runnable(
     if !own.nodes.is_empty() {
         return Err("workflowTemplateRef: set nodes or workflowTemplateRef, not both".into());
     }
-    let ns = wf.namespace().unwrap_or_default();
     let api: Api<WorkflowTemplate> = Api::namespaced(client.clone(), &ns);
     let found = api.get_opt(&r.name).await.map_err(|e| {
         format!(
@@ -43,6 +47,9 @@ pub async fn runnable(
         ));
     };
     let spec = resolve(&t, own)?;
+    if first_round {
+        check_recursion(client, &ns, Some(&r.name), &spec).await?;
+    }
     status.template = Some(template::TemplateRecord {
         name: t.name_any(),
         uid: t.uid(),
@@ -65,4 +72,57 @@ pub fn resolve(t: &WorkflowTemplate, wf: &WorkflowSpec) -> Result<WorkflowSpec, 
             Err(weft_dag::compile::describe(&problems))
         }
     }
+}
+
+/// The most templates one recursion check reads.
+const MAX_TEMPLATES_READ: usize = 1000;
+
+/// Refuses templates that launch themselves: following the templates
+/// `spec`'s sub-workflow nodes launch (and theirs, and so on) must never
+/// come back to one already on the way. `from` names the template `spec`
+/// is (its name starts every path). A template not found ends its path:
+/// the node that launches it fails when it runs.
+pub async fn check_recursion(
+    client: &Client,
+    ns: &str,
+    from: Option<&str>,
+    spec: &WorkflowSpec,
+) -> Result<(), String> {
+    let api: Api<WorkflowTemplate> = Api::namespaced(client.clone(), ns);
+    let start: Vec<String> = from.into_iter().map(str::to_string).collect();
+    let mut stack: Vec<(Vec<String>, String, String)> = template::launched_templates(spec)
+        .into_iter()
+        .map(|(node, t)| (start.clone(), node, t))
+        .collect();
+    let mut read = std::collections::HashMap::new();
+    while let Some((path, node, name)) = stack.pop() {
+        if path.contains(&name) {
+            let mut cycle = path.clone();
+            cycle.push(name);
+            return Err(format!(
+                "node {}: workflow.templateRef: templates launch themselves: {}",
+                node.split('/').next().unwrap_or_default(),
+                cycle.join(" -> ")
+            ));
+        }
+        if read.len() >= MAX_TEMPLATES_READ {
+            break;
+        }
+        if !read.contains_key(&name) {
+            let found = api
+                .get_opt(&name)
+                .await
+                .map_err(|e| format!("cannot read WorkflowTemplate {name:?}: {e}"))?;
+            read.insert(name.clone(), found.map(|t| t.spec.spec.workflow));
+        }
+        let Some(Some(inner)) = read.get(&name) else {
+            continue;
+        };
+        let mut next = path.clone();
+        next.push(name.clone());
+        for (_, t) in template::launched_templates(inner) {
+            stack.push((next.clone(), node.clone(), t));
+        }
+    }
+    Ok(())
 }

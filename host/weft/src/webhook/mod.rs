@@ -290,6 +290,13 @@ impl Validator {
                 let name = kube::ResourceExt::name_any(&t);
                 let problems = weft_dag::template::validate(&name, &t.spec.spec, &known);
                 refuse("workflow template", &problems)?;
+                if let Some(client) = &self.client {
+                    let ns = req.namespace.clone().unwrap_or_default();
+                    let own = &t.spec.spec.workflow;
+                    crate::controller::templates::check_recursion(client, &ns, Some(&name), own)
+                        .await
+                        .map_err(|why| format!("invalid workflow template:\n{why}"))?;
+                }
                 t.spec.spec.workflow
             }
             _ => {
