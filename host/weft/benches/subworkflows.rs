@@ -1,0 +1,114 @@
+//! What template launches and sub-workflow trees cost: the same 1,000 task
+//! nodes run (a) inline in one Workflow and (b) as a Workflow launched from
+//! a WorkflowTemplate whose 10 sub-workflow nodes each run 100 of them in a
+//! child Workflow. Pods are simulated (10 ms, no process) on the embedded
+//! dev cluster. Runs alternate, three of each, each from an emptied
+//! namespace; prints the medians and the tree's overhead over the inline
+//! run.
+//! `cargo bench -p weft --bench subworkflows` (after `make guests`).
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use kube::api::{Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use weft::api::{Workflow, WorkflowResourceSpec, WorkflowTemplate};
+
+const NODES: usize = 1_000;
+const CHILDREN: usize = 10;
+const RUNS: usize = 3;
+
+/// `count` independent simulated pod nodes.
+fn nodes(count: usize) -> Value {
+    let task = json!({"type": "pod", "config": {"image": "busybox", "command": ["true"],
+        "annotations": {"weft.dev/simulate": "true", "weft.dev/simulate-duration": "10ms"}}});
+    (0..count)
+        .map(|i| json!({"id": format!("t{i}"), "task": task}))
+        .collect()
+}
+
+async fn run(api: &kube::Api<Workflow>, name: &str, spec: Value) -> anyhow::Result<Duration> {
+    let spec: weft_dag::WorkflowSpec = serde_json::from_value(spec)?;
+    let start = Instant::now();
+    let wf = Workflow::new(name, WorkflowResourceSpec { spec });
+    api.create(&PostParams::default(), &wf).await?;
+    loop {
+        let w = api.get(name).await?;
+        if let Some(s) = w.status.as_ref().filter(|s| s.phase.is_terminal()) {
+            anyhow::ensure!(
+                s.phase == weft_dag::WorkflowPhase::Succeeded,
+                "{name}: {:?}",
+                s.message
+            );
+            let took = start.elapsed();
+            clean(api).await?;
+            return Ok(took);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Deletes the run's Workflows and waits until their pods are gone, so
+/// every run starts from the same empty namespace.
+async fn clean(api: &kube::Api<Workflow>) -> anyhow::Result<()> {
+    let dp = kube::api::DeleteParams::background();
+    api.delete_collection(&dp, &Default::default()).await?;
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(api.clone().into_client(), "default");
+    for _ in 0..600 {
+        let left = pods.list(&Default::default()).await?.items.len();
+        let wfs = api.list(&Default::default()).await?.items.len();
+        if left == 0 && wfs == 0 {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    anyhow::bail!("the namespace did not empty in 60 s")
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> anyhow::Result<()> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = tempfile::tempdir()?;
+    let mut config = weft_cluster::Config::new(dir.path());
+    config.runner.simulate_all = true;
+    let cluster = weft_cluster::DevCluster::start(config).await?;
+    let client = weft::runtime::client_for(&cluster.base_url())?;
+    let (_engine, registry) = weft::runtime::load_plugins(&root.join("target/plugins"), None)?;
+    weft::runtime::install_crd(&client).await?;
+    let (_ctx, _controller) =
+        weft::runtime::spawn_controller(client.clone(), registry, None, std::future::pending());
+    let api: kube::Api<Workflow> = kube::Api::namespaced(client.clone(), "default");
+    let per_child = NODES / CHILDREN;
+    let children: Vec<Value> = (0..CHILDREN)
+        .map(|c| json!({"id": format!("c{c}"), "workflow": {"nodes": nodes(per_child)}}))
+        .collect();
+    let template: WorkflowTemplate = serde_json::from_value(json!({
+        "apiVersion": "weft.dev/v1alpha1", "kind": "WorkflowTemplate",
+        "metadata": {"name": "tree", "namespace": "default"},
+        "spec": {"nodes": children}
+    }))?;
+    let templates: kube::Api<WorkflowTemplate> = kube::Api::namespaced(client.clone(), "default");
+    templates
+        .patch("tree", &PatchParams::apply("bench"), &Patch::Apply(&template))
+        .await?;
+
+    let (mut inline, mut tree) = (Vec::new(), Vec::new());
+    for i in 0..RUNS {
+        inline.push(run(&api, &format!("inline-{i}"), json!({"nodes": nodes(NODES)})).await?);
+        let launch = json!({"workflowTemplateRef": {"name": "tree"}});
+        tree.push(run(&api, &format!("tree-{i}"), launch).await?);
+        println!("run {i}: inline {:?}, tree {:?}", inline[i], tree[i]);
+    }
+    let (a, b) = (median(inline), median(tree));
+    println!(
+        "{NODES} simulated pod nodes: inline {a:?}, template + {CHILDREN} sub-workflows {b:?} (median of {RUNS}); overhead {:+.1} %",
+        (b.as_secs_f64() / a.as_secs_f64() - 1.0) * 100.0
+    );
+    Ok(())
+}
