@@ -200,7 +200,75 @@ async fn every_tick_runs_once_through_kills_and_failover_and_policies_hold() {
     }
     b.kill();
     policies(&kc, &client).await;
+    cli(&kc, &client).await;
     drop(a);
+}
+
+/// `weft cron` against the same cluster, as a user runs it.
+fn weft(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_weft"))
+        .args(args)
+        .env("KUBECONFIG", kubeconfig)
+        .output()
+        .unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).to_string();
+    (out.status.success(), text(&out.stdout), text(&out.stderr))
+}
+
+async fn cli(kc: &Path, client: &Client) {
+    let (ok, table, err) = weft(kc, &["cron", "list"]);
+    assert!(ok, "{err}");
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        [
+            "NAME",
+            "SCHEDULE",
+            "SUSPENDED",
+            "LAST",
+            "NEXT",
+            "ACTIVE",
+            "AGE"
+        ]
+    );
+    let row = |name: &str| -> Vec<String> {
+        let line = table
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("{name} in {table}"));
+        line.split_whitespace().map(str::to_string).collect()
+    };
+    assert_eq!(row("tick")[1..3], ["@every".to_string(), "2s".into()]);
+    assert_eq!(row("tick")[3], "true", "{table}");
+    assert_eq!(row("forbid")[3], "false", "{table}");
+    let crons: Api<CronWorkflow> = Api::namespaced(client.clone(), "default");
+    let (ok, out, err) = weft(kc, &["cron", "suspend", "forbid"]);
+    assert!(ok, "{err}");
+    assert_eq!(out.trim(), "cronworkflow.weft.dev/forbid suspended");
+    assert!(crons.get("forbid").await.unwrap().spec.spec.suspend);
+    assert!(weft(kc, &["cron", "resume", "forbid"]).0);
+    assert!(!crons.get("forbid").await.unwrap().spec.spec.suspend);
+    // A run now, outside the schedule, of the suspended `tick`.
+    let before = runs(client, "tick").await.len();
+    let (ok, out, err) = weft(kc, &["cron", "trigger", "tick"]);
+    assert!(ok, "{err}");
+    let name = out
+        .trim()
+        .strip_prefix("workflow.weft.dev/")
+        .unwrap()
+        .strip_suffix(" created")
+        .unwrap();
+    assert!(name.starts_with("tick-manual-"), "{name}");
+    let api: Api<Workflow> = Api::namespaced(client.clone(), "default");
+    let done = finished(&api, name).await;
+    assert_eq!(done.status.unwrap().phase, WorkflowPhase::Succeeded);
+    assert_eq!(runs(client, "tick").await.len(), before + 1);
+    let (ok, _, err) = weft(kc, &["cron", "suspend", "nope"]);
+    assert!(!ok);
+    assert!(
+        err.contains("CronWorkflow nope in namespace default"),
+        "{err}"
+    );
 }
 
 async fn finished(api: &Api<Workflow>, name: &str) -> Workflow {

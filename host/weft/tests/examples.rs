@@ -62,13 +62,22 @@ async fn every_example_behaves_the_same_through_kubectl() {
             "{name}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        // One Workflow, after the templates it launches.
+        // One Workflow, after the templates it launches; or a
+        // CronWorkflow, whose first Workflow is followed.
         let created = String::from_utf8_lossy(&out.stdout);
-        let wf = created
+        let wf = match created
             .lines()
             .find_map(|l| l.strip_prefix("workflow.weft.dev/"))
-            .unwrap_or_else(|| panic!("{name}: created no Workflow: {created}"))
-            .to_string();
+        {
+            Some(wf) => wf.to_string(),
+            None => {
+                let cron = created
+                    .lines()
+                    .find_map(|l| l.strip_prefix("cronworkflow.weft.dev/"))
+                    .unwrap_or_else(|| panic!("{name}: created no Workflow: {created}"));
+                first_launch(&workflows, &kubeconfig, cron).await
+            }
+        };
         let mut done = None;
         for _ in 0..1200 {
             let w = workflows.get(&wf).await.unwrap();
@@ -97,6 +106,31 @@ async fn every_example_behaves_the_same_through_kubectl() {
         }
     }
     env.stop().await;
+}
+
+/// The first Workflow a CronWorkflow launched; the CronWorkflow is then
+/// suspended, so it launches nothing more during the other examples.
+async fn first_launch(
+    workflows: &Api<weft::api::Workflow>,
+    kubeconfig: &Path,
+    cron: &str,
+) -> String {
+    let lp = kube::api::ListParams::default().labels(&format!("weft.dev/cron-workflow={cron}"));
+    for _ in 0..300 {
+        if let Some(wf) = workflows.list(&lp).await.unwrap().items.first() {
+            let patch = r#"{"spec": {"suspend": true}}"#;
+            let args = ["patch", "cronworkflow", cron, "--type=merge", "-p", patch];
+            assert!(
+                common::kubectl(kubeconfig, &args, None)
+                    .await
+                    .status
+                    .success()
+            );
+            return kube::ResourceExt::name_any(wf);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("cronworkflow {cron} launched nothing in 30 s");
 }
 
 #[test]

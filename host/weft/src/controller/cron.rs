@@ -212,13 +212,7 @@ async fn launch(
     let ns = cw.namespace().unwrap_or_default();
     let name = cron::workflow_name(&cw.name_any(), tick);
     let when = timestamp(tick);
-    let mut spec = cw.spec.spec.workflow_spec.clone();
-    give_scheduled_time(ctx, &ns, &mut spec, &when).await?;
-    let mut wf = Workflow::new(&name, WorkflowResourceSpec { spec });
-    wf.metadata.namespace = Some(ns.clone());
-    wf.metadata.labels = Some([(LABEL.to_string(), cw.name_any())].into());
-    wf.metadata.annotations = Some([(SCHEDULED_TIME.to_string(), when.clone())].into());
-    wf.metadata.owner_references = cw.controller_owner_ref(&()).map(|o| vec![o]);
+    let wf = workflow_for(&ctx.client, cw, tick, &name).await?;
     let api: Api<Workflow> = Api::namespaced(ctx.client.clone(), &ns);
     let pp = PostParams {
         field_manager: Some(MANAGER.into()),
@@ -252,10 +246,35 @@ async fn launch(
     }
 }
 
+/// The Workflow a CronWorkflow launches for `tick` (`weft cron trigger`
+/// makes one for now): its spec with the tick's time given, its label,
+/// annotation and owner. `name` ending in `-` is a generateName.
+pub async fn workflow_for(
+    client: &kube::Client,
+    cw: &CronWorkflow,
+    tick: SystemTime,
+    name: &str,
+) -> Result<Workflow, Error> {
+    let ns = cw.namespace().unwrap_or_default();
+    let when = timestamp(tick);
+    let mut spec = cw.spec.spec.workflow_spec.clone();
+    give_scheduled_time(client, &ns, &mut spec, &when).await?;
+    let mut wf = Workflow::new(name, WorkflowResourceSpec { spec });
+    if name.ends_with('-') {
+        wf.metadata.name = None;
+        wf.metadata.generate_name = Some(name.to_string());
+    }
+    wf.metadata.namespace = Some(ns);
+    wf.metadata.labels = Some([(LABEL.to_string(), cw.name_any())].into());
+    wf.metadata.annotations = Some([(SCHEDULED_TIME.to_string(), when)].into());
+    wf.metadata.owner_references = cw.controller_owner_ref(&()).map(|o| vec![o]);
+    Ok(wf)
+}
+
 /// Gives the tick's time as the input `scheduledTime` when the workflow,
 /// or the template it launches, declares it.
 async fn give_scheduled_time(
-    ctx: &Context,
+    client: &kube::Client,
     ns: &str,
     spec: &mut weft_dag::WorkflowSpec,
     when: &str,
@@ -263,7 +282,7 @@ async fn give_scheduled_time(
     let key = cron::SCHEDULED_TIME_INPUT;
     match &mut spec.workflow_template_ref {
         Some(r) if !r.inputs.contains_key(key) => {
-            let templates: Api<WorkflowTemplate> = Api::namespaced(ctx.client.clone(), ns);
+            let templates: Api<WorkflowTemplate> = Api::namespaced(client.clone(), ns);
             let declared = templates
                 .get_opt(&r.name)
                 .await?
