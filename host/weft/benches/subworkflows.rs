@@ -95,7 +95,11 @@ async fn main() -> anyhow::Result<()> {
     }))?;
     let templates: kube::Api<WorkflowTemplate> = kube::Api::namespaced(client.clone(), "default");
     templates
-        .patch("tree", &PatchParams::apply("bench"), &Patch::Apply(&template))
+        .patch(
+            "tree",
+            &PatchParams::apply("bench"),
+            &Patch::Apply(&template),
+        )
         .await?;
 
     let (mut inline, mut tree) = (Vec::new(), Vec::new());

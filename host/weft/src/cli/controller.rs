@@ -334,12 +334,26 @@ pub fn get(args: GetArgs) -> anyhow::Result<ExitCode> {
             Some(url) => runtime::client_for(url)?,
             None => Client::try_default().await?,
         };
-        let api: Api<Workflow> = Api::namespaced(client, &args.namespace);
+        let api: Api<Workflow> = Api::namespaced(client.clone(), &args.namespace);
         let wf = api.get(&args.name).await?;
+        // A template launch has no nodes of its own: it runs the spec
+        // resolved when it started, or (before that) the template's.
+        let resolved = wf.status.as_ref().and_then(|s| s.resolved_spec.clone());
+        let spec = match (resolved, &wf.spec.spec.workflow_template_ref) {
+            (Some(spec), _) => spec,
+            (None, Some(t)) if !matches!(args.output, GetFormat::Yaml) => {
+                super::template::get_template(&client, &args.namespace, &t.name)
+                    .await?
+                    .spec
+                    .spec
+                    .workflow
+            }
+            _ => wf.spec.spec.clone(),
+        };
         let out = match args.output {
             GetFormat::Yaml => serde_yaml::to_string(&wf)?,
-            GetFormat::Dot => render::dot(&args.name, &wf.spec.spec, wf.status.as_ref()),
-            GetFormat::Mermaid => render::mermaid(&wf.spec.spec, wf.status.as_ref()),
+            GetFormat::Dot => render::dot(&args.name, &spec, wf.status.as_ref()),
+            GetFormat::Mermaid => render::mermaid(&spec, wf.status.as_ref()),
         };
         super::out(&out)?;
         Ok(ExitCode::SUCCESS)

@@ -7,11 +7,15 @@ use clap::{Parser, Subcommand};
 use crate::telemetry::LogFormat;
 
 pub mod controller;
+pub mod cron;
 pub mod dev;
+pub mod list;
 pub mod plugin;
 pub mod rbac;
 pub mod run;
 pub mod scaffold;
+pub mod submit;
+pub mod template;
 pub mod webhook;
 
 /// Weft: a Kubernetes workflow executor with WebAssembly plugins.
@@ -55,9 +59,20 @@ pub enum Command {
     Webhook(Box<webhook::WebhookCommand>),
     /// Show a Workflow, or its DAG as dot or Mermaid with node phases.
     Get(controller::GetArgs),
+    /// Create a Workflow from a file or a WorkflowTemplate, with input
+    /// values (-p), and optionally follow it to the end.
+    Submit(submit::SubmitArgs),
+    /// List Workflows: phase, progress, age and duration.
+    List(list::ListArgs),
+    /// List and describe WorkflowTemplates.
+    #[command(subcommand)]
+    Template(template::TemplateCommand),
+    /// CronWorkflows: list, suspend, resume, trigger (as `argo cron`).
+    #[command(subcommand)]
+    Cron(cron::CronCommand),
     /// Print one of Weft's CRDs (YAML), generated from the Rust types.
     Crd {
-        /// `workflow` or `workflowtemplate`.
+        /// `workflow`, `workflowtemplate` or `cronworkflow`.
         #[arg(default_value = "workflow")]
         kind: String,
     },
@@ -74,6 +89,28 @@ pub fn out(text: &str) -> std::io::Result<()> {
     }
 }
 
+/// Where the commands that talk to a cluster (`get`, `submit`, `list`,
+/// `template`) connect, as `weft get` always has.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ClusterArgs {
+    /// The namespace.
+    #[arg(short, long, default_value = "default")]
+    pub namespace: String,
+    /// API server URL (default: kubeconfig, as kubectl finds it).
+    #[arg(long, value_name = "URL")]
+    pub server: Option<String>,
+}
+
+impl ClusterArgs {
+    /// A client for `--server`, else the kubeconfig (or in-cluster config).
+    pub async fn client(&self) -> anyhow::Result<kube::Client> {
+        match &self.server {
+            Some(url) => crate::runtime::client_for(url),
+            None => Ok(kube::Client::try_default().await?),
+        }
+    }
+}
+
 /// Run a parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
@@ -83,6 +120,10 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Controller(args) => controller::controller(*args),
         Command::Webhook(args) => webhook::webhook(*args),
         Command::Get(args) => controller::get(args),
+        Command::Submit(args) => submit::submit(args),
+        Command::List(args) => list::list(args),
+        Command::Template(cmd) => template::run(cmd),
+        Command::Cron(cmd) => cron::run(cmd),
         Command::Crd { kind } => {
             let file = format!("{}.yaml", kind.to_lowercase());
             let Some((_, crd)) = crate::api::crds().into_iter().find(|(f, _)| *f == file) else {

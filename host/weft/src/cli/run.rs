@@ -21,7 +21,7 @@ use weft_dag::{NodePhase, WorkflowPhase};
 
 use serde::Deserialize as _;
 
-use crate::api::{Workflow, WorkflowTemplate};
+use crate::api::{CronWorkflow, Workflow, WorkflowTemplate};
 use crate::runtime;
 
 /// Arguments of `weft run`.
@@ -78,28 +78,13 @@ pub struct Manifests {
 /// Reads a file of YAML documents: exactly one Workflow (named after the
 /// file when it has no name) and any number of WorkflowTemplates.
 pub fn read_manifests(path: &Path) -> anyhow::Result<Manifests> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("{}: cannot read", path.display()))?;
     let mut workflows = Vec::new();
     let mut templates = Vec::new();
-    for (i, doc) in serde_yaml::Deserializer::from_str(&text).enumerate() {
-        let value = serde_json::Value::deserialize(doc)
-            .with_context(|| format!("{}: document {}: not YAML", path.display(), i + 1))?;
-        if value.is_null() {
-            continue;
-        }
-        let kind = value["kind"].as_str().unwrap_or_default().to_string();
-        let at = || format!("{}: document {} ({kind})", path.display(), i + 1);
-        match kind.as_str() {
-            "Workflow" => workflows.push(
-                serde_path_to_error::deserialize::<_, Workflow>(value)
-                    .map_err(|e| anyhow::anyhow!("{}: {}: {}", at(), e.path(), e.inner()))?,
-            ),
-            "WorkflowTemplate" => templates.push(
-                serde_path_to_error::deserialize::<_, WorkflowTemplate>(value)
-                    .map_err(|e| anyhow::anyhow!("{}: {}: {}", at(), e.path(), e.inner()))?,
-            ),
-            _ => bail!("{}: weft run takes Workflows and WorkflowTemplates", at()),
+    for doc in documents(path)? {
+        match doc.kind.as_str() {
+            "Workflow" => workflows.push(doc.decode()?),
+            "WorkflowTemplate" => templates.push(doc.decode()?),
+            _ => bail!("{}: expected Workflows and WorkflowTemplates", doc.at),
         }
     }
     let mut wf = match <[Workflow; 1]>::try_from(workflows) {
@@ -123,6 +108,101 @@ pub fn read_manifests(path: &Path) -> anyhow::Result<Manifests> {
     })
 }
 
+/// One YAML document of a file.
+pub struct Document {
+    /// `FILE: document N (KIND)`, for messages.
+    pub at: String,
+    /// Its kind.
+    pub kind: String,
+    value: serde_json::Value,
+}
+
+impl Document {
+    /// The document as a `T`, or which field is wrong.
+    pub fn decode<T: serde::de::DeserializeOwned>(self) -> anyhow::Result<T> {
+        serde_path_to_error::deserialize(self.value)
+            .map_err(|e| anyhow::anyhow!("{}: {}: {}", self.at, e.path(), e.inner()))
+    }
+}
+
+/// The YAML documents of a file (empty ones skipped).
+pub fn documents(path: &Path) -> anyhow::Result<Vec<Document>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("{}: cannot read", path.display()))?;
+    let mut out = Vec::new();
+    for (i, doc) in serde_yaml::Deserializer::from_str(&text).enumerate() {
+        let value = serde_json::Value::deserialize(doc)
+            .with_context(|| format!("{}: document {}: not YAML", path.display(), i + 1))?;
+        if value.is_null() {
+            continue;
+        }
+        let kind = value["kind"].as_str().unwrap_or_default().to_string();
+        let at = format!("{}: document {} ({kind})", path.display(), i + 1);
+        out.push(Document { at, kind, value });
+    }
+    Ok(out)
+}
+
+/// A file of CronWorkflows (and the templates they launch), with no
+/// Workflow: `weft run` applies them and follows the first Workflow the
+/// first one launches. `None` when the file holds no CronWorkflow.
+pub fn read_crons(
+    path: &Path,
+) -> anyhow::Result<Option<(Vec<WorkflowTemplate>, Vec<CronWorkflow>)>> {
+    let docs = documents(path)?;
+    if !docs.iter().any(|d| d.kind == "CronWorkflow") {
+        return Ok(None);
+    }
+    let (mut templates, mut crons) = (Vec::new(), Vec::new());
+    for doc in docs {
+        match doc.kind.as_str() {
+            "CronWorkflow" => crons.push(doc.decode()?),
+            "WorkflowTemplate" => templates.push(doc.decode()?),
+            _ => bail!(
+                "{}: a file with CronWorkflows holds only them and WorkflowTemplates",
+                doc.at
+            ),
+        }
+    }
+    Ok(Some((templates, crons)))
+}
+
+/// Applies CronWorkflows, then waits for the first Workflow the first one
+/// launches and follows it.
+async fn run_crons(
+    client: &Client,
+    namespace: &str,
+    crons: &[CronWorkflow],
+    timeout: Option<Duration>,
+) -> anyhow::Result<ExitCode> {
+    let api: Api<CronWorkflow> = Api::namespaced(client.clone(), namespace);
+    for c in crons {
+        let name = c.name_any();
+        api.patch(&name, &PatchParams::apply("weft").force(), &Patch::Apply(c))
+            .await
+            .with_context(|| format!("applying CronWorkflow {name}"))?;
+        println!("cronworkflow {name} applied ({})", c.spec.spec.schedule);
+    }
+    let first = crons[0].name_any();
+    println!("waiting for the first Workflow of cronworkflow {first}");
+    let workflows: Api<Workflow> = Api::namespaced(client.clone(), namespace);
+    let lp = kube::api::ListParams::default()
+        .labels(&format!("{}={first}", crate::controller::cron::LABEL));
+    let deadline = Instant::now() + timeout.unwrap_or(Duration::from_secs(3600));
+    let launched = loop {
+        let mut found = workflows.list(&lp).await?.items;
+        found.sort_by_key(|w| w.metadata.creation_timestamp.clone().map(|t| t.0));
+        if let Some(wf) = found.into_iter().next() {
+            break wf;
+        }
+        if Instant::now() > deadline {
+            bail!("cronworkflow {first} launched no Workflow in time");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    follow(client, namespace, &launched, timeout).await
+}
+
 /// Creates or updates templates (server-side apply), as `kubectl apply`.
 pub async fn apply_templates(
     client: &Client,
@@ -142,10 +222,14 @@ pub async fn apply_templates(
 
 /// Run `weft run`.
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
-    let Manifests {
-        workflow: wf,
-        templates,
-    } = read_manifests(&args.file)?;
+    // A Workflow to submit, or CronWorkflows whose first launch to follow.
+    let (templates, job) = match read_crons(&args.file)? {
+        Some((templates, crons)) => (templates, Err(crons)),
+        None => {
+            let m = read_manifests(&args.file)?;
+            (m.templates, Ok(m.workflow))
+        }
+    };
     let admin_config = args.serve.then(|| args.admin.config(true)).transpose()?;
     let registry_config = runtime::registry_config(args.registry_config.as_deref())?;
     let rt = tokio::runtime::Runtime::new()?;
@@ -233,7 +317,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             None => None,
         };
         apply_templates(&client, &args.namespace, &templates).await?;
-        let code = submit_and_follow(&client, &args.namespace, wf, args.timeout).await;
+        let code = match job {
+            Ok(wf) => submit_and_follow(&client, &args.namespace, wf, args.timeout).await,
+            Err(crons) => run_crons(&client, &args.namespace, &crons, args.timeout).await,
+        };
         if let Some(server) = server {
             println!("admin API at {} until Ctrl-C", server.addr);
             super::dev::shutdown_signal().await;
@@ -256,18 +343,44 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 pub async fn submit_and_follow(
     client: &Client,
     namespace: &str,
-    mut wf: Workflow,
+    wf: Workflow,
     timeout: Option<Duration>,
 ) -> anyhow::Result<ExitCode> {
+    let created = create(client, namespace, wf).await?;
+    follow(client, namespace, &created, timeout).await
+}
+
+/// Creates the Workflow in `namespace`.
+pub async fn create(
+    client: &Client,
+    namespace: &str,
+    mut wf: Workflow,
+) -> anyhow::Result<Workflow> {
     wf.metadata.namespace = Some(namespace.to_string());
     let api: Api<Workflow> = Api::namespaced(client.clone(), namespace);
-    let created = api
-        .create(&PostParams::default(), &wf)
+    api.create(&PostParams::default(), &wf)
         .await
-        .context("creating the Workflow")?;
+        .context("creating the Workflow")
+}
+
+/// Shows a created Workflow's progress until it ends, then its outputs
+/// (or, when it did not succeed, its message and its failed pods' last
+/// log lines): success when it succeeded.
+pub async fn follow(
+    client: &Client,
+    namespace: &str,
+    created: &Workflow,
+    timeout: Option<Duration>,
+) -> anyhow::Result<ExitCode> {
+    let api: Api<Workflow> = Api::namespaced(client.clone(), namespace);
     let name = created.name_any();
     let total = created.spec.spec.nodes.len() as u64;
-    println!("workflow {namespace}/{name}: {total} nodes");
+    match &created.spec.spec.workflow_template_ref {
+        // A launch has no nodes of its own: the bar learns its length
+        // from the resolved spec.
+        Some(t) if total == 0 => println!("workflow {namespace}/{name}: template {}", t.name),
+        _ => println!("workflow {namespace}/{name}: {total} nodes"),
+    }
 
     let bar = ProgressBar::new(total);
     bar.set_style(
@@ -302,6 +415,9 @@ pub async fn submit_and_follow(
         let Some(status) = wf.status.clone() else {
             continue;
         };
+        if let Some(resolved) = &status.resolved_spec {
+            bar.set_length(resolved.nodes.len() as u64);
+        }
         for (id, node) in &status.nodes {
             if seen.get(id) == Some(&node.phase) {
                 continue;

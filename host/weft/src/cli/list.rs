@@ -1,0 +1,265 @@
+//! `weft list`: the Workflows of a namespace (or all), newest first, as
+//! `argo list` shows them.
+
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime};
+
+use clap::Args;
+use kube::{Api, ResourceExt, api::ListParams};
+use weft_dag::status::parse_timestamp;
+
+use crate::api::Workflow;
+
+/// Arguments of `weft list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Where to connect, and the namespace.
+    #[command(flatten)]
+    pub cluster: super::ClusterArgs,
+    /// Every namespace (adds a NAMESPACE column).
+    #[arg(short = 'A', long, conflicts_with = "namespace")]
+    pub all_namespaces: bool,
+    /// Only Workflows with these labels (`key=value,key2!=v`, as kubectl).
+    #[arg(short = 'l', long, value_name = "SELECTOR")]
+    pub selector: Option<String>,
+    /// Only Workflows not finished yet (Pending or Running).
+    #[arg(long, conflicts_with = "completed")]
+    pub running: bool,
+    /// Only finished Workflows (Succeeded, Failed or Aborted).
+    #[arg(long)]
+    pub completed: bool,
+}
+
+/// Run `weft list`.
+pub fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
+    let rt = tokio::runtime::Runtime::new()?;
+    rt.block_on(async move {
+        let client = args.cluster.client().await?;
+        let api: Api<Workflow> = match args.all_namespaces {
+            true => Api::all(client),
+            false => Api::namespaced(client, &args.cluster.namespace),
+        };
+        let mut params = ListParams::default();
+        if let Some(s) = &args.selector {
+            params = params.labels(s);
+        }
+        let mut workflows: Vec<Workflow> = api.list(&params).await?.items;
+        workflows.retain(|wf| {
+            let done = wf.status.as_ref().is_some_and(|s| s.phase.is_terminal());
+            match (args.running, args.completed) {
+                (true, _) => !done,
+                (_, true) => done,
+                _ => true,
+            }
+        });
+        if workflows.is_empty() {
+            match args.all_namespaces {
+                true => eprintln!("No workflows found."),
+                false => eprintln!(
+                    "No workflows found in namespace {}.",
+                    args.cluster.namespace
+                ),
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        super::out(&render(workflows, args.all_namespaces, SystemTime::now()))?;
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// The table, newest first (then by namespace and name).
+fn render(mut workflows: Vec<Workflow>, namespaces: bool, now: SystemTime) -> String {
+    workflows.sort_by(|a, b| {
+        created(b)
+            .cmp(&created(a))
+            .then_with(|| a.namespace().cmp(&b.namespace()))
+            .then_with(|| a.name_any().cmp(&b.name_any()))
+    });
+    let mut rows = vec![
+        ["NAMESPACE", "NAME", "PHASE", "PROGRESS", "AGE", "DURATION"]
+            .map(String::from)
+            .to_vec(),
+    ];
+    for wf in &workflows {
+        let status = wf.status.clone().unwrap_or_default();
+        let started = parse_timestamp(status.started_at.as_deref());
+        let finished = parse_timestamp(status.finished_at.as_deref());
+        let duration = started.map(|s| {
+            let end = match status.phase.is_terminal() {
+                true => finished.unwrap_or(now),
+                false => now,
+            };
+            human_duration(end.duration_since(s).unwrap_or_default())
+        });
+        let age = created(wf).map(|c| human_duration(now.duration_since(c).unwrap_or_default()));
+        rows.push(vec![
+            wf.namespace().unwrap_or_default(),
+            wf.name_any(),
+            format!("{:?}", status.phase),
+            status.progress.unwrap_or_else(|| "-".into()),
+            age.unwrap_or_else(|| "-".into()),
+            duration.unwrap_or_else(|| "-".into()),
+        ]);
+    }
+    if !namespaces {
+        for row in &mut rows {
+            row.remove(0);
+        }
+    }
+    table(&rows)
+}
+
+/// When the object was created.
+pub(crate) fn created(obj: &impl ResourceExt) -> Option<SystemTime> {
+    obj.creation_timestamp().map(|t| SystemTime::from(t.0))
+}
+
+/// Rows as kubectl prints them: columns left-aligned, three spaces apart.
+pub(crate) fn table(rows: &[Vec<String>]) -> String {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let mut line = String::new();
+        for (c, cell) in row.iter().enumerate() {
+            line.push_str(cell);
+            if c + 1 < row.len() {
+                let pad = widths[c] - cell.chars().count() + 3;
+                line.extend(std::iter::repeat_n(' ', pad));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// A duration as kubectl prints ages (`HumanDuration`): exact to the
+/// second under two minutes, then ever coarser (`3m2s`, `12m`, `2h5m`,
+/// `2h`, `3d4h`, `2y`).
+pub fn human_duration(d: Duration) -> String {
+    let secs = d.as_secs();
+    if secs < 120 {
+        return format!("{secs}s");
+    }
+    let minutes = secs / 60;
+    if minutes < 10 {
+        return match secs % 60 {
+            0 => format!("{minutes}m"),
+            s => format!("{minutes}m{s}s"),
+        };
+    }
+    if minutes < 60 * 3 {
+        return format!("{minutes}m");
+    }
+    let hours = minutes / 60;
+    if hours < 8 {
+        return match minutes % 60 {
+            0 => format!("{hours}h"),
+            m => format!("{hours}h{m}m"),
+        };
+    }
+    if hours < 48 {
+        return format!("{hours}h");
+    }
+    let days = hours / 24;
+    if hours < 24 * 8 {
+        return match hours % 24 {
+            0 => format!("{days}d"),
+            h => format!("{days}d{h}h"),
+        };
+    }
+    if hours < 24 * 365 * 2 {
+        return format!("{days}d");
+    }
+    let years = days / 365;
+    if hours < 24 * 365 * 8 {
+        return match days % 365 {
+            0 => format!("{years}y"),
+            d => format!("{years}y{d}d"),
+        };
+    }
+    format!("{years}y")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn durations_read_as_kubectl_prints_them() {
+        let cases = [
+            (0, "0s"),
+            (5, "5s"),
+            (119, "119s"),
+            (120, "2m"),
+            (182, "3m2s"),
+            (599, "9m59s"),
+            (600, "10m"),
+            (3 * 3600 - 1, "179m"),
+            (3 * 3600, "3h"),
+            (2 * 3600 + 5 * 60 + 3 * 3600, "5h5m"),
+            (7200 * 4, "8h"),
+            (47 * 3600, "47h"),
+            (50 * 3600, "2d2h"),
+            (8 * 86400, "8d"),
+            (800 * 86400, "2y70d"),
+            (9 * 365 * 86400, "9y"),
+        ];
+        for (secs, want) in cases {
+            assert_eq!(human_duration(Duration::from_secs(secs)), want, "{secs}s");
+        }
+    }
+
+    fn wf(name: &str, ns: &str, created: &str, status: serde_json::Value) -> Workflow {
+        serde_json::from_value(json!({
+            "apiVersion": "weft.dev/v1alpha1",
+            "kind": "Workflow",
+            "metadata": {"name": name, "namespace": ns, "creationTimestamp": created},
+            "spec": {},
+            "status": status,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_table_is_newest_first_with_durations() {
+        let now = humantime::parse_rfc3339("2025-01-01T12:00:00Z").unwrap();
+        let rows = vec![
+            wf(
+                "old",
+                "a",
+                "2025-01-01T08:00:00Z",
+                json!({"phase": "Succeeded", "progress": "3/3",
+                       "startedAt": "2025-01-01T08:00:01Z", "finishedAt": "2025-01-01T08:03:03Z"}),
+            ),
+            wf(
+                "new",
+                "b",
+                "2025-01-01T11:59:55Z",
+                json!({"phase": "Running", "progress": "0/1", "startedAt": "2025-01-01T11:59:56Z"}),
+            ),
+            wf("unseen", "b", "2025-01-01T11:59:59Z", json!(null)),
+        ];
+        let out = render(rows.clone(), false, now);
+        assert_eq!(
+            out,
+            "NAME     PHASE       PROGRESS   AGE   DURATION\n\
+             unseen   Pending     -          1s    -\n\
+             new      Running     0/1        5s    4s\n\
+             old      Succeeded   3/3        4h    3m2s\n"
+        );
+        let all = render(rows, true, now);
+        assert!(all.starts_with("NAMESPACE   NAME"), "{all}");
+        assert!(all.contains("\na           old "), "{all}");
+    }
+}

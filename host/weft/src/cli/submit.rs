@@ -1,0 +1,334 @@
+//! `weft submit`: create a Workflow from a file or a WorkflowTemplate, with
+//! input values typed by their declarations (`argo submit`).
+//!
+//! Every `-p` value is checked before anything is written: a value of the
+//! wrong type, an input that is not declared, one a template fixes and a
+//! required input without a value are all refused at once, each naming
+//! the input.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::bail;
+use clap::Args;
+use kube::ResourceExt;
+use serde_json::{Map, Value};
+use weft_dag::inputs::{InputType, Inputs};
+use weft_dag::template::TemplateRef;
+
+use crate::api::{Workflow, WorkflowResourceSpec};
+
+use super::run::{self, Manifests};
+
+/// Arguments of `weft submit`.
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("source").required(true).args(["file", "from"]))]
+pub struct SubmitArgs {
+    /// A file with one Workflow and any WorkflowTemplates (applied first).
+    pub file: Option<PathBuf>,
+    /// Launch a WorkflowTemplate of the namespace instead: `template/NAME`.
+    #[arg(long, value_name = "template/NAME")]
+    pub from: Option<String>,
+    /// An input value, typed by the input's declaration (a string as
+    /// typed, anything else as JSON: `5`, `true`, `[1, 2]`). Repeatable.
+    #[arg(short = 'p', long = "parameter", value_name = "KEY=VALUE")]
+    pub parameters: Vec<String>,
+    /// Follow the Workflow to its end, as `weft run` does; exits non-zero
+    /// unless it succeeds.
+    #[arg(short, long)]
+    pub watch: bool,
+    /// With --watch: give up after this long (e.g. 10m).
+    #[arg(long, requires = "watch", value_parser = humantime::parse_duration)]
+    pub timeout: Option<Duration>,
+    /// The Workflow's name (instead of a generated one).
+    #[arg(long, conflicts_with = "generate_name")]
+    pub name: Option<String>,
+    /// The prefix of the Workflow's generated name (default: the
+    /// template's name and `-` with --from).
+    #[arg(long, value_name = "PREFIX")]
+    pub generate_name: Option<String>,
+    /// Where to connect, and the namespace.
+    #[command(flatten)]
+    pub cluster: super::ClusterArgs,
+}
+
+/// Run `weft submit`.
+pub fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
+    // What needs no cluster is checked before connecting to one.
+    let params = parse_params(&args.parameters)?;
+    let from = args.from.as_deref().map(template_name).transpose()?;
+    let manifests = args.file.as_deref().map(run::read_manifests).transpose()?;
+    let rt = tokio::runtime::Runtime::new()?;
+    rt.block_on(async move {
+        let client = args.cluster.client().await?;
+        let ns = &args.cluster.namespace;
+        let (mut wf, to_apply) = match (manifests, from) {
+            (
+                Some(Manifests {
+                    workflow,
+                    templates,
+                }),
+                _,
+            ) => (workflow, templates),
+            (None, Some(name)) => {
+                let mut wf = Workflow::new("", WorkflowResourceSpec::default());
+                wf.metadata.name = None;
+                wf.metadata.generate_name = Some(format!("{name}-"));
+                wf.spec.spec.workflow_template_ref = Some(TemplateRef {
+                    name: name.to_string(),
+                    inputs: Map::new(),
+                });
+                (wf, Vec::new())
+            }
+            (None, None) => unreachable!("clap requires FILE or --from"),
+        };
+        let spec = &mut wf.spec.spec;
+        match &mut spec.workflow_template_ref {
+            Some(launch) => {
+                // The file's own version of the template is what runs.
+                let template = match to_apply.iter().find(|t| t.name_any() == launch.name) {
+                    Some(t) => t.clone(),
+                    None => super::template::get_template(&client, ns, &launch.name).await?,
+                };
+                let t = &template.spec.spec;
+                let source = format!("template {}", launch.name);
+                let values = bind(
+                    &params,
+                    &t.workflow.inputs,
+                    &t.fixed_inputs,
+                    &source,
+                    &launch.inputs,
+                )?;
+                launch.inputs.extend(values);
+            }
+            None => {
+                let file = args.file.as_deref().unwrap_or_else(|| "?".as_ref());
+                let source = format!("the workflow in {}", file.display());
+                let values = bind(&params, &spec.inputs, &Map::new(), &source, &Map::new())?;
+                for (name, value) in values {
+                    let decl = spec.inputs[&name].with_default(value);
+                    spec.inputs.insert(name, decl);
+                }
+            }
+        }
+        if let Some(name) = &args.name {
+            wf.metadata.name = Some(name.clone());
+            wf.metadata.generate_name = None;
+        }
+        if let Some(prefix) = &args.generate_name {
+            wf.metadata.name = None;
+            wf.metadata.generate_name = Some(prefix.clone());
+        }
+        run::apply_templates(&client, ns, &to_apply).await?;
+        let created = run::create(&client, ns, wf).await?;
+        println!("workflow.weft.dev/{} created", created.name_any());
+        match args.watch {
+            true => run::follow(&client, ns, &created, args.timeout).await,
+            false => Ok(ExitCode::SUCCESS),
+        }
+    })
+}
+
+/// One `-p KEY=VALUE` as given, split at its first `=`.
+#[derive(Debug, Clone, PartialEq)]
+struct Param {
+    /// The argument as typed, for messages.
+    arg: String,
+    key: String,
+    raw: String,
+}
+
+/// Splits every `-p`; an argument without `=` or with an empty key is
+/// refused.
+fn parse_params(args: &[String]) -> anyhow::Result<Vec<Param>> {
+    let mut out = Vec::new();
+    let mut problems = Vec::new();
+    for arg in args {
+        match arg.split_once('=') {
+            Some((key, raw)) if !key.is_empty() => out.push(Param {
+                arg: arg.clone(),
+                key: key.to_string(),
+                raw: raw.to_string(),
+            }),
+            _ => problems.push(format!("-p {arg}: expected KEY=VALUE")),
+        }
+    }
+    match problems.is_empty() {
+        true => Ok(out),
+        false => bail!("{}", problems.join("\n")),
+    }
+}
+
+/// The template name of `--from template/NAME`.
+fn template_name(from: &str) -> anyhow::Result<&str> {
+    match from.split_once('/') {
+        Some(("template" | "workflowtemplate", name))
+            if !name.is_empty() && !name.contains('/') =>
+        {
+            Ok(name)
+        }
+        _ => bail!("--from {from}: expected template/NAME"),
+    }
+}
+
+/// "a string", "an integer".
+fn a(t: InputType) -> String {
+    match t {
+        InputType::Integer | InputType::Object => format!("an {t}"),
+        t => format!("a {t}"),
+    }
+}
+
+/// Types each `-p` by `decls` (the inputs of `source`, e.g. `template
+/// etl`), refusing inputs that are not declared or that `fixed` holds;
+/// then checks that every required input has a value (from `given`, the
+/// values the file already gives, a `-p`, a default or `fixed`). Every
+/// problem at once.
+fn bind(
+    params: &[Param],
+    decls: &Inputs,
+    fixed: &Map<String, Value>,
+    source: &str,
+    given: &Map<String, Value>,
+) -> anyhow::Result<Map<String, Value>> {
+    let mut values = Map::new();
+    let mut problems = Vec::new();
+    for Param { arg, key, raw } in params {
+        if let Some(to) = fixed.get(key) {
+            problems.push(format!(
+                "-p {arg}: input {key} is fixed by {source} to {to}; it cannot be set"
+            ));
+            continue;
+        }
+        let Some(decl) = decls.get(key) else {
+            let declared = match decls.is_empty() {
+                true => "none".to_string(),
+                false => decls.keys().cloned().collect::<Vec<_>>().join(", "),
+            };
+            problems.push(format!(
+                "-p {arg}: {source} has no input {key} (it declares: {declared})"
+            ));
+            continue;
+        };
+        let value = match decl.input_type() {
+            Some(t) => t
+                .parse_arg(raw)
+                .map_err(|e| format!("-p {arg}: input {key} is {}: {e}", a(t))),
+            // An input declared by a bare null takes anything: JSON when
+            // it reads as JSON, else the string.
+            None => Ok(serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.clone()))),
+        };
+        match value {
+            Ok(v) => {
+                values.insert(key.clone(), v);
+            }
+            Err(e) => problems.push(e),
+        }
+    }
+    for (name, decl) in decls {
+        let has_value = values.contains_key(name)
+            || given.contains_key(name)
+            || fixed.contains_key(name)
+            || decl.default_value().is_some();
+        if decl.required() && !has_value && !params.iter().any(|p| &p.key == name) {
+            let ty = decl.input_type().map_or("any".into(), |t| t.to_string());
+            problems.push(format!(
+                "{source}: input {name} ({ty}) is required: give it with -p {name}=VALUE"
+            ));
+        }
+    }
+    match problems.is_empty() {
+        true => Ok(values),
+        false => bail!("{}", problems.join("\n")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn params(args: &[&str]) -> Vec<Param> {
+        parse_params(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap()
+    }
+
+    fn decls() -> Inputs {
+        serde_json::from_value(json!({
+            "who": {"type": "string"},
+            "size": {"type": "integer", "default": 1},
+            "tags": {"type": "list", "default": []},
+            "env": {"type": "string"},
+            "anything": null,
+        }))
+        .unwrap()
+    }
+
+    fn fixed() -> Map<String, Value> {
+        json!({"env": "prod"}).as_object().unwrap().clone()
+    }
+
+    fn bound(args: &[&str]) -> anyhow::Result<Map<String, Value>> {
+        bind(
+            &params(args),
+            &decls(),
+            &fixed(),
+            "template etl",
+            &Map::new(),
+        )
+    }
+
+    #[test]
+    fn values_are_typed_by_their_declarations() {
+        let v = bound(&["who=42", "size=7", "tags=[1, \"a\"]", "anything=x=y"]).unwrap();
+        assert_eq!(
+            Value::Object(v),
+            json!({"who": "42", "size": 7, "tags": [1, "a"], "anything": "x=y"})
+        );
+    }
+
+    #[test]
+    fn each_problem_names_the_argument_and_the_input() {
+        let e = bound(&["who=a", "size=big", "nope=1", "env=dev"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(r#"-p size=big: input size is an integer: "big" is not a valid integer"#),
+            "{e}"
+        );
+        assert!(
+            e.contains("-p nope=1: template etl has no input nope (it declares: anything, env, size, tags, who)"),
+            "{e}"
+        );
+        assert!(
+            e.contains(
+                r#"-p env=dev: input env is fixed by template etl to "prod"; it cannot be set"#
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_required_input_needs_a_value() {
+        let e = bound(&[]).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "template etl: input who (string) is required: give it with -p who=VALUE"
+        );
+        let given = json!({"who": "x"}).as_object().unwrap().clone();
+        assert!(bind(&[], &decls(), &fixed(), "template etl", &given).is_ok());
+    }
+
+    #[test]
+    fn malformed_arguments_are_refused() {
+        let e = parse_params(&["x".into(), "=1".into()])
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "-p x: expected KEY=VALUE\n-p =1: expected KEY=VALUE");
+        assert_eq!(template_name("template/etl").unwrap(), "etl");
+        for bad in ["etl", "template/", "workflow/etl", "template/a/b"] {
+            let e = template_name(bad).unwrap_err().to_string();
+            assert_eq!(e, format!("--from {bad}: expected template/NAME"));
+        }
+    }
+}
