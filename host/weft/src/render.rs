@@ -22,11 +22,21 @@ fn colour(p: NodePhase) -> &'static str {
     }
 }
 
-fn kind(n: &weft_dag::NodeSpec) -> String {
+/// What a node runs, in a few words (`pod`, `array of pod`, `workflow
+/// (template etl)`, `dynamic pod`, `gate`): the DAG's labels and `weft
+/// template get`'s node table.
+pub fn kind(n: &weft_dag::NodeSpec) -> String {
     if let Some(t) = &n.task {
         t.task_type.clone()
     } else if let Some(a) = &n.array {
         format!("array of {}", a.task.task_type)
+    } else if let Some(w) = &n.workflow {
+        match &w.template_ref {
+            Some(t) => format!("workflow (template {t})"),
+            None => format!("workflow ({} nodes)", w.nodes.len()),
+        }
+    } else if let Some(d) = &n.dynamic {
+        format!("dynamic {}", d.task.task_type)
     } else {
         "gate".into()
     }

@@ -1005,6 +1005,36 @@ async fn a_whole_workflow_manifest_creates_an_execution() {
         greet.outputs.as_ref().unwrap()["greeting"],
         serde_json::json!("hello, world")
     );
+    // Declared inputs and workflow outputs, as the API shows them.
+    let manifest =
+        std::fs::read_to_string(common::root().join("examples/inputs-outputs.yaml")).unwrap();
+    let req = pb::CreateExecutionRequest {
+        spec: manifest,
+        ..Default::default()
+    };
+    let id = admin
+        .client
+        .create_execution(req)
+        .await
+        .unwrap()
+        .into_inner()
+        .id;
+    env.finish(&id.as_ref().unwrap().name, 60).await;
+    let got = admin
+        .client
+        .get_execution(pb::GetExecutionRequest { id })
+        .await
+        .unwrap()
+        .into_inner();
+    let json = |s: &str| serde_json::from_str::<serde_json::Value>(s).unwrap();
+    assert_eq!(
+        json(&got.inputs),
+        serde_json::json!({"table": "events", "times": 3})
+    );
+    assert_eq!(
+        json(&got.outputs),
+        serde_json::json!({"total": 42, "report": "3 x 14 rows of events"})
+    );
     let e = admin
         .client
         .create_execution(create("default", "x", "apiVersion: v1\nkind: ConfigMap\n"))

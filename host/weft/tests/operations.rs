@@ -423,6 +423,75 @@ async fn a_deployed_controller_uses_exactly_its_rbac_and_exposes_its_metrics() {
         .unwrap();
     wait_phase(&mut admin, "faulty", "Failed", 120).await;
 
+    // A WorkflowTemplate launched through the admin API (the controller
+    // and its webhook read it), and a CronWorkflow whose runs the history
+    // limit deletes (its status written, its Workflows deleted).
+    let template = "apiVersion: weft.dev/v1alpha1\nkind: WorkflowTemplate\nmetadata: {name: echoer, namespace: default}\nspec:\n  nodes: [{id: say, task: {type: echo}}]\n---\napiVersion: weft.dev/v1alpha1\nkind: CronWorkflow\nmetadata: {name: ticker, namespace: default}\nspec:\n  schedule: '@every 1s'\n  successfulJobsHistoryLimit: 0\n  workflowSpec: {workflowTemplateRef: {name: echoer}}\n";
+    let out = kubectl(&admin_kubeconfig, &["apply", "-f", "-"], Some(template)).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    admin
+        .create_execution(pb::CreateExecutionRequest {
+            namespace: "default".into(),
+            name: "launched".into(),
+            spec: r#"{"workflowTemplateRef": {"name": "echoer"}}"#.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    wait_phase(&mut admin, "launched", "Succeeded", 60).await;
+    let launched = admin
+        .get_execution(pb::GetExecutionRequest { id: id("launched") })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(launched.template, "echoer");
+    let nodes: Vec<&str> = launched.nodes.iter().map(|n| n.id.as_str()).collect();
+    assert_eq!(nodes, ["say"], "the template's nodes");
+    assert_eq!(launched.nodes[0].phase, "Succeeded");
+    let ticker = kube::api::ListParams::default().labels("weft.dev/cron-workflow=ticker");
+    let mut seen = None;
+    for _ in 0..600 {
+        let names: Vec<String> = workflows
+            .list(&ticker)
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .map(kube::ResourceExt::name_any)
+            .collect();
+        match &seen {
+            None => seen = names.first().cloned(),
+            Some(first) if !names.contains(first) => break,
+            Some(_) => {}
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let first = seen.expect("the CronWorkflow launched a Workflow");
+    assert!(
+        workflows.get_opt(&first).await.unwrap().is_none(),
+        "{first} is deleted by the history limit"
+    );
+    let suspend = [
+        "patch",
+        "cronworkflow",
+        "ticker",
+        "-n",
+        "default",
+        "--type=merge",
+        "-p",
+        r#"{"spec": {"suspend": true}}"#,
+    ];
+    assert!(
+        kubectl(&admin_kubeconfig, &suspend, None)
+            .await
+            .status
+            .success()
+    );
+
     // Rotation: the new token works and the old one stops, no restart.
     let out = kubectl(
         &admin_kubeconfig,

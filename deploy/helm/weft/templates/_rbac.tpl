@@ -15,12 +15,12 @@
 # A Workflow that names a WorkflowTemplate reads it once, when it starts.
 - apiGroups: [weft.dev]
   resources: [workflowtemplates]
-  verbs: [get, list, watch]
+  verbs: [get]
 # CronWorkflows are watched and their status written; the Workflows they
 # launched are deleted beyond the history limits.
 - apiGroups: [weft.dev]
   resources: [cronworkflows]
-  verbs: [get, list, watch]
+  verbs: [list, watch]
 - apiGroups: [weft.dev]
   resources: [cronworkflows/status]
   verbs: [patch]

@@ -141,7 +141,16 @@ impl AdminService {
         };
         let snapshot = self.registry.snapshot();
         let known: HashSet<&str> = snapshot.task_types().collect();
-        weft_dag::compile(&spec, &|t| known.contains(t)).map_err(|problems| {
+        // A launch of a template is checked as the controller will run it:
+        // the template's spec with these inputs bound (flyteadmin's
+        // CreateExecution of a launch plan).
+        let mut probe = Workflow::new("", WorkflowResourceSpec { spec: spec.clone() });
+        probe.metadata.namespace = Some(req.namespace.clone());
+        let mut status = weft_dag::WorkflowStatus::default();
+        let runnable = crate::controller::templates::runnable(&self.client, &probe, &mut status)
+            .await
+            .map_err(|why| Status::invalid_argument(format!("invalid workflow spec:\n{why}")))?;
+        weft_dag::compile(&runnable, &|t| known.contains(t)).map_err(|problems| {
             Status::invalid_argument(format!(
                 "invalid workflow spec:\n{}",
                 weft_dag::compile::describe(&problems)
@@ -519,9 +528,14 @@ fn phase_name<T: serde::Serialize>(p: &T) -> String {
 /// A Workflow as the API shows it.
 pub fn execution(wf: &Workflow) -> pb::Execution {
     let status = wf.status.as_ref();
-    let nodes = wf
-        .spec
-        .spec
+    let spec = status
+        .and_then(|s| s.resolved_spec.as_ref())
+        .unwrap_or(&wf.spec.spec);
+    let json = |m: Option<&serde_json::Map<String, serde_json::Value>>| {
+        m.map(|o| serde_json::Value::Object(o.clone()).to_string())
+            .unwrap_or_default()
+    };
+    let nodes = spec
         .nodes
         .iter()
         .map(|n| {
@@ -562,6 +576,15 @@ pub fn execution(wf: &Workflow) -> pb::Execution {
         nodes,
         abort_requested: wf.spec.spec.abort,
         resource_version: wf.resource_version().unwrap_or_default(),
+        inputs: json(status.and_then(|s| s.inputs.as_ref())),
+        outputs: json(status.and_then(|s| s.outputs.as_ref())),
+        template: wf
+            .spec
+            .spec
+            .workflow_template_ref
+            .as_ref()
+            .map(|t| t.name.clone())
+            .unwrap_or_default(),
     }
 }
 

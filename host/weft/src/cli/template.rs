@@ -9,7 +9,6 @@ use anyhow::Context as _;
 use clap::{Args, Subcommand, ValueEnum};
 use kube::{Api, Client, ResourceExt, api::ListParams};
 use serde_json::Value;
-use weft_dag::NodeSpec;
 
 use super::list::{created, human_duration, table};
 use crate::api::WorkflowTemplate;
@@ -120,25 +119,6 @@ fn render_list(mut templates: Vec<WorkflowTemplate>, now: SystemTime) -> String 
     table(&rows)
 }
 
-/// What a node is: its task type, `array of TYPE`, `gate`, `workflow`
-/// (a template's or its own nodes) or `dynamic TYPE`.
-fn kind(n: &NodeSpec) -> String {
-    if let Some(t) = &n.task {
-        t.task_type.clone()
-    } else if let Some(a) = &n.array {
-        format!("array of {}", a.task.task_type)
-    } else if let Some(w) = &n.workflow {
-        match &w.template_ref {
-            Some(t) => format!("workflow (template {t})"),
-            None => format!("workflow ({} nodes)", w.nodes.len()),
-        }
-    } else if let Some(d) = &n.dynamic {
-        format!("dynamic {}", d.task.task_type)
-    } else {
-        "gate".into()
-    }
-}
-
 /// A value as a launch would give it (JSON).
 fn shown(v: &Value) -> String {
     v.to_string()
@@ -223,7 +203,7 @@ fn describe(t: &WorkflowTemplate, now: SystemTime) -> String {
             true => "-".into(),
             false => n.depends_on.join(", "),
         };
-        rows.push(vec![n.id.clone(), kind(n), deps]);
+        rows.push(vec![n.id.clone(), crate::render::kind(n), deps]);
     }
     section(&mut out, "Nodes", &rows);
 
