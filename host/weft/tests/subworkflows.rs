@@ -167,6 +167,19 @@ async fn sub_workflows_nest_fail_abort_and_dynamic_nodes_fan_out() {
     assert!(api.get_opt("loop-call-0").await.unwrap().is_none());
 
     dynamic_nodes(&env, &kc).await;
+
+    // Nesting is bounded: with a limit of 1, the mid level may not start
+    // the leaf, and the message says why.
+    env.ctx.set_max_depth(1);
+    kubectl_ok(&kc, &["create", "-f", "-"], Some(&top("deep", "mid"))).await;
+    let status = env.finish("deep", 60).await.status.unwrap();
+    assert_eq!(status.phase, WorkflowPhase::Failed);
+    let msg = status.message.unwrap();
+    assert!(
+        msg.contains("a child workflow here would be nested 2 deep, more than the limit of 1 (--max-workflow-depth)"),
+        "{msg}"
+    );
+    assert!(api.get_opt("deep-call-0-down-0").await.unwrap().is_none());
     env.stop().await;
 }
 

@@ -108,10 +108,18 @@ pub async fn reconcile(cw: Arc<CronWorkflow>, ctx: Arc<Context>) -> Result<Actio
         .as_ref()
         .map(|t| SystemTime::from(t.0))
         .unwrap_or(now);
+    // The status may come from a watch cache that lags behind this
+    // controller's own last write; the Workflows listed from the API say
+    // which ticks already ran, so a lagging status never re-plans one
+    // (which under Replace would abort the Workflow just launched for it).
+    let last_scheduled = parse_timestamp(old.last_scheduled_time.as_deref())
+        .into_iter()
+        .chain(mine.iter().filter_map(|w| tick_of(&name, w)))
+        .max();
     let plan = cron::plan(&PlanInput {
         schedule: &schedule,
         now,
-        last_scheduled: parse_timestamp(old.last_scheduled_time.as_deref()),
+        last_scheduled,
         created,
         starting_deadline: spec.starting_deadline_seconds.map(Duration::from_secs),
         concurrency: spec.concurrency_policy,
@@ -181,6 +189,13 @@ pub async fn reconcile(cw: Arc<CronWorkflow>, ctx: Arc<Context>) -> Result<Actio
         }
         None => Action::await_change(),
     })
+}
+
+/// The tick a Workflow was launched for, if it is a tick's (not a
+/// `weft cron trigger` run): its annotation, and the name of that tick.
+fn tick_of(cron: &str, wf: &Workflow) -> Option<SystemTime> {
+    let at = parse_timestamp(wf.annotations().get(SCHEDULED_TIME).map(String::as_str))?;
+    (wf.name_any() == cron::workflow_name(cron, at)).then_some(at)
 }
 
 /// The Workflows this CronWorkflow launched (its label and owner).
