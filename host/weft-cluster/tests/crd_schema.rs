@@ -260,12 +260,12 @@ async fn every_write_path_is_validated() {
             r#"Invalid value: "string": spec.parallelism in body must be of type integer: "string""#.into()
         )]
     );
-    let missing = workflow("missing", json!({}));
+    let missing = workflow("missing", json!({"nodes": [{"task": {"type": "pod"}}]}));
     let st = status_of(wfs.create(&pp, &missing).await);
     assert_eq!(
         causes(&st),
         vec![(
-            "spec.nodes".into(),
+            "spec.nodes[0].id".into(),
             "FieldValueRequired".into(),
             "Required value".into()
         )]
