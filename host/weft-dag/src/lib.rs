@@ -18,6 +18,7 @@ pub mod schedule;
 pub mod spec;
 pub mod status;
 pub mod template;
+pub mod ttl;
 
 pub use compile::{Compiled, Problem, compile};
 pub use schedule::{Executor, RoundInput, RoundOutcome, TaskObservation, TaskRequest, reconcile};

@@ -63,6 +63,10 @@ pub struct WorkflowSpec {
     /// Set to true to abort the workflow: running nodes are stopped.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub abort: bool,
+    /// Delete the Workflow (and through owner references its children)
+    /// this long after it finished (Argo's `ttlStrategy`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_strategy: Option<crate::ttl::TtlStrategy>,
 }
 
 /// Flyte's failure policies.

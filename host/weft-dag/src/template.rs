@@ -62,8 +62,8 @@ pub struct TemplateRecord {
 
 /// The spec a Workflow runs when it names `template`: the template's, with
 /// the launch's values bound to its inputs (type-checked, fixed inputs
-/// kept), and the Workflow's own `abort`, `parallelism` and
-/// `activeDeadline` on top.
+/// kept), and the Workflow's own `abort`, `parallelism`, `activeDeadline`
+/// and `ttlStrategy` on top.
 pub fn resolve(
     name: &str,
     template: &WorkflowTemplateSpec,
@@ -98,6 +98,9 @@ pub fn resolve(
     }
     if workflow.active_deadline.is_some() {
         spec.active_deadline = workflow.active_deadline.clone();
+    }
+    if workflow.ttl_strategy.is_some() {
+        spec.ttl_strategy = workflow.ttl_strategy.clone();
     }
     Ok(spec)
 }

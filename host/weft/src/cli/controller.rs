@@ -61,6 +61,10 @@ pub struct ControllerArgs {
     /// node that would go deeper fails (MaxDepthExceeded).
     #[arg(long, default_value_t = crate::controller::executor::DEFAULT_MAX_DEPTH)]
     pub max_workflow_depth: u32,
+    /// Delete finished Workflows that set no `ttlStrategy` this long after
+    /// they finished (e.g. 7d); kept forever when absent.
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub default_ttl_after_completion: Option<std::time::Duration>,
     /// Create, patch and delete each plugin's resources impersonating its
     /// ServiceAccount `weft-plugin-NAME`, whose Role grants exactly the
     /// kinds its manifest declares (`weft plugin rbac`): the API server then
@@ -274,6 +278,7 @@ pub fn controller(args: ControllerArgs) -> anyhow::Result<ExitCode> {
             shard,
             plugin_wait: args.plugin_wait_timeout,
             max_depth: args.max_workflow_depth,
+            default_ttl: args.default_ttl_after_completion,
             impersonation: args.impersonate_plugins.then(|| {
                 let ns = args
                     .plugin_service_account_namespace

@@ -38,6 +38,8 @@ pub struct Elected {
     pub plugin_wait: Duration,
     /// How deep child Workflows may nest.
     pub max_depth: u32,
+    /// How long finished Workflows without a `ttlStrategy` are kept.
+    pub default_ttl: Option<Duration>,
     /// Write children as their plugin's ServiceAccount in this namespace,
     /// with these credentials (`--impersonate-plugins`).
     pub impersonation: Option<(kube::Config, String)>,
@@ -66,6 +68,7 @@ impl Elected {
         );
         ctx.set_plugin_wait(self.plugin_wait);
         ctx.set_max_depth(self.max_depth);
+        ctx.set_default_ttl(self.default_ttl);
         if let Some((config, ns)) = &self.impersonation {
             ctx.set_impersonation(super::impersonation::Impersonation::new(config.clone(), ns));
         }

@@ -93,6 +93,9 @@ pub struct Context {
     impersonation: Mutex<Option<Arc<impersonation::Impersonation>>>,
     /// The deepest a child Workflow may be nested.
     max_depth: std::sync::atomic::AtomicU32,
+    /// Seconds a finished Workflow without a `ttlStrategy` is kept (0:
+    /// forever).
+    default_ttl: std::sync::atomic::AtomicU64,
 }
 
 impl Context {
@@ -119,7 +122,23 @@ impl Context {
             plugin_wait: Mutex::new(executor::DEFAULT_PLUGIN_WAIT),
             impersonation: Mutex::new(None),
             max_depth: executor::DEFAULT_MAX_DEPTH.into(),
+            default_ttl: 0.into(),
         })
+    }
+
+    /// Deletes finished Workflows without a `ttlStrategy` this long after
+    /// they finished (`--default-ttl-after-completion`).
+    pub fn set_default_ttl(&self, ttl: Option<Duration>) {
+        let secs = ttl.map_or(0, |d| d.as_secs().max(1));
+        self.default_ttl
+            .store(secs, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn default_ttl(&self) -> Option<Duration> {
+        match self.default_ttl.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => None,
+            secs => Some(Duration::from_secs(secs)),
+        }
     }
 
     /// Sets how deep sub-workflows and dynamic nodes may nest
@@ -295,7 +314,7 @@ async fn reconcile_owned(wf: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action,
     // Flyte's: the deletion then comes through here and the controller
     // forgets it (see above).
     if old.phase.is_terminal() {
-        return Ok(Action::await_change());
+        return expire(&api, &wf, &old, &ctx).await;
     }
     if !has_finalizer && !deleting {
         let mut finalizers = wf.finalizers().to_vec();
@@ -465,6 +484,44 @@ async fn reconcile_owned(wf: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action,
         wait.min(Duration::from_secs(2))
     };
     Ok(Action::requeue(wait))
+}
+
+/// A finished Workflow: deleted once its TTL is over (its children go
+/// with it through their owner references), else looked at again then.
+/// The due time comes from `finishedAt`, so a controller that was down
+/// when it fell due deletes it on its first look.
+async fn expire(
+    api: &Api<Workflow>,
+    wf: &Workflow,
+    status: &WorkflowStatus,
+    ctx: &Context,
+) -> Result<Action, Error> {
+    let own = wf.spec.spec.ttl_strategy.as_ref();
+    let resolved = status
+        .resolved_spec
+        .as_ref()
+        .and_then(|s| s.ttl_strategy.as_ref());
+    let Some(due) = weft_dag::ttl::due(own.or(resolved), ctx.default_ttl(), status) else {
+        return Ok(Action::await_change());
+    };
+    let now = SystemTime::now();
+    if let Ok(left) = due.duration_since(now)
+        && !left.is_zero()
+    {
+        return Ok(Action::requeue(left + Duration::from_millis(5)));
+    }
+    match api
+        .delete(&wf.name_any(), &DeleteParams::background())
+        .await
+    {
+        Ok(_) => {
+            ctx.metrics.api_write("workflow");
+            tracing::info!(workflow = %wf.name_any(), "deleted: its time to live after finishing is over");
+        }
+        Err(kube::Error::Api(s)) if s.code == 404 => {}
+        Err(e) => return Err(e.into()),
+    }
+    Ok(Action::await_change())
 }
 
 fn describe(ts: &[Transition]) -> String {

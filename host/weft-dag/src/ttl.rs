@@ -1,0 +1,98 @@
+//! When a finished Workflow is deleted: Argo's `ttlStrategy` (Kubernetes
+//! Jobs' `ttlSecondsAfterFinished`), with a controller-wide default.
+//!
+//! The due time is computed from `status.finishedAt`, never kept in a
+//! timer alone, so a controller that was down when a workflow fell due
+//! deletes it as soon as it is back.
+
+use std::time::{Duration, SystemTime};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::status::{WorkflowPhase, WorkflowStatus, parse_timestamp};
+
+/// How long a finished Workflow is kept, by how it ended.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TtlStrategy {
+    /// Seconds after it finished, whatever the outcome (unless one of the
+    /// two below applies).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seconds_after_completion: Option<u64>,
+    /// Seconds after it succeeded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seconds_after_success: Option<u64>,
+    /// Seconds after it failed or was aborted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seconds_after_failure: Option<u64>,
+}
+
+/// When a finished workflow is to be deleted: the TTL for how it ended
+/// (success or failure, else completion, else the controller's
+/// `default`) after `finishedAt`. `None`: it is kept (not finished, or no
+/// TTL applies).
+pub fn due(
+    strategy: Option<&TtlStrategy>,
+    default: Option<Duration>,
+    status: &WorkflowStatus,
+) -> Option<SystemTime> {
+    if !status.phase.is_terminal() {
+        return None;
+    }
+    let finished = parse_timestamp(status.finished_at.as_deref())?;
+    let s = strategy.cloned().unwrap_or_default();
+    let by_outcome = match status.phase {
+        WorkflowPhase::Succeeded => s.seconds_after_success,
+        _ => s.seconds_after_failure,
+    };
+    let ttl = by_outcome
+        .or(s.seconds_after_completion)
+        .map(Duration::from_secs)
+        .or(default)?;
+    Some(finished + ttl)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::status::timestamp;
+
+    fn finished(phase: WorkflowPhase, at: SystemTime) -> WorkflowStatus {
+        WorkflowStatus {
+            phase,
+            finished_at: Some(timestamp(at)),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_outcome_picks_the_ttl_then_completion_then_the_default() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let s = TtlStrategy {
+            seconds_after_completion: Some(60),
+            seconds_after_success: Some(10),
+            seconds_after_failure: None,
+        };
+        let ok = finished(WorkflowPhase::Succeeded, t0);
+        let failed = finished(WorkflowPhase::Failed, t0);
+        let aborted = finished(WorkflowPhase::Aborted, t0);
+        assert_eq!(due(Some(&s), None, &ok), Some(t0 + Duration::from_secs(10)));
+        assert_eq!(
+            due(Some(&s), None, &failed),
+            Some(t0 + Duration::from_secs(60))
+        );
+        assert_eq!(
+            due(Some(&s), None, &aborted),
+            Some(t0 + Duration::from_secs(60))
+        );
+        let day = Duration::from_secs(86_400);
+        assert_eq!(due(None, Some(day), &ok), Some(t0 + day));
+        assert_eq!(due(None, None, &ok), None);
+        let running = WorkflowStatus {
+            phase: WorkflowPhase::Running,
+            ..Default::default()
+        };
+        assert_eq!(due(Some(&s), Some(day), &running), None);
+    }
+}
