@@ -557,41 +557,21 @@ impl<E: Executor> Round<'_, E> {
         }
     }
 
+    /// A Pending node whose dependencies are all done: skipped (an
+    /// upstream failure, only skipped dependencies, a false condition),
+    /// failed (a condition that cannot be evaluated), left waiting (its
+    /// plugin, a slot, fail-fast closing) or started.
     fn maybe_start(&mut self, status: &mut WorkflowStatus, i: usize) {
         let n = &self.compiled.nodes[i];
         let spec = node_spec(self.spec, &n.id, i);
-        let mut all_skipped = !n.deps.is_empty();
-        let mut failed_dep = None;
-        for &d in &n.deps {
-            let dep = &self.compiled.nodes[d].id;
-            match self.phases[d] {
-                NodePhase::Succeeded => all_skipped = false,
-                NodePhase::Skipped => {}
-                NodePhase::Failed | NodePhase::Aborted => {
-                    all_skipped = false;
-                    failed_dep.get_or_insert(dep.clone());
-                }
-                _ => return, // not ready
-            }
-        }
+        let Some(upstream) = self.upstream(n) else {
+            return; // not ready
+        };
         let mut st = std::mem::take(status.nodes.get_mut(&n.id).expect("present"));
-        if let Some(dep) = failed_dep {
-            self.transition(
-                &n.id,
-                &mut st,
-                NodePhase::Skipped,
-                Some(format!("upstream node {dep} did not succeed")),
-            );
-        } else if all_skipped {
-            self.transition(
-                &n.id,
-                &mut st,
-                NodePhase::Skipped,
-                Some("every node it depends on was skipped".into()),
-            );
-        } else if self.failed_fast.is_some() {
-            // Leave it; stop_all closes it after the pass.
-        } else {
+        if let Some(why) = upstream {
+            self.transition(&n.id, &mut st, NodePhase::Skipped, Some(why));
+        } else if self.failed_fast.is_none() {
+            // (Under fail-fast it is left; stop_all closes it after the pass.)
             let scope = self.scope(status, n);
             let go = match (&n.when, &spec.when) {
                 (Some(p), Some(src)) => expr::eval_bool(p, src, &scope),
@@ -600,36 +580,64 @@ impl<E: Executor> Round<'_, E> {
             match go {
                 Ok(false) => {
                     let src = spec.when.as_deref().unwrap_or_default();
-                    self.transition(
-                        &n.id,
-                        &mut st,
-                        NodePhase::Skipped,
-                        Some(format!("condition {src:?} is false")),
-                    );
+                    let why = format!("condition {src:?} is false");
+                    self.transition(&n.id, &mut st, NodePhase::Skipped, Some(why));
                 }
                 Err(e) => self.fail(&n.id, &mut st, "ConditionError", format!("when: {e}")),
                 Ok(true) if self.waits(spec, n, &mut st) => {}
-                Ok(true) => {
-                    let takes_slot = nodes::takes_slot(&n.kind);
-                    if takes_slot
-                        && self
-                            .spec
-                            .parallelism
-                            .is_some_and(|p| self.running >= p as usize)
-                    {
-                        // Waits for a slot; a later round starts it.
-                    } else {
-                        if takes_slot {
-                            self.running += 1;
-                        }
-                        st.started_at = Some(timestamp(self.input.now));
-                        self.transition(&n.id, &mut st, NodePhase::Running, None);
-                        nodes::start(self, spec, n, &mut st, &scope);
-                    }
-                }
+                Ok(true) => self.start_if_slot(spec, n, &mut st, &scope),
             }
         }
         *status.nodes.get_mut(&n.id).expect("present") = st;
+    }
+
+    /// What the dependencies say: `None` while one is still open;
+    /// `Some(Some(why))` when the node is skipped for them (one did not
+    /// succeed, or all were skipped); `Some(None)` when it may run.
+    fn upstream(&self, n: &CompiledNode) -> Option<Option<String>> {
+        let mut all_skipped = !n.deps.is_empty();
+        let mut failed_dep = None;
+        for &d in &n.deps {
+            match self.phases[d] {
+                NodePhase::Succeeded => all_skipped = false,
+                NodePhase::Skipped => {}
+                NodePhase::Failed | NodePhase::Aborted => {
+                    all_skipped = false;
+                    failed_dep.get_or_insert(&self.compiled.nodes[d].id);
+                }
+                _ => return None,
+            }
+        }
+        Some(match (failed_dep, all_skipped) {
+            (Some(dep), _) => Some(format!("upstream node {dep} did not succeed")),
+            (None, true) => Some("every node it depends on was skipped".into()),
+            (None, false) => None,
+        })
+    }
+
+    /// Starts a node when a parallelism slot is free (gates take none);
+    /// otherwise a later round does.
+    fn start_if_slot(
+        &mut self,
+        spec: &NodeSpec,
+        n: &CompiledNode,
+        st: &mut NodeStatus,
+        scope: &Scope,
+    ) {
+        let takes_slot = nodes::takes_slot(&n.kind);
+        let full = self
+            .spec
+            .parallelism
+            .is_some_and(|p| self.running >= p as usize);
+        if takes_slot && full {
+            return;
+        }
+        if takes_slot {
+            self.running += 1;
+        }
+        st.started_at = Some(timestamp(self.input.now));
+        self.transition(&n.id, st, NodePhase::Running, None);
+        nodes::start(self, spec, n, st, scope);
     }
 
     /// Whether a node that could start must wait for its executor (a
