@@ -550,7 +550,15 @@ impl<E: Executor> Round<'_, E> {
             NodePhase::Running | NodePhase::Retrying => {
                 let scope = self.scope(status, n);
                 let mut st = std::mem::take(status.nodes.get_mut(&n.id).expect("present"));
-                nodes::drive(self, spec, n, &mut st, &scope);
+                match st.phase {
+                    // A retry is a new attempt, started by the node's handler
+                    // once the backoff is over and a slot is free.
+                    NodePhase::Retrying if self.retry_now(&st) => {
+                        nodes::start(self, spec, n, &mut st, &scope)
+                    }
+                    NodePhase::Retrying => {}
+                    _ => nodes::drive(self, spec, n, &mut st, &scope),
+                }
                 *status.nodes.get_mut(&n.id).expect("present") = st;
             }
             _ => {}

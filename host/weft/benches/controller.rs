@@ -3,7 +3,8 @@
 //! Prints workflows per minute and Kubernetes API writes per task node.
 //! `cargo bench -p weft --bench controller` (after `make guests`).
 
-use std::path::Path;
+mod common;
+
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt, stream};
@@ -14,16 +15,8 @@ const WORKFLOWS: usize = 1_000;
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let dir = tempfile::tempdir()?;
-    let mut config = weft_cluster::Config::new(dir.path());
-    config.runner.simulate_all = true;
-    let cluster = weft_cluster::DevCluster::start(config).await?;
-    let client = weft::runtime::client_for(&cluster.base_url())?;
-    let (_engine, registry) = weft::runtime::load_plugins(&root.join("target/plugins"), None)?;
-    weft::runtime::install_crd(&client).await?;
-    let (ctx, _controller) =
-        weft::runtime::spawn_controller(client.clone(), registry, None, std::future::pending());
+    let sim = common::simulated().await?;
+    let (client, ctx) = (sim.client.clone(), sim.ctx.clone());
     let api: kube::Api<Workflow> = kube::Api::namespaced(client.clone(), "default");
     let spec: weft_dag::WorkflowSpec = serde_yaml::from_str(
         "nodes:\n  - id: task\n    task: {type: pod, config: {image: busybox, command: ['true'], annotations: {weft.dev/simulate: 'true', weft.dev/simulate-duration: 10ms}}}\n",
@@ -82,6 +75,6 @@ async fn main() -> anyhow::Result<()> {
     {
         println!("  {line}");
     }
-    cluster.shutdown().await;
+    sim.shutdown().await;
     Ok(())
 }

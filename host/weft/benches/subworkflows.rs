@@ -7,7 +7,8 @@
 //! run.
 //! `cargo bench -p weft --bench subworkflows` (after `make guests`).
 
-use std::path::Path;
+mod common;
+
 use std::time::{Duration, Instant};
 
 use kube::api::{Patch, PatchParams, PostParams};
@@ -73,16 +74,8 @@ fn median(mut v: Vec<Duration>) -> Duration {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let dir = tempfile::tempdir()?;
-    let mut config = weft_cluster::Config::new(dir.path());
-    config.runner.simulate_all = true;
-    let cluster = weft_cluster::DevCluster::start(config).await?;
-    let client = weft::runtime::client_for(&cluster.base_url())?;
-    let (_engine, registry) = weft::runtime::load_plugins(&root.join("target/plugins"), None)?;
-    weft::runtime::install_crd(&client).await?;
-    let (_ctx, _controller) =
-        weft::runtime::spawn_controller(client.clone(), registry, None, std::future::pending());
+    let sim = common::simulated().await?;
+    let client = sim.client.clone();
     let api: kube::Api<Workflow> = kube::Api::namespaced(client.clone(), "default");
     let per_child = NODES / CHILDREN;
     let children: Vec<Value> = (0..CHILDREN)
@@ -114,5 +107,6 @@ async fn main() -> anyhow::Result<()> {
         "{NODES} simulated pod nodes: inline {a:?}, template + {CHILDREN} sub-workflows {b:?} (median of {RUNS}); overhead {:+.1} %",
         (b.as_secs_f64() / a.as_secs_f64() - 1.0) * 100.0
     );
+    sim.shutdown().await;
     Ok(())
 }

@@ -12,16 +12,6 @@ use serde_json::json;
 use weft::api::Workflow;
 use weft_dag::WorkflowPhase;
 
-async fn kubectl_ok(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> String {
-    let out = common::kubectl(kubeconfig, args, stdin).await;
-    assert!(
-        out.status.success(),
-        "kubectl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).to_string()
-}
-
 /// A template `name` whose one node `node` is `body` (YAML flow), with an
 /// integer input `v` and the output `r` of that node.
 fn template(name: &str, node: &str, body: &str) -> String {
@@ -71,7 +61,7 @@ async fn sub_workflows_nest_fail_abort_and_dynamic_nodes_fan_out() {
     ] {
         templates.push_str(&template(name, node, &body));
     }
-    kubectl_ok(&kc, &["apply", "-f", "-"], Some(&templates)).await;
+    common::kubectl_ok(&kc, &["apply", "-f", "-"], Some(&templates)).await;
 
     // Three levels: top -> mid -> leaf; the leaf's output comes back up.
     let top = |name: &str, mid: &str| {
@@ -83,7 +73,7 @@ async fn sub_workflows_nest_fail_abort_and_dynamic_nodes_fan_out() {
             ),
         )
     };
-    kubectl_ok(&kc, &["create", "-f", "-"], Some(&top("chain", "mid"))).await;
+    common::kubectl_ok(&kc, &["create", "-f", "-"], Some(&top("chain", "mid"))).await;
     let done = env.finish("chain", 90).await;
     let status = done.status.clone().unwrap();
     assert_eq!(
@@ -106,7 +96,7 @@ async fn sub_workflows_nest_fail_abort_and_dynamic_nodes_fan_out() {
     assert_eq!(node.resource.as_ref().unwrap().name, "chain-call-0");
 
     // A failing leaf fails both parents; the top's message names the path.
-    kubectl_ok(
+    common::kubectl_ok(
         &kc,
         &["create", "-f", "-"],
         Some(&top("broken", "mid-fail")),
@@ -131,7 +121,7 @@ async fn sub_workflows_nest_fail_abort_and_dynamic_nodes_fan_out() {
     }
 
     // Aborting the top aborts every descendant.
-    kubectl_ok(&kc, &["create", "-f", "-"], Some(&top("held", "mid-hold"))).await;
+    common::kubectl_ok(&kc, &["create", "-f", "-"], Some(&top("held", "mid-hold"))).await;
     let leaf = "held-call-0-down-0";
     for _ in 0..300 {
         if let Ok(wf) = api.get(leaf).await
@@ -142,7 +132,7 @@ async fn sub_workflows_nest_fail_abort_and_dynamic_nodes_fan_out() {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     let patch = r#"{"spec": {"abort": true}}"#;
-    kubectl_ok(
+    common::kubectl_ok(
         &kc,
         &["patch", "workflow", "held", "--type=merge", "-p", patch],
         None,
@@ -154,7 +144,7 @@ async fn sub_workflows_nest_fail_abort_and_dynamic_nodes_fan_out() {
     }
 
     // A template that launches itself is refused when a workflow starts it.
-    kubectl_ok(&kc, &["create", "-f", "-"], Some(&top("loop", "selfish"))).await;
+    common::kubectl_ok(&kc, &["create", "-f", "-"], Some(&top("loop", "selfish"))).await;
     let status = env.finish("loop", 30).await.status.unwrap();
     assert_eq!(status.phase, WorkflowPhase::Failed);
     let msg = status.message.unwrap();
@@ -171,7 +161,7 @@ async fn sub_workflows_nest_fail_abort_and_dynamic_nodes_fan_out() {
     // Nesting is bounded: with a limit of 1, the mid level may not start
     // the leaf, and the message says why.
     env.ctx.set_max_depth(1);
-    kubectl_ok(&kc, &["create", "-f", "-"], Some(&top("deep", "mid"))).await;
+    common::kubectl_ok(&kc, &["create", "-f", "-"], Some(&top("deep", "mid"))).await;
     let status = env.finish("deep", 60).await.status.unwrap();
     assert_eq!(status.phase, WorkflowPhase::Failed);
     let msg = status.message.unwrap();
@@ -212,7 +202,7 @@ async fn dynamic_nodes(env: &common::Env, kc: &Path) {
       inputs: {n49: '${nodes.gen.outputs.n49.sq}'}
       task: {type: pod, config: {image: busybox:1.36, command: [sh, -c, 'echo "{\"n49\": $WEFT_INPUT_N49}" > /dev/termination-log']}}
 "#;
-    kubectl_ok(kc, &["create", "-f", "-"], Some(&workflow("fan", fan))).await;
+    common::kubectl_ok(kc, &["create", "-f", "-"], Some(&workflow("fan", fan))).await;
     let status = env.finish("fan", 120).await.status.unwrap();
     assert_eq!(
         status.phase,
@@ -247,7 +237,7 @@ async fn dynamic_nodes(env: &common::Env, kc: &Path) {
                 printf '%s' '{"nodes": [{"id": "a", "dependsOn": ["b"]}, {"id": "b", "dependsOn": ["a"]}]}' > /dev/termination-log
         defaultTask: {type: pod, config: {image: busybox:1.36, command: [sh, -c, 'true']}}
 "#;
-    kubectl_ok(kc, &["create", "-f", "-"], Some(&workflow("cyclic", cycle))).await;
+    common::kubectl_ok(kc, &["create", "-f", "-"], Some(&workflow("cyclic", cycle))).await;
     let status = env.finish("cyclic", 60).await.status.unwrap();
     assert_eq!(status.phase, WorkflowPhase::Failed);
     let node = &status.nodes["gen"];

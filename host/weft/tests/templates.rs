@@ -4,8 +4,6 @@
 
 mod common;
 
-use std::path::Path;
-
 use kube::ResourceExt;
 use serde_json::json;
 
@@ -51,27 +49,17 @@ fn launch(name: &str, template: &str, inputs: serde_json::Value) -> String {
     serde_yaml::to_string(&doc).unwrap()
 }
 
-async fn kubectl_ok(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> String {
-    let out = common::kubectl(kubeconfig, args, stdin).await;
-    assert!(
-        out.status.success(),
-        "kubectl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).to_string()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn templates_launch_with_their_inputs_and_keep_the_spec_they_started_with() {
     let env = common::Env::start().await;
     let kc = env.dir.path().join("kubeconfig");
-    kubectl_ok(&kc, &["apply", "-f", "-"], Some(&template(2))).await;
+    common::kubectl_ok(&kc, &["apply", "-f", "-"], Some(&template(2))).await;
     let stdin = format!(
         "{}---\n{}",
         launch("launch-a", "scale", json!({"num": 2})),
         launch("launch-b", "scale", json!({"num": 5, "label": "b"}))
     );
-    kubectl_ok(&kc, &["create", "-f", "-"], Some(&stdin)).await;
+    common::kubectl_ok(&kc, &["create", "-f", "-"], Some(&stdin)).await;
     let waiting = |wf: &weft::api::Workflow| {
         wf.status
             .as_ref()
@@ -81,7 +69,7 @@ async fn templates_launch_with_their_inputs_and_keep_the_spec_they_started_with(
     let a = env.wait_for("launch-a", 30, waiting).await;
     env.wait_for("launch-b", 30, waiting).await;
     // The status names the template version it started from.
-    let rv = kubectl_ok(
+    let rv = common::kubectl_ok(
         &kc,
         &[
             "get",
@@ -104,9 +92,9 @@ async fn templates_launch_with_their_inputs_and_keep_the_spec_they_started_with(
     assert_eq!(status.resolved_spec.as_ref().unwrap().nodes.len(), 2);
 
     // The template changes while both run: they keep what they started with.
-    kubectl_ok(&kc, &["apply", "-f", "-"], Some(&template(10))).await;
+    common::kubectl_ok(&kc, &["apply", "-f", "-"], Some(&template(10))).await;
     for name in ["launch-a", "launch-b"] {
-        kubectl_ok(
+        common::kubectl_ok(
             &kc,
             &["annotate", "workflow", name, "approve.weft.dev/hold=true"],
             None,
@@ -129,13 +117,13 @@ async fn templates_launch_with_their_inputs_and_keep_the_spec_they_started_with(
     assert_eq!(outputs(&b), json!({"scaled": 10, "label": "b"}));
 
     // A new launch runs the new version.
-    kubectl_ok(
+    common::kubectl_ok(
         &kc,
         &["create", "-f", "-"],
         Some(&launch("launch-c", "scale", json!({"num": 3}))),
     )
     .await;
-    kubectl_ok(
+    common::kubectl_ok(
         &kc,
         &[
             "annotate",
@@ -187,7 +175,7 @@ async fn templates_launch_with_their_inputs_and_keep_the_spec_they_started_with(
         ),
     ];
     for (name, template, inputs, want) in bad {
-        kubectl_ok(
+        common::kubectl_ok(
             &kc,
             &["create", "-f", "-"],
             Some(&launch(name, template, inputs)),
@@ -200,7 +188,7 @@ async fn templates_launch_with_their_inputs_and_keep_the_spec_they_started_with(
         assert!(msg.contains(want), "{name}: {msg}");
         assert!(env.pods_of(name).await.is_empty(), "{name} started pods");
         // What a user reads with kubectl describe.
-        let events = kubectl_ok(
+        let events = common::kubectl_ok(
             &kc,
             &[
                 "get",

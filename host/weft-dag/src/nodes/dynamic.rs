@@ -12,7 +12,7 @@ use crate::expr::Scope;
 use crate::nodes::{Handler, task};
 use crate::schedule::{Executor, Round, TaskObservation, TaskState};
 use crate::spec::{DEFAULT_MAX_DYNAMIC_NODES, DynamicSpec, NodeSpec, WorkflowSpec};
-use crate::status::{NodePhase, NodeStatus};
+use crate::status::NodeStatus;
 
 /// The dynamic node handler.
 pub struct Dynamic;
@@ -63,12 +63,6 @@ impl Handler for Dynamic {
         st: &mut NodeStatus,
         scope: &Scope,
     ) {
-        if st.phase == NodePhase::Retrying {
-            if r.retry_now(st) {
-                Self::start(r, spec, n, st, scope);
-            }
-            return;
-        }
         if generated(st) {
             return match child_spec(st) {
                 Ok(child) => r.run_child(n, st, child),
@@ -144,7 +138,7 @@ fn generated_spec(outputs: &Map<String, Value>, d: &DynamicSpec) -> Result<Workf
     let Some(nodes) = outputs.get("nodes") else {
         return Err("the task gave no output \"nodes\" (a list of nodes to run)".into());
     };
-    let mut nodes: Vec<NodeSpec> = serde_path_to_nodes(nodes)?;
+    let mut nodes: Vec<NodeSpec> = read_nodes(nodes)?;
     if let Some(task) = &d.default_task {
         let kindless = |n: &NodeSpec| {
             n.task.is_none()
@@ -189,7 +183,7 @@ fn generated_spec(outputs: &Map<String, Value>, d: &DynamicSpec) -> Result<Workf
 }
 
 /// Reads the generated nodes, naming the first field that is wrong.
-fn serde_path_to_nodes(v: &Value) -> Result<Vec<NodeSpec>, String> {
+fn read_nodes(v: &Value) -> Result<Vec<NodeSpec>, String> {
     serde_json::from_value(v.clone())
         .map_err(|e| format!("the task's output \"nodes\" is not a list of nodes: {e}"))
 }

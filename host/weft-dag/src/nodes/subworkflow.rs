@@ -91,12 +91,6 @@ impl Handler for SubWorkflow {
         st: &mut NodeStatus,
         scope: &Scope,
     ) {
-        if st.phase == NodePhase::Retrying {
-            if r.retry_now(st) {
-                Self::start(r, spec, n, st, scope);
-            }
-            return;
-        }
         let w = spec
             .workflow
             .as_ref()

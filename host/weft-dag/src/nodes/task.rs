@@ -83,8 +83,9 @@ impl<E: Executor> Round<'_, E> {
         self.drive_task(spec, n, st, scope);
     }
 
-    /// A Retrying node: whether its next attempt starts now (its backoff
-    /// is over and a parallelism slot is free; the slot is taken).
+    /// A Retrying node (task, sub-workflow, dynamic): whether its next
+    /// attempt starts now (its backoff is over and a parallelism slot is
+    /// free; the slot is taken).
     pub(crate) fn retry_now(&mut self, st: &NodeStatus) -> bool {
         if let Some(at) = parse_timestamp(st.retry_at.as_deref())
             && at > self.input.now
@@ -131,12 +132,6 @@ impl<E: Executor> Round<'_, E> {
         st: &mut NodeStatus,
         scope: &Scope,
     ) {
-        if st.phase == NodePhase::Retrying {
-            if self.retry_now(st) {
-                self.start_attempt(spec, n, st, scope);
-            }
-            return;
-        }
         let task = spec.task.as_ref().expect("a task node has a task");
         self.run_task(task, spec, n, st, scope, |r, n, st, obs| {
             r.apply(n, st, obs)

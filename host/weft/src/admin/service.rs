@@ -146,8 +146,7 @@ impl AdminService {
         // CreateExecution of a launch plan).
         let mut probe = Workflow::new("", WorkflowResourceSpec { spec: spec.clone() });
         probe.metadata.namespace = Some(req.namespace.clone());
-        let mut status = weft_dag::WorkflowStatus::default();
-        let runnable = crate::controller::templates::runnable(&self.client, &probe, &mut status)
+        let runnable = crate::controller::templates::spec_to_run(&self.client, &probe)
             .await
             .map_err(|why| Status::invalid_argument(format!("invalid workflow spec:\n{why}")))?;
         weft_dag::compile(&runnable, &|t| known.contains(t)).map_err(|problems| {

@@ -18,7 +18,7 @@ use kube::{
     api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, PropagationPolicy},
     runtime::{Controller, controller::Action, watcher},
 };
-use serde_json::{Value, json};
+use serde_json::json;
 use weft_dag::WorkflowPhase;
 use weft_dag::cron::{self, CronWorkflowStatus, PlanInput, Schedule};
 use weft_dag::status::{parse_timestamp, timestamp};
@@ -322,24 +322,9 @@ async fn write_status(
     old: &CronWorkflowStatus,
     new: &CronWorkflowStatus,
 ) -> Result<(), Error> {
-    if old == new {
-        return Ok(());
-    }
     let api: Api<CronWorkflow> =
         Api::namespaced(ctx.client.clone(), &cw.namespace().unwrap_or_default());
-    let old_v = serde_json::to_value(old).unwrap_or(Value::Null);
-    let new_v = serde_json::to_value(new).unwrap_or(Value::Null);
-    if let Some(diff) = super::merge_diff(&old_v, &new_v) {
-        let patch = json!({"status": diff});
-        api.patch_status(
-            &cw.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await?;
-        ctx.metrics.api_write("status");
-    }
-    Ok(())
+    Ok(super::patch_status(&api, &cw.name_any(), old, new, ctx).await?)
 }
 
 /// Deletes finished Workflows beyond the history limits, oldest first.

@@ -60,6 +60,13 @@ pub async fn runnable(
     Ok(spec)
 }
 
+/// The spec a Workflow not yet started will run, for admission checks
+/// (the webhook, the admin API): resolved as its first round would, with
+/// nothing recorded.
+pub async fn spec_to_run(client: &Client, wf: &Workflow) -> Result<WorkflowSpec, String> {
+    runnable(client, wf, &mut WorkflowStatus::default()).await
+}
+
 /// `wf` launched from `t`, or every problem with the pair, one per line.
 pub fn resolve(t: &WorkflowTemplate, wf: &WorkflowSpec) -> Result<WorkflowSpec, String> {
     let name = t.name_any();

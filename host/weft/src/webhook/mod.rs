@@ -329,8 +329,7 @@ impl Validator {
         let Some(client) = &self.client else {
             return Ok(None);
         };
-        let mut status = weft_dag::WorkflowStatus::default();
-        crate::controller::templates::runnable(client, wf, &mut status)
+        crate::controller::templates::spec_to_run(client, wf)
             .await
             .map(Some)
             .map_err(|why| format!("invalid workflow spec:\n{why}"))

@@ -191,6 +191,17 @@ pub fn name(p: &Pod) -> String {
     p.name_any()
 }
 
+/// `kubectl ARGS` that must succeed; its standard output.
+pub async fn kubectl_ok(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> String {
+    let out = kubectl(kubeconfig, args, stdin).await;
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
 /// `kubectl --kubeconfig K ARGS`, with `stdin` piped in when given.
 pub async fn kubectl(
     kubeconfig: &Path,

@@ -1,0 +1,45 @@
+//! What the controller benches share: the embedded dev cluster with every
+//! pod simulated (no process, as kwok does), the first-party plugins, the
+//! CRDs and a controller running against it.
+
+use std::path::Path;
+use std::sync::Arc;
+
+/// A running simulated cluster and controller.
+pub struct Simulated {
+    /// A client of the cluster.
+    pub client: kube::Client,
+    /// The controller's context (its metrics).
+    #[allow(dead_code, reason = "only some benches read the metrics")]
+    pub ctx: Arc<weft::controller::Context>,
+    cluster: weft_cluster::DevCluster,
+    _dir: tempfile::TempDir,
+}
+
+/// Starts the cluster (pods simulated) and the controller.
+pub async fn simulated() -> anyhow::Result<Simulated> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = tempfile::tempdir()?;
+    let mut config = weft_cluster::Config::new(dir.path());
+    config.runner.simulate_all = true;
+    let cluster = weft_cluster::DevCluster::start(config).await?;
+    let client = weft::runtime::client_for(&cluster.base_url())?;
+    let (_engine, registry) = weft::runtime::load_plugins(&root.join("target/plugins"), None)?;
+    weft::runtime::install_crd(&client).await?;
+    let (ctx, _controller) =
+        weft::runtime::spawn_controller(client.clone(), registry, None, std::future::pending());
+    Ok(Simulated {
+        client,
+        ctx,
+        cluster,
+        _dir: dir,
+    })
+}
+
+impl Simulated {
+    /// Stops the cluster (the controller stops with the process).
+    #[allow(dead_code, reason = "not every bench shuts down explicitly")]
+    pub async fn shutdown(self) {
+        self.cluster.shutdown().await;
+    }
+}
