@@ -37,6 +37,7 @@ COPIES = {
     "crds/workflow.yaml": DEPLOY / "crds" / "workflow.yaml",
     "crds/workflowtemplate.yaml": DEPLOY / "crds" / "workflowtemplate.yaml",
     "crds/cronworkflow.yaml": DEPLOY / "crds" / "cronworkflow.yaml",
+    "crds/taskcache.yaml": DEPLOY / "crds" / "taskcache.yaml",
     "dashboards/weft-dashboard.json": DEPLOY / "grafana" / "weft-dashboard.json",
 }
 

@@ -125,6 +125,8 @@ pub struct Compiled {
     pub active_deadline: Option<Duration>,
     /// The values of the workflow's inputs (defaults, or what a launch bound).
     pub inputs: Map<String, Value>,
+    /// The exit handler (`spec.onExit`) as a workflow of its own.
+    pub on_exit: Option<Box<(WorkflowSpec, Compiled)>>,
 }
 
 pub(crate) fn duration(s: &str) -> Result<Duration, String> {
@@ -180,6 +182,8 @@ impl Problems {
 pub struct CheckContext<'a> {
     /// Whether some plugin serves a task type (the registry's answer).
     pub known_task_type: &'a dyn Fn(&str) -> bool,
+    /// The nodes are an exit handler's: they may read `workflow.*`.
+    pub exit: bool,
 }
 
 /// Validates a spec and compiles it: a short sequence of passes, each of
@@ -189,7 +193,20 @@ pub fn compile(
     spec: &WorkflowSpec,
     known_task_type: &dyn Fn(&str) -> bool,
 ) -> Result<Compiled, Vec<Problem>> {
-    let cx = CheckContext { known_task_type };
+    compile_dag(spec, known_task_type, false)
+}
+
+/// [`compile`] of a main DAG, or of an exit handler's (`exit`: its nodes
+/// may read `workflow.*`).
+fn compile_dag(
+    spec: &WorkflowSpec,
+    known_task_type: &dyn Fn(&str) -> bool,
+    exit: bool,
+) -> Result<Compiled, Vec<Problem>> {
+    let cx = CheckContext {
+        known_task_type,
+        exit,
+    };
     let mut p = Problems::default();
     let active_deadline = workflow_settings(spec, &mut p);
     let inputs = workflow_inputs(spec, &mut p);
@@ -200,6 +217,7 @@ pub fn compile(
         .map(|n| compile_node(spec, n, &index, &cx, &mut p))
         .collect();
     workflow_outputs(spec, &index, &mut p);
+    let on_exit = exit_handler(spec, &index, known_task_type, &mut p);
     let order = topological_order(&nodes, &mut p);
     if !p.0.is_empty() {
         return Err(p.0);
@@ -217,7 +235,49 @@ pub fn compile(
         dependents,
         active_deadline,
         inputs,
+        on_exit,
     })
+}
+
+/// The names exit handler nodes read as `workflow.<name>`.
+pub const WORKFLOW_VARIABLES: [&str; 4] = ["phase", "failures", "duration", "message"];
+
+/// `spec.onExit`, compiled as a workflow with the main one's inputs and
+/// settings; its node ids may not repeat the main DAG's (children are
+/// named after node ids).
+fn exit_handler(
+    spec: &WorkflowSpec,
+    index: &HashMap<String, usize>,
+    known_task_type: &dyn Fn(&str) -> bool,
+    p: &mut Problems,
+) -> Option<Box<(WorkflowSpec, Compiled)>> {
+    if spec.on_exit.is_empty() {
+        return None;
+    }
+    for n in spec.on_exit.iter().filter(|n| index.contains_key(&n.id)) {
+        p.add(
+            Some(&n.id),
+            "onExit",
+            "is also a node of the main DAG; exit handler node ids must differ",
+        );
+    }
+    let exit = WorkflowSpec {
+        nodes: spec.on_exit.clone(),
+        inputs: spec.inputs.clone(),
+        parallelism: spec.parallelism,
+        failure_policy: spec.failure_policy,
+        ..Default::default()
+    };
+    match compile_dag(&exit, known_task_type, true) {
+        Ok(c) => Some(Box::new((exit, c))),
+        Err(problems) => {
+            p.0.extend(problems.into_iter().map(|mut q| {
+                q.field = format!("onExit: {}", q.field);
+                q
+            }));
+            None
+        }
+    }
 }
 
 /// Workflow-wide settings: size, parallelism, deadline.
@@ -294,7 +354,8 @@ fn compile_node(
     let deps = dependencies(n, index, p);
     let kind = nodes::check(n, cx, p);
     let when = condition(n, p);
-    expressions(spec, n, p);
+    expressions(spec, n, cx.exit, p);
+    cache(n, p);
     let timeout = match n.timeout.as_deref().map(duration) {
         Some(Ok(d)) => Some(d),
         Some(Err(e)) => {
@@ -342,7 +403,7 @@ fn condition(n: &NodeSpec, p: &mut Problems) -> Option<Arc<Program>> {
 
 /// The node's expressions (`when`, inputs, the kind's own) may only read
 /// declared inputs and the nodes it depends on.
-fn expressions(spec: &WorkflowSpec, n: &NodeSpec, p: &mut Problems) {
+fn expressions(spec: &WorkflowSpec, n: &NodeSpec, exit: bool, p: &mut Problems) {
     let id = Some(n.id.as_str());
     let mut exprs: Vec<(&str, String)> = Vec::new();
     if let Some(w) = &n.when {
@@ -360,6 +421,9 @@ fn expressions(spec: &WorkflowSpec, n: &NodeSpec, p: &mut Problems) {
         for why in undeclared_inputs(spec, e) {
             p.add(id, field, why);
         }
+        for why in workflow_refs(e, exit) {
+            p.add(id, field, why);
+        }
         for r in expr::node_refs(e) {
             if !n.depends_on.contains(&r) {
                 p.add(
@@ -369,6 +433,43 @@ fn expressions(spec: &WorkflowSpec, n: &NodeSpec, p: &mut Problems) {
                 );
             }
         }
+    }
+}
+
+/// `workflow.*` exists in exit handler nodes only, with the names of
+/// [`WORKFLOW_VARIABLES`].
+fn workflow_refs(src: &str, exit: bool) -> Vec<String> {
+    let refs = expr::refs(src, "workflow");
+    match exit {
+        false if !refs.is_empty() => {
+            vec!["refers to workflow.*, which only exit handler nodes (spec.onExit) see".into()]
+        }
+        false => Vec::new(),
+        true => refs
+            .into_iter()
+            .filter(|r| !WORKFLOW_VARIABLES.contains(&r.as_str()))
+            .map(|r| {
+                format!(
+                    "refers to workflow.{r}; an exit handler sees workflow.{}",
+                    WORKFLOW_VARIABLES.join(", workflow.")
+                )
+            })
+            .collect(),
+    }
+}
+
+/// A node's `cache`: task nodes only, with a version and a readable maxAge.
+fn cache(n: &NodeSpec, p: &mut Problems) {
+    let Some(c) = &n.cache else { return };
+    let id = Some(n.id.as_str());
+    if n.task.is_none() {
+        p.add(id, "cache", "only task nodes are cached");
+    }
+    if c.version.trim().is_empty() {
+        p.add(id, "cache.version", "is empty (e.g. \"1\")");
+    }
+    if let Some(Err(e)) = c.max_age.as_deref().map(duration) {
+        p.add(id, "cache.maxAge", e);
     }
 }
 

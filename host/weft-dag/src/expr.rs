@@ -22,6 +22,9 @@ pub struct Scope {
     pub item: Option<Value>,
     /// The array index.
     pub index: Option<usize>,
+    /// The workflow's outcome, in exit handler nodes:
+    /// `{phase, failures: [{node, message}], duration}`.
+    pub workflow: Option<Value>,
 }
 
 /// Compiles a CEL expression, or says why it is not one. Constructs the
@@ -140,6 +143,9 @@ pub fn eval(program: &Program, src: &str, scope: &Scope) -> Result<Value, String
     }
     if let Some(index) = scope.index {
         ctx.add_variable_from_value("index", cel::Value::Int(index as i64));
+    }
+    if let Some(w) = &scope.workflow {
+        ctx.add_variable_from_value("workflow", to_cel(w));
     }
     let v = guarded(src, || {
         program
@@ -341,6 +347,7 @@ mod tests {
                 .clone(),
             item: Some(json!({"k": "v"})),
             index: Some(2),
+            workflow: None,
         }
     }
 
@@ -359,6 +366,7 @@ mod tests {
                 .clone(),
             item: Some(json!(7)),
             index: Some(1),
+            workflow: None,
         };
         for (expr, want) in [
             ("${nodes.a.outputs.num + 1}", json!(42)),

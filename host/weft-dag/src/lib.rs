@@ -8,6 +8,8 @@
 //! given the clock the caller passes in, so it is tested without a cluster
 //! and benchmarked at 10,000 nodes.
 
+pub mod actions;
+pub mod cache;
 pub mod compile;
 pub mod cron;
 pub mod expr;

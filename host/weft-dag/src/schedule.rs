@@ -11,13 +11,15 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{Map, Value, json};
 
+use crate::actions::Shutdown;
+use crate::cache::{CacheEntry, CacheSpec};
 use crate::compile::{Compiled, CompiledNode, Kind, Retries};
 use crate::expr::{self, Scope};
 use crate::nodes;
 use crate::spec::{FailurePolicy, NodeSpec, TaskSpec, WorkflowSpec};
 use crate::status::{
-    LogLink, NodePhase, NodeStatus, PluginRef, ResourceRef, WorkflowPhase, WorkflowStatus,
-    parse_timestamp, timestamp, timestamp_millis,
+    ExitStatus, LogLink, NodePhase, NodeStatus, PluginRef, ResourceRef, WorkflowPhase,
+    WorkflowStatus, parse_timestamp, timestamp, timestamp_millis,
 };
 
 /// One attempt of a task, as the executor is asked about it.
@@ -161,6 +163,29 @@ pub trait Executor {
     }
     /// Abort an attempt's child Workflow.
     fn abort_workflow(&mut self, _req: &WorkflowRequest<'_>) {}
+    /// A fresh cached result of a task with these inputs, if there is one.
+    fn cache_lookup(&mut self, _req: &CacheRequest<'_>) -> Option<CacheEntry> {
+        None
+    }
+    /// Remembers a successful task's outputs.
+    fn cache_store(&mut self, _req: &CacheRequest<'_>, _outputs: &Map<String, Value>) {}
+}
+
+/// A cached task node's look-up or store.
+#[derive(Debug)]
+pub struct CacheRequest<'a> {
+    /// The node id.
+    pub node_id: &'a str,
+    /// The task.
+    pub task: &'a TaskSpec,
+    /// The resolved inputs.
+    pub inputs: &'a Map<String, Value>,
+    /// The node's cache settings.
+    pub cache: &'a CacheSpec,
+    /// The plugin that served the task (on store), for `includePlugin`.
+    pub plugin: Option<&'a PluginRef>,
+    /// The round's clock (entries past `maxAge` are not used).
+    pub now: SystemTime,
 }
 
 /// One attempt of a child Workflow (a sub-workflow node, or the nodes a
@@ -246,11 +271,14 @@ pub struct Round<'a, E: Executor> {
     failed_fast: Option<String>,
     /// Node phases by index, kept current during the pass.
     phases: Vec<NodePhase>,
+    /// `workflow` in an exit handler's expressions.
+    workflow: Option<Value>,
 }
 
 /// Runs one reconcile round over a validated workflow: a sequence of named
 /// stages (begin, stop if asked, one pass over the DAG in topological
-/// order, fail fast, conclude).
+/// order, fail fast, conclude), or a round of its exit handler once the
+/// main DAG ended.
 pub fn reconcile<E: Executor>(
     spec: &WorkflowSpec,
     compiled: &Compiled,
@@ -258,11 +286,25 @@ pub fn reconcile<E: Executor>(
     input: &RoundInput<'_>,
     exec: &mut E,
 ) -> RoundOutcome {
+    reconcile_dag(spec, compiled, status, input, exec, None)
+}
+
+/// [`reconcile`] of a main DAG, or of an exit handler's (which sees
+/// `workflow` in its expressions).
+fn reconcile_dag<E: Executor>(
+    spec: &WorkflowSpec,
+    compiled: &Compiled,
+    status: &mut WorkflowStatus,
+    input: &RoundInput<'_>,
+    exec: &mut E,
+    workflow: Option<Value>,
+) -> RoundOutcome {
     let before = status.phase;
     status.observed_generation = input.generation;
     if status.phase.is_terminal() {
         return RoundOutcome::default();
     }
+    status.suspended = spec.suspend;
     let phases = begin(compiled, status, input.now);
     let mut round = Round {
         spec,
@@ -273,10 +315,13 @@ pub fn reconcile<E: Executor>(
         running: 0,
         failed_fast: None,
         phases,
+        workflow,
     };
-    if let Some((phase, why)) = round.stop_requested(status) {
-        round.stop_all(status, &why);
-        finish(status, phase, Some(why), input.now, &mut round.out);
+    if status.on_exit.is_some() {
+        round.exit_handler(status);
+    } else if let Some(stop) = round.stop_requested(status) {
+        round.stop_all(status, &stop.why);
+        round.main_done(status, stop.phase, Some(stop.why), stop.exit_handler);
     } else {
         round.pass(status);
         if let Some(why) = round.failed_fast.clone() {
@@ -286,6 +331,14 @@ pub fn reconcile<E: Executor>(
     }
     round.out.workflow_changed = before != status.phase;
     round.out
+}
+
+/// Why a workflow stops before its DAG ends, and whether its exit
+/// handler still runs.
+struct Stop {
+    phase: WorkflowPhase,
+    why: String,
+    exit_handler: bool,
 }
 
 /// Marks the workflow running and reads each node's phase once (the pass
@@ -304,8 +357,9 @@ fn begin(compiled: &Compiled, status: &mut WorkflowStatus, now: SystemTime) -> V
             Some(st) => st,
             None => status.nodes.entry(n.id.clone()).or_default(),
         };
-        // `attempts` is omitted from the stored status when it is one.
-        if matches!(st.phase, NodePhase::Running | NodePhase::Retrying)
+        // `attempts` is omitted from the stored status when it is one: a
+        // node that started (a retried workflow's reset nodes too) had one.
+        if (st.started_at.is_some() || matches!(st.phase, NodePhase::Running | NodePhase::Retrying))
             && matches!(n.kind, Kind::Task | Kind::Workflow | Kind::Dynamic)
         {
             st.attempts = st.attempts.max(1);
@@ -331,31 +385,129 @@ fn failed_message(status: &WorkflowStatus) -> Option<String> {
 impl<E: Executor> Round<'_, E> {
     /// Why the whole workflow stops now, if it does: the user asked, the
     /// Workflow is going away, or its deadline passed.
-    fn stop_requested(&mut self, status: &WorkflowStatus) -> Option<(WorkflowPhase, String)> {
+    fn stop_requested(&mut self, status: &WorkflowStatus) -> Option<Stop> {
         let now = self.input.now;
+        let stop = |phase, why: &str, exit_handler| {
+            Some(Stop {
+                phase,
+                why: why.into(),
+                exit_handler,
+            })
+        };
         if self.input.deleting {
-            return Some((
+            return stop(
                 WorkflowPhase::Aborted,
-                "the workflow is being deleted".into(),
-            ));
+                "the workflow is being deleted",
+                false,
+            );
         }
         if self.spec.abort {
-            return Some((
+            return stop(
                 WorkflowPhase::Aborted,
-                "aborted by the user (spec.abort)".into(),
-            ));
+                "aborted by the user (spec.abort)",
+                false,
+            );
+        }
+        match self.spec.shutdown {
+            Some(Shutdown::Terminate) => {
+                let why = "terminated by the user (spec.shutdown: Terminate)";
+                return stop(WorkflowPhase::Aborted, why, false);
+            }
+            Some(Shutdown::Stop) => {
+                let why = "stopped by the user (spec.shutdown: Stop)";
+                return stop(WorkflowPhase::Aborted, why, true);
+            }
+            None => {}
         }
         let d = self.compiled.active_deadline?;
         let started = parse_timestamp(status.started_at.as_deref()).unwrap_or(now);
         if now >= started + d {
             let d = humantime::format_duration(d);
-            return Some((
-                WorkflowPhase::Failed,
-                format!("exceeded its active deadline of {d}"),
-            ));
+            let why = format!("exceeded its active deadline of {d}");
+            return stop(WorkflowPhase::Failed, &why, true);
         }
         self.out.wake(started + d);
         None
+    }
+
+    /// The main DAG ended: the workflow ends, or its exit handler starts
+    /// (unless it was terminated).
+    fn main_done(
+        &mut self,
+        status: &mut WorkflowStatus,
+        phase: WorkflowPhase,
+        message: Option<String>,
+        exit_handler: bool,
+    ) {
+        if exit_handler && self.compiled.on_exit.is_some() {
+            status.on_exit = Some(ExitStatus {
+                phase,
+                message,
+                nodes: Default::default(),
+            });
+            return self.exit_handler(status);
+        }
+        finish(status, phase, message, self.input.now, &mut self.out);
+    }
+
+    /// A round of the exit handler's DAG, run as a workflow of its own that
+    /// sees how the main DAG ended. The workflow ends with it: in the main
+    /// DAG's phase, or Failed with both reasons when an exit node failed.
+    fn exit_handler(&mut self, status: &mut WorkflowStatus) {
+        let compiled = self.compiled;
+        let (xspec, xc) = compiled
+            .on_exit
+            .as_deref()
+            .expect("compiled with an exit handler");
+        let exit = status.on_exit.take().expect("the main DAG ended");
+        let terminated = self.spec.abort || self.spec.shutdown == Some(Shutdown::Terminate);
+        let stopped;
+        let xspec = match terminated || self.input.deleting {
+            true => {
+                stopped = WorkflowSpec {
+                    shutdown: Some(Shutdown::Terminate),
+                    ..xspec.clone()
+                };
+                &stopped
+            }
+            false => xspec,
+        };
+        let var = outcome(status, &exit, self.input.now);
+        let mut xstatus = WorkflowStatus {
+            nodes: exit.nodes.clone(),
+            started_at: status.started_at.clone(),
+            ..Default::default()
+        };
+        let out = reconcile_dag(xspec, xc, &mut xstatus, self.input, self.exec, Some(var));
+        self.out.transitions.extend(out.transitions);
+        if let Some(at) = out.wake_at {
+            self.out.wake(at);
+        }
+        let (phase, message) = match xstatus.phase {
+            WorkflowPhase::Succeeded => (exit.phase, exit.message.clone()),
+            p => {
+                let xmsg = xstatus.message.clone().unwrap_or_default();
+                let msg = match &exit.message {
+                    Some(m) => format!("{m}; exit handler: {xmsg}"),
+                    None => format!("exit handler: {xmsg}"),
+                };
+                let p = if p == WorkflowPhase::Aborted {
+                    p
+                } else {
+                    WorkflowPhase::Failed
+                };
+                (p, Some(msg))
+            }
+        };
+        status.on_exit = Some(ExitStatus {
+            nodes: xstatus.nodes,
+            ..exit
+        });
+        if xstatus.phase.is_terminal() {
+            finish(status, phase, message, self.input.now, &mut self.out);
+        } else {
+            status.message = Some("running the exit handler (spec.onExit)".into());
+        }
     }
 
     /// Every open node once, dependencies first.
@@ -375,7 +527,6 @@ impl<E: Executor> Round<'_, E> {
     /// Progress, and the workflow's end once every node is done: its
     /// outputs when all went well, the failed nodes otherwise.
     fn conclude(&mut self, status: &mut WorkflowStatus) {
-        let now = self.input.now;
         let total = self.compiled.nodes.len();
         let done = match self.failed_fast.is_some() {
             true => status
@@ -389,16 +540,15 @@ impl<E: Executor> Round<'_, E> {
         if done < total {
             return;
         }
-        let out = &mut self.out;
         if let Some(why) = failed_message(status) {
-            return finish(status, WorkflowPhase::Failed, Some(why), now, out);
+            return self.main_done(status, WorkflowPhase::Failed, Some(why), true);
         }
         match workflow_outputs(self.spec, self.compiled, status) {
             Ok(outputs) => {
                 status.outputs = outputs;
-                finish(status, WorkflowPhase::Succeeded, None, now, out);
+                self.main_done(status, WorkflowPhase::Succeeded, None, true);
             }
-            Err(why) => finish(status, WorkflowPhase::Failed, Some(why), now, out),
+            Err(why) => self.main_done(status, WorkflowPhase::Failed, Some(why), true),
         }
     }
 }
@@ -425,6 +575,7 @@ fn workflow_outputs(
         nodes,
         item: None,
         index: None,
+        workflow: None,
     };
     let mut out = Map::new();
     for (name, v) in &spec.outputs {
@@ -432,6 +583,28 @@ fn workflow_outputs(
         out.insert(name.clone(), value);
     }
     Ok(Some(out))
+}
+
+/// `workflow` as an exit handler sees it: how the main DAG ended, its
+/// failed nodes with their messages, and how long it ran (seconds).
+fn outcome(status: &WorkflowStatus, exit: &ExitStatus, now: SystemTime) -> Value {
+    let failures: Vec<Value> = status
+        .nodes
+        .iter()
+        .filter(|(_, s)| s.phase == NodePhase::Failed)
+        .map(|(id, s)| json!({"node": id, "message": s.message.clone().unwrap_or_default()}))
+        .collect();
+    let started = parse_timestamp(status.started_at.as_deref()).unwrap_or(now);
+    let duration = now
+        .duration_since(started)
+        .unwrap_or_default()
+        .as_secs_f64();
+    json!({
+        "phase": exit.phase,
+        "message": exit.message.clone().unwrap_or_default(),
+        "failures": failures,
+        "duration": duration,
+    })
 }
 
 fn finish(
@@ -530,6 +703,7 @@ impl<E: Executor> Round<'_, E> {
             nodes,
             item: None,
             index: None,
+            workflow: self.workflow.clone(),
         }
     }
 
@@ -553,7 +727,7 @@ impl<E: Executor> Round<'_, E> {
                 match st.phase {
                     // A retry is a new attempt, started by the node's handler
                     // once the backoff is over and a slot is free.
-                    NodePhase::Retrying if self.retry_now(&st) => {
+                    NodePhase::Retrying if !self.spec.suspend && self.retry_now(&st) => {
                         nodes::start(self, spec, n, &mut st, &scope)
                     }
                     NodePhase::Retrying => {}
@@ -592,6 +766,8 @@ impl<E: Executor> Round<'_, E> {
                     self.transition(&n.id, &mut st, NodePhase::Skipped, Some(why));
                 }
                 Err(e) => self.fail(&n.id, &mut st, "ConditionError", format!("when: {e}")),
+                // Suspended: it starts once the workflow is resumed.
+                Ok(true) if self.spec.suspend => {}
                 Ok(true) if self.waits(spec, n, &mut st) => {}
                 Ok(true) => self.start_if_slot(spec, n, &mut st, &scope),
             }

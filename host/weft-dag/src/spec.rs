@@ -67,6 +67,22 @@ pub struct WorkflowSpec {
     /// this long after it finished (Argo's `ttlStrategy`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl_strategy: Option<crate::ttl::TtlStrategy>,
+    /// Delete children early (Argo's `podGC`): their node status and
+    /// outputs stay in the Workflow's status.
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "podGC")]
+    pub pod_gc: Option<crate::actions::PodGc>,
+    /// Nodes that run after the main DAG ends, whatever its outcome (Argo's
+    /// `onExit`): they see `workflow.phase`, `workflow.failures` (`[{node,
+    /// message}]`) and `workflow.duration` (seconds) in `when` and `${...}`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub on_exit: Vec<NodeSpec>,
+    /// While true no new node starts; running nodes finish (`weft suspend`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub suspend: bool,
+    /// Stop the workflow: `Stop` aborts running nodes then runs the exit
+    /// handlers; `Terminate` (like `abort`) runs none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shutdown: Option<crate::actions::Shutdown>,
 }
 
 /// Flyte's failure policies.
@@ -122,6 +138,10 @@ pub struct NodeSpec {
     /// a child Workflow (Flyte's dynamic nodes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dynamic: Option<DynamicSpec>,
+    /// Reuse the outputs of an earlier successful run of the same task
+    /// with the same inputs (Flyte's cache, Argo's memoize); task nodes only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<crate::cache::CacheSpec>,
 }
 
 /// A list of free-form objects in the CRD schema (nodes inside nodes: the

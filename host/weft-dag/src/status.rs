@@ -110,6 +110,30 @@ pub struct WorkflowStatus {
     /// Per-node status, by node id.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub nodes: BTreeMap<String, NodeStatus>,
+    /// Whether the workflow is suspended (`spec.suspend`): no node starts.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub suspended: bool,
+    /// The retries carried out, oldest first (`weft retry`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retries: Vec<crate::actions::RetryRecord>,
+    /// The exit handler, once the main DAG ended (`spec.onExit`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_exit: Option<ExitStatus>,
+}
+
+/// The exit handler's run: the main DAG's outcome it was given, and its
+/// own nodes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExitStatus {
+    /// How the main DAG ended (`workflow.phase`).
+    pub phase: WorkflowPhase,
+    /// Why, when it did not succeed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The exit nodes, by id.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub nodes: BTreeMap<String, NodeStatus>,
 }
 
 /// One node's status.
@@ -158,6 +182,12 @@ pub struct NodeStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "any_object_opt")]
     pub outputs: Option<Map<String, Value>>,
+    /// The outputs came from the cache: nothing ran.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cached: bool,
+    /// The Workflow whose run produced the cached outputs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_from: Option<String>,
     /// The child resource of the current attempt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource: Option<ResourceRef>,

@@ -33,6 +33,8 @@ struct Script {
     loading_rounds: usize,
     /// Child workflow specs, as requested.
     children: Vec<WorkflowSpec>,
+    /// The task cache, by key.
+    cache: HashMap<String, weft_dag::cache::CacheEntry>,
 }
 
 fn key(req: &TaskRequest<'_>) -> String {
@@ -131,6 +133,33 @@ impl Executor for Script {
         let attempt_key = format!("{}/workflow#{}", req.node_id, req.attempt);
         self.running.remove(&attempt_key);
         self.aborted.push(attempt_key);
+    }
+
+    fn cache_lookup(
+        &mut self,
+        req: &weft_dag::schedule::CacheRequest<'_>,
+    ) -> Option<weft_dag::cache::CacheEntry> {
+        let k = weft_dag::cache::key(req.task, req.inputs, req.cache, None);
+        let e = self.cache.get(&k)?;
+        e.fresh(req.cache.max_age(), req.now).then(|| e.clone())
+    }
+
+    fn cache_store(
+        &mut self,
+        req: &weft_dag::schedule::CacheRequest<'_>,
+        outputs: &Map<String, Value>,
+    ) {
+        let k = weft_dag::cache::key(req.task, req.inputs, req.cache, None);
+        let entry = weft_dag::cache::CacheEntry {
+            task_type: req.task.task_type.clone(),
+            version: req.cache.version.clone(),
+            workflow: "first".into(),
+            node: req.node_id.into(),
+            created_at: weft_dag::status::timestamp(req.now),
+            max_age: req.cache.max_age.clone(),
+            outputs: outputs.clone(),
+        };
+        self.cache.insert(k, entry);
     }
 }
 
@@ -775,4 +804,221 @@ fn a_generated_cycle_or_too_many_nodes_fail_the_dynamic_node() {
         msg.contains("generated 3 nodes, more than the limit of 2"),
         "{msg}"
     );
+}
+
+/// A chain of `n` pod nodes n1 -> n2 -> ...
+fn chain(n: usize) -> String {
+    let mut s = String::from("nodes:\n  - {id: n1, task: {type: pod}}\n");
+    for i in 2..=n {
+        s += &format!(
+            "  - {{id: n{i}, dependsOn: [n{}], task: {{type: pod}}}}\n",
+            i - 1
+        );
+    }
+    s
+}
+
+#[test]
+fn a_suspended_workflow_starts_nothing_until_resumed() {
+    let mut run = Run::new(&chain(4)).plan("n2", vec![Plan::Hang]);
+    for _ in 0..4 {
+        run.round(Duration::from_secs(1));
+    }
+    assert_eq!(run.node("n2").phase, NodePhase::Running);
+    run.spec.suspend = true;
+    run.round(Duration::from_secs(1));
+    assert!(run.status.suspended);
+    // The running node finishes; the next one waits.
+    run.script.plans.remove("n2");
+    for _ in 0..10 {
+        run.round(Duration::from_secs(1));
+    }
+    assert_eq!(run.node("n2").phase, NodePhase::Succeeded);
+    assert_eq!(run.node("n3").phase, NodePhase::Pending);
+    assert_eq!(run.status.phase, WorkflowPhase::Running);
+    run.spec.suspend = false;
+    assert_eq!(run.finish(), WorkflowPhase::Succeeded);
+    assert!(!run.status.suspended);
+    assert_eq!(run.script.started.len(), 4);
+}
+
+const WITH_EXIT: &str = "nodes:
+  - {id: main, task: {type: pod}}
+onExit:
+  - id: notify
+    task: {type: pod}
+    inputs:
+      phase: ${workflow.phase}
+      failures: ${workflow.failures}
+  - id: cleanup
+    dependsOn: [notify]
+    when: workflow.phase != 'Succeeded'
+    task: {type: pod}";
+
+#[test]
+fn the_exit_handler_runs_after_success_and_sees_the_phase() {
+    let mut run = Run::new(WITH_EXIT);
+    assert_eq!(run.finish(), WorkflowPhase::Succeeded);
+    let exit = run.status.on_exit.as_ref().expect("exit handler ran");
+    assert_eq!(exit.phase, WorkflowPhase::Succeeded);
+    assert_eq!(exit.nodes["notify"].phase, NodePhase::Succeeded);
+    assert_eq!(exit.nodes["cleanup"].phase, NodePhase::Skipped);
+    assert_eq!(run.script.inputs["notify"]["phase"], json!("Succeeded"));
+    assert!(run.start_index("main") < run.start_index("notify"));
+}
+
+#[test]
+fn the_exit_handler_runs_after_a_failure_and_sees_its_message() {
+    let fail = Plan::Fail {
+        retryable: false,
+        system: false,
+    };
+    let mut run = Run::new(WITH_EXIT).plan("main", vec![fail]);
+    assert_eq!(run.finish(), WorkflowPhase::Failed);
+    assert_eq!(run.script.inputs["notify"]["phase"], json!("Failed"));
+    assert_eq!(
+        run.script.inputs["notify"]["failures"],
+        json!([{"node": "main", "message": "main attempt 0 failed"}])
+    );
+    let exit = run.status.on_exit.as_ref().unwrap();
+    assert_eq!(exit.nodes["cleanup"].phase, NodePhase::Succeeded);
+    assert_eq!(
+        run.status.message.as_deref(),
+        Some("node main failed: main attempt 0 failed")
+    );
+}
+
+#[test]
+fn a_failing_exit_node_fails_the_workflow_with_both_reasons() {
+    let fail = Plan::Fail {
+        retryable: false,
+        system: false,
+    };
+    let mut run = Run::new(WITH_EXIT).plan("notify", vec![fail]);
+    assert_eq!(run.finish(), WorkflowPhase::Failed);
+    let msg = run.status.message.clone().unwrap();
+    assert!(msg.contains("exit handler: node notify failed"), "{msg}");
+}
+
+#[test]
+fn stop_runs_the_exit_handler_and_terminate_does_not() {
+    for (shutdown, runs_exit) in [
+        (weft_dag::actions::Shutdown::Stop, true),
+        (weft_dag::actions::Shutdown::Terminate, false),
+    ] {
+        let mut run = Run::new(WITH_EXIT).plan("main", vec![Plan::Hang]);
+        run.round(Duration::from_secs(1));
+        run.round(Duration::from_secs(1));
+        run.spec.shutdown = Some(shutdown);
+        assert_eq!(run.finish(), WorkflowPhase::Aborted, "{shutdown:?}");
+        assert_eq!(run.script.aborted, vec!["main#0".to_string()]);
+        assert_eq!(run.node("main").phase, NodePhase::Aborted);
+        assert_eq!(run.status.on_exit.is_some(), runs_exit, "{shutdown:?}");
+        assert_eq!(run.script.inputs.contains_key("notify"), runs_exit);
+        if runs_exit {
+            assert_eq!(run.script.inputs["notify"]["phase"], json!("Aborted"));
+        }
+    }
+}
+
+#[test]
+fn retry_reruns_the_failed_node_and_those_after_it_only() {
+    let fail = Plan::Fail {
+        retryable: false,
+        system: false,
+    };
+    let mut run = Run::new(&chain(5)).plan("n3", vec![fail, Plan::Succeed(json!({}))]);
+    assert_eq!(run.finish(), WorkflowPhase::Failed);
+    assert_eq!(run.script.started, ["n1#0", "n2#0", "n3#0"]);
+    let compiled = compile(&run.spec, &|t| t == "pod").unwrap();
+    let req = weft_dag::actions::RetryRequest::parse("r1");
+    let reset = weft_dag::actions::retry(&compiled, &mut run.status, &req, run.now).unwrap();
+    assert_eq!(reset, ["n3", "n4", "n5"]);
+    assert!(req.done(&run.status));
+    // What is stored is what the next round reads.
+    run.status = serde_json::from_value(serde_json::to_value(&run.status).unwrap()).unwrap();
+    assert_eq!(run.finish(), WorkflowPhase::Succeeded);
+    // n3's new attempt is a new child (#1), not the failed one (#0).
+    assert_eq!(
+        run.script.started,
+        ["n1#0", "n2#0", "n3#0", "n3#1", "n4#0", "n5#0"]
+    );
+    assert_eq!(run.status.retries.len(), 1);
+    // A Succeeded workflow is not retried; --node restarts a node and what follows.
+    let again = weft_dag::actions::RetryRequest::parse("r2:n4");
+    let err = weft_dag::actions::retry(&compiled, &mut run.status, &again, run.now).unwrap_err();
+    assert!(err.contains("Succeeded"), "{err}");
+    run.status.phase = WorkflowPhase::Failed;
+    let reset = weft_dag::actions::retry(&compiled, &mut run.status, &again, run.now).unwrap();
+    assert_eq!(reset, ["n4", "n5"]);
+    let bad = weft_dag::actions::RetryRequest::parse("r3:nope");
+    run.status.phase = WorkflowPhase::Failed;
+    let err = weft_dag::actions::retry(&compiled, &mut run.status, &bad, run.now).unwrap_err();
+    assert!(err.contains("\"nope\""), "{err}");
+}
+
+#[test]
+fn a_cached_node_reuses_outputs_and_starts_nothing() {
+    let yaml = "inputs: {n: 1}
+nodes:
+  - id: a
+    task: {type: pod, config: {image: x}}
+    inputs: {n: '${inputs.n}'}
+    cache: {version: '1', maxAge: 1h}
+  - {id: b, dependsOn: [a], task: {type: pod}, inputs: {v: '${nodes.a.outputs.v}'}}";
+    let mut first = Run::new(yaml).plan("a", vec![Plan::Succeed(json!({"v": 7}))]);
+    assert_eq!(first.finish(), WorkflowPhase::Succeeded);
+    assert_eq!(first.script.cache.len(), 1);
+    let mut second = Run::new(yaml);
+    second.script.cache = first.script.cache.clone();
+    assert_eq!(second.finish(), WorkflowPhase::Succeeded);
+    assert_eq!(second.script.started, ["b#0"]);
+    let a = second.node("a");
+    assert!(a.cached);
+    assert_eq!(a.cached_from.as_deref(), Some("first"));
+    assert_eq!(second.script.inputs["b"]["v"], json!(7));
+    // A changed input misses; so does an entry past maxAge.
+    let v7 = || vec![Plan::Succeed(json!({"v": 7}))];
+    let mut changed = Run::new(&yaml.replace("{n: 1}", "{n: 2}")).plan("a", v7());
+    changed.script.cache = first.script.cache.clone();
+    changed.finish();
+    assert_eq!(changed.script.started, ["a#0", "b#0"]);
+    let mut late = Run::new(yaml).plan("a", v7());
+    late.now += Duration::from_secs(7200);
+    late.script.cache = first.script.cache.clone();
+    late.finish();
+    assert_eq!(late.script.started, ["a#0", "b#0"]);
+    // A failure is never cached.
+    let fail = Plan::Fail {
+        retryable: false,
+        system: false,
+    };
+    let mut failed = Run::new(yaml).plan("a", vec![fail]);
+    assert_eq!(failed.finish(), WorkflowPhase::Failed);
+    assert!(failed.script.cache.is_empty());
+}
+
+#[test]
+fn lifecycle_fields_are_checked() {
+    let spec: WorkflowSpec = serde_yaml::from_str(
+        "nodes:
+  - {id: a, task: {type: pod}, inputs: {p: '${workflow.phase}'}}
+  - {id: g, gate: {sleep: 1s}, cache: {version: ''}}
+  - {id: t, task: {type: pod}, cache: {version: '1', maxAge: soon}}
+onExit:
+  - {id: a, task: {type: pod}}
+  - {id: x, task: {type: pod}, inputs: {p: '${workflow.nope}'}}",
+    )
+    .unwrap();
+    let problems = weft_dag::compile::describe(&compile(&spec, &|t| t == "pod").unwrap_err());
+    for want in [
+        "node a: inputs: refers to workflow.*, which only exit handler nodes (spec.onExit) see",
+        "node g: cache: only task nodes are cached",
+        "node g: cache.version: is empty",
+        "node t: cache.maxAge: \"soon\" is not a duration",
+        "node a: onExit: is also a node of the main DAG",
+        "node x: onExit: inputs: refers to workflow.nope; an exit handler sees workflow.phase",
+    ] {
+        assert!(problems.contains(want), "{want:?} not in:\n{problems}");
+    }
 }

@@ -70,6 +70,37 @@ pub struct CronWorkflowResourceSpec {
     pub spec: weft_dag::cron::CronWorkflowSpec,
 }
 
+/// The spec of a `TaskCache`: one namespace's cached results of one task
+/// type (`docs/lifecycle.md`). A kind of Weft's own rather than
+/// ConfigMaps, so the controller needs no cluster-wide access to
+/// ConfigMaps (which hold other applications' configuration).
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "weft.dev",
+    version = "v1alpha1",
+    kind = "TaskCache",
+    plural = "taskcaches",
+    namespaced,
+    printcolumn = r#"{"name":"Task Type","type":"string","jsonPath":".spec.taskType"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskCacheSpec {
+    /// The task type whose results it holds.
+    pub task_type: String,
+    /// Entries by cache key (a sha256 in hex, `weft_dag::cache::key`).
+    #[serde(default)]
+    #[schemars(schema_with = "cache_entries")]
+    pub entries: std::collections::BTreeMap<String, weft_dag::cache::CacheEntry>,
+}
+
+fn cache_entries(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "additionalProperties": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+    })
+}
+
 /// `apiVersion` of Workflows.
 pub const API_VERSION: &str = "weft.dev/v1alpha1";
 
@@ -84,6 +115,7 @@ pub fn crds() -> Vec<(&'static str, CustomResourceDefinition)> {
         ("workflow.yaml", Workflow::crd()),
         ("workflowtemplate.yaml", WorkflowTemplate::crd()),
         ("cronworkflow.yaml", CronWorkflow::crd()),
+        ("taskcache.yaml", TaskCache::crd()),
     ]
 }
 

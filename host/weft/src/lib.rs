@@ -5,6 +5,7 @@
 //! command line and, module by module, the controller around it.
 #![forbid(unsafe_code)]
 
+pub mod actions;
 pub mod admin;
 pub mod api;
 pub mod cli;

@@ -286,9 +286,9 @@ async fn a_deployed_controller_uses_exactly_its_rbac_and_exposes_its_metrics() {
     // version is archived for it, and the archive deleted once it is done.
     push(&server, "echo");
     let gated = r#"{"nodes": [
-        {"id": "hello", "task": {"type": "echo"}},
+        {"id": "hello", "task": {"type": "echo"}, "cache": {"version": "1"}},
         {"id": "approve", "dependsOn": ["hello"], "gate": {"approval": {}}},
-        {"id": "after", "dependsOn": ["approve"], "task": {"type": "echo"}}
+        {"id": "after", "dependsOn": ["approve"], "task": {"type": "echo"}, "cache": {"version": "1"}, "inputs": {"n": 2}}
     ]}"#;
     admin
         .create_execution(pb::CreateExecutionRequest {

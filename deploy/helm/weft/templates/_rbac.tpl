@@ -29,6 +29,12 @@
 - apiGroups: [""]
   resources: [pods]
   verbs: [list, watch]
+# The task output cache (TaskCaches weft-cache-<task type> in the
+# Workflows' namespaces): watched, created and merge-patched (entries
+# added, expired ones dropped).
+- apiGroups: [weft.dev]
+  resources: [taskcaches]
+  verbs: [list, watch, create, patch]
 # core/v1 Events on Workflows and plugin ConfigMaps (created, never updated).
 - apiGroups: [""]
   resources: [events]

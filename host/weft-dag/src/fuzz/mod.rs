@@ -48,6 +48,7 @@ fn scope() -> Scope {
         ),
         item: Some(json!({"i": 1})),
         index: Some(3),
+        workflow: None,
     }
 }
 

@@ -128,7 +128,15 @@ impl<E: Executor> Round<'_, E> {
             }
             Err(e) => return self.fail(&n.id, st, "InputError", format!("array.over: {e}")),
         };
-        st.items = vec![ItemStatus::default(); over.len()];
+        // A retried workflow's reset items keep their attempt counts, so
+        // their next attempts get new child names.
+        let before = std::mem::take(&mut st.items);
+        st.items = (0..over.len())
+            .map(|i| ItemStatus {
+                attempts: before.get(i).map_or(0, |b| b.attempts),
+                ..Default::default()
+            })
+            .collect();
         st.outputs = Some(Map::from_iter([("items".to_string(), Value::Array(over))]));
         self.drive_array(spec, n, st, scope);
     }

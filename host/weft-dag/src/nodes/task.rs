@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use crate::compile::{CheckContext, CompiledNode, Problems};
 use crate::expr::Scope;
 use crate::nodes::Handler;
-use crate::schedule::{Executor, Round, TaskObservation, TaskRequest, TaskState};
+use crate::schedule::{CacheRequest, Executor, Round, TaskObservation, TaskRequest, TaskState};
 use crate::spec::{MountAs, NodeSpec, SecretRef, TaskSpec};
 use crate::status::{NodePhase, NodeStatus, parse_timestamp, timestamp_millis};
 
@@ -21,7 +21,9 @@ impl Handler for Task {
         st: &mut NodeStatus,
         scope: &Scope,
     ) {
-        r.start_attempt(spec, n, st, scope);
+        if !r.served_from_cache(spec, n, st, scope) {
+            r.start_attempt(spec, n, st, scope);
+        }
     }
 
     fn drive<E: Executor>(
@@ -134,8 +136,76 @@ impl<E: Executor> Round<'_, E> {
     ) {
         let task = spec.task.as_ref().expect("a task node has a task");
         self.run_task(task, spec, n, st, scope, |r, n, st, obs| {
+            if let (Some(cache), TaskState::Succeeded) = (&spec.cache, obs.state) {
+                let plugin = obs.plugin.as_ref().or(st.plugin.as_ref());
+                r.remember(spec, cache, plugin, scope, &obs);
+            }
             r.apply(n, st, obs)
         });
+    }
+
+    /// A cached node whose result is in the cache: Succeeded with the
+    /// cached outputs, and nothing runs (no child is created).
+    pub(crate) fn served_from_cache(
+        &mut self,
+        spec: &NodeSpec,
+        n: &CompiledNode,
+        st: &mut NodeStatus,
+        scope: &Scope,
+    ) -> bool {
+        let (Some(cache), Some(task)) = (&spec.cache, &spec.task) else {
+            return false;
+        };
+        // Inputs that do not resolve fail in the attempt, with the reason.
+        let Ok(inputs) = self.resolve_inputs(spec, scope) else {
+            return false;
+        };
+        let req = CacheRequest {
+            node_id: &n.id,
+            task,
+            inputs: &inputs,
+            cache,
+            plugin: None,
+            now: self.input.now,
+        };
+        let Some(hit) = self.exec.cache_lookup(&req) else {
+            return false;
+        };
+        st.outputs = Some(hit.outputs);
+        st.cached = true;
+        st.cached_from = Some(hit.workflow.clone());
+        self.running = self.running.saturating_sub(1);
+        let why = format!(
+            "cached: the outputs of node {} of workflow {} ({})",
+            hit.node, hit.workflow, hit.created_at
+        );
+        self.transition(&n.id, st, NodePhase::Succeeded, Some(why));
+        true
+    }
+
+    /// Stores a successful cached task's outputs (failures never are).
+    fn remember(
+        &mut self,
+        spec: &NodeSpec,
+        cache: &crate::cache::CacheSpec,
+        plugin: Option<&crate::status::PluginRef>,
+        scope: &Scope,
+        obs: &TaskObservation,
+    ) {
+        let (Some(task), Ok(inputs)) = (&spec.task, self.resolve_inputs(spec, scope)) else {
+            return;
+        };
+        let empty = serde_json::Map::new();
+        let req = CacheRequest {
+            node_id: &spec.id,
+            task,
+            inputs: &inputs,
+            cache,
+            plugin,
+            now: self.input.now,
+        };
+        self.exec
+            .cache_store(&req, obs.outputs.as_ref().unwrap_or(&empty));
     }
 
     /// Observes (or starts) the current attempt of `task`, handing the

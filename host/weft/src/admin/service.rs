@@ -18,6 +18,7 @@ use weft_dag::{NodePhase, WorkflowSpec};
 
 use super::chain::{Caller, Chain};
 use super::pb;
+use crate::actions::{Action, ActionError, act};
 use crate::api::{Workflow, WorkflowResourceSpec};
 use crate::controller::{metrics::Metrics, record_event};
 
@@ -256,6 +257,44 @@ impl AdminService {
         Ok(execution(&wf))
     }
 
+    /// An action, as the CLI does it ([`crate::actions::act`]), for an
+    /// authorized caller.
+    async fn action(
+        &self,
+        caller: Caller,
+        id: Option<pb::ExecutionId>,
+        action: Action,
+    ) -> Result<pb::Execution, Status> {
+        let id = id.ok_or_else(|| Status::invalid_argument("id: required"))?;
+        if id.namespace.is_empty() || id.name.is_empty() {
+            return Err(Status::invalid_argument(
+                "id: namespace and name are required",
+            ));
+        }
+        self.authorize(&caller, Some(&id.namespace))?;
+        let by = format!(
+            "{} through the admin API",
+            caller.principal.as_deref().unwrap_or("anonymous")
+        );
+        let done = act(
+            &self.client,
+            &self.metrics,
+            &id.namespace,
+            &id.name,
+            &action,
+            &by,
+        )
+        .await
+        .map_err(|e| match e {
+            ActionError::NotFound(m) => Status::not_found(m),
+            ActionError::Precondition(m) => Status::failed_precondition(m),
+            ActionError::Kube(e) => {
+                kube_status(e, &format!("execution {}/{}", id.namespace, id.name))
+            }
+        })?;
+        Ok(execution(&done.workflow))
+    }
+
     async fn approve(
         &self,
         caller: Caller,
@@ -439,6 +478,95 @@ impl pb::admin_service_server::AdminService for AdminService {
             .call(method!("ApproveGate"), request, |c, r| self.approve(c, r))
             .await
     }
+
+    async fn retry_execution(
+        &self,
+        request: Request<pb::RetryExecutionRequest>,
+    ) -> Result<Response<pb::Execution>, Status> {
+        self.chain
+            .call(
+                method!("RetryExecution"),
+                request,
+                |c, r: pb::RetryExecutionRequest| {
+                    let node = Some(r.node_id).filter(|n| !n.is_empty());
+                    self.action(c, r.id, Action::Retry { node })
+                },
+            )
+            .await
+    }
+
+    async fn resubmit_execution(
+        &self,
+        request: Request<pb::ResubmitExecutionRequest>,
+    ) -> Result<Response<pb::Execution>, Status> {
+        self.chain
+            .call(
+                method!("ResubmitExecution"),
+                request,
+                |c, r: pb::ResubmitExecutionRequest| {
+                    self.action(
+                        c,
+                        r.id,
+                        Action::Resubmit {
+                            memoized: r.memoized,
+                        },
+                    )
+                },
+            )
+            .await
+    }
+
+    async fn suspend_execution(
+        &self,
+        request: Request<pb::ExecutionActionRequest>,
+    ) -> Result<Response<pb::Execution>, Status> {
+        self.chain
+            .call(
+                method!("SuspendExecution"),
+                request,
+                |c, r: pb::ExecutionActionRequest| self.action(c, r.id, Action::Suspend),
+            )
+            .await
+    }
+
+    async fn resume_execution(
+        &self,
+        request: Request<pb::ExecutionActionRequest>,
+    ) -> Result<Response<pb::Execution>, Status> {
+        self.chain
+            .call(
+                method!("ResumeExecution"),
+                request,
+                |c, r: pb::ExecutionActionRequest| self.action(c, r.id, Action::Resume),
+            )
+            .await
+    }
+
+    async fn stop_execution(
+        &self,
+        request: Request<pb::ExecutionActionRequest>,
+    ) -> Result<Response<pb::Execution>, Status> {
+        self.chain
+            .call(
+                method!("StopExecution"),
+                request,
+                |c, r: pb::ExecutionActionRequest| self.action(c, r.id, Action::Stop),
+            )
+            .await
+    }
+
+    async fn terminate_execution(
+        &self,
+        request: Request<pb::ExecutionActionRequest>,
+    ) -> Result<Response<pb::Execution>, Status> {
+        self.chain
+            .call(
+                method!("TerminateExecution"),
+                request,
+                |c, r: pb::ExecutionActionRequest| self.action(c, r.id, Action::Terminate),
+            )
+            .await
+    }
 }
 
 /// A spec from JSON or YAML text (YAML is a superset of JSON): a bare
@@ -524,6 +652,21 @@ fn phase_name<T: serde::Serialize>(p: &T) -> String {
         .unwrap_or_default()
 }
 
+/// One node as the API shows it.
+fn node_execution(id: &str, s: Option<&weft_dag::NodeStatus>) -> pb::NodeExecution {
+    pb::NodeExecution {
+        id: id.to_string(),
+        phase: phase_name(&s.map_or(NodePhase::Pending, |s| s.phase)),
+        attempts: s.map_or(0, |s| s.attempts),
+        message: s.and_then(|s| s.message.clone()).unwrap_or_default(),
+        outputs: s
+            .and_then(|s| s.outputs.as_ref())
+            .map(|o| serde_json::Value::Object(o.clone()).to_string())
+            .unwrap_or_default(),
+        cached: s.is_some_and(|s| s.cached),
+    }
+}
+
 /// A Workflow as the API shows it.
 pub fn execution(wf: &Workflow) -> pb::Execution {
     let status = wf.status.as_ref();
@@ -534,24 +677,31 @@ pub fn execution(wf: &Workflow) -> pb::Execution {
         m.map(|o| serde_json::Value::Object(o.clone()).to_string())
             .unwrap_or_default()
     };
+    let exit = status.and_then(|s| s.on_exit.as_ref());
+    let exit_nodes = spec
+        .on_exit
+        .iter()
+        .filter(|_| exit.is_some())
+        .map(|n| node_execution(&n.id, exit.and_then(|e| e.nodes.get(&n.id))))
+        .collect();
     let nodes = spec
         .nodes
         .iter()
-        .map(|n| {
-            let s = status.and_then(|s| s.nodes.get(&n.id));
-            pb::NodeExecution {
-                id: n.id.clone(),
-                phase: phase_name(&s.map_or(NodePhase::Pending, |s| s.phase)),
-                attempts: s.map_or(0, |s| s.attempts),
-                message: s.and_then(|s| s.message.clone()).unwrap_or_default(),
-                outputs: s
-                    .and_then(|s| s.outputs.as_ref())
-                    .map(|o| serde_json::Value::Object(o.clone()).to_string())
-                    .unwrap_or_default(),
-            }
-        })
+        .map(|n| node_execution(&n.id, status.and_then(|s| s.nodes.get(&n.id))))
         .collect();
     pb::Execution {
+        exit_nodes,
+        suspended: status.is_some_and(|s| s.suspended),
+        shutdown: wf
+            .spec
+            .spec
+            .shutdown
+            .as_ref()
+            .map(phase_name)
+            .unwrap_or_default(),
+        retries: status.map_or(0, |s| {
+            s.retries.iter().filter(|r| r.error.is_none()).count() as u32
+        }),
         id: Some(pb::ExecutionId {
             namespace: wf.namespace().unwrap_or_default(),
             name: wf.name_any(),

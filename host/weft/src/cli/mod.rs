@@ -4,12 +4,16 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use crate::actions::Action;
 use crate::telemetry::LogFormat;
 
+pub mod actions;
+pub mod cache;
 pub mod controller;
 pub mod cron;
 pub mod dev;
 pub mod list;
+pub mod logs;
 pub mod plugin;
 pub mod rbac;
 pub mod run;
@@ -70,6 +74,25 @@ pub enum Command {
     /// CronWorkflows: list, suspend, resume, trigger (as `argo cron`).
     #[command(subcommand)]
     Cron(cron::CronCommand),
+    /// The logs of a Workflow's task pods, each line prefixed with its
+    /// node (as `argo logs`); -f follows them to the Workflow's end.
+    Logs(logs::LogsArgs),
+    /// The task output cache: list, get and delete entries.
+    #[command(subcommand)]
+    Cache(cache::CacheCommand),
+    /// Run a Failed or Aborted Workflow again from its failed and skipped
+    /// nodes, keeping what succeeded (`--node` to restart from a node).
+    Retry(actions::RetryArgs),
+    /// Create a new Workflow with the same spec and inputs.
+    Resubmit(actions::ResubmitArgs),
+    /// Start no new node of a Workflow; running nodes finish.
+    Suspend(actions::Target),
+    /// Let a suspended Workflow start nodes again.
+    Resume(actions::Target),
+    /// Abort a Workflow's running nodes, then run its exit handlers.
+    Stop(actions::Target),
+    /// Abort a Workflow's running nodes; no exit handler runs.
+    Terminate(actions::Target),
     /// Print one of Weft's CRDs (YAML), generated from the Rust types.
     Crd {
         /// `workflow`, `workflowtemplate` or `cronworkflow`.
@@ -124,6 +147,19 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::List(args) => list::list(args),
         Command::Template(cmd) => template::run(cmd),
         Command::Cron(cmd) => cron::run(cmd),
+        Command::Logs(args) => logs::logs(args),
+        Command::Cache(cmd) => cache::run(cmd),
+        Command::Retry(a) => actions::run(a.target, Action::Retry { node: a.node }),
+        Command::Resubmit(a) => actions::run(
+            a.target,
+            Action::Resubmit {
+                memoized: a.memoized,
+            },
+        ),
+        Command::Suspend(t) => actions::run(t, Action::Suspend),
+        Command::Resume(t) => actions::run(t, Action::Resume),
+        Command::Stop(t) => actions::run(t, Action::Stop),
+        Command::Terminate(t) => actions::run(t, Action::Terminate),
         Command::Crd { kind } => {
             let file = format!("{}.yaml", kind.to_lowercase());
             let Some((_, crd)) = crate::api::crds().into_iter().find(|(f, _)| *f == file) else {

@@ -140,6 +140,31 @@ impl Children {
             .cloned()
     }
 
+    /// Every live child of a Workflow (by its `weft.dev/workflow` label) in
+    /// the watch caches, with its `weft.dev/node` label: what pod GC
+    /// deletes, found again after a restart.
+    pub fn of_workflow(&self, namespace: &str, workflow: &str) -> Vec<(ChildKind, String, String)> {
+        let kinds: Vec<ChildKind> = self.lock().values().cloned().collect();
+        let mut out = Vec::new();
+        for k in kinds {
+            for obj in k.store.state() {
+                let labels = obj.metadata.labels.as_ref();
+                let label = |l: &str| labels.and_then(|m| m.get(l)).cloned();
+                let ours = obj.metadata.namespace.as_deref() == Some(namespace)
+                    && label(weft_plugin::plugin::LABEL_WORKFLOW).as_deref() == Some(workflow)
+                    && obj.metadata.deletion_timestamp.is_none();
+                if let (true, Some(name), Some(node)) = (
+                    ours,
+                    obj.metadata.name.clone(),
+                    label(weft_plugin::plugin::LABEL_NODE),
+                ) {
+                    out.push((k.clone(), name, node));
+                }
+            }
+        }
+        out
+    }
+
     /// The child as last seen, if its kind is watched and it exists.
     pub fn get(
         &self,

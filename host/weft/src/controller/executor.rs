@@ -15,8 +15,9 @@ use kube::api::DynamicObject;
 use serde_json::{Map, Value};
 use weft_dag::TaskSpec;
 use weft_dag::WorkflowPhase;
+use weft_dag::cache::CacheEntry;
 use weft_dag::schedule::{
-    Executor, Readiness, TaskObservation, TaskRequest, TaskState, WorkflowRequest,
+    CacheRequest, Executor, Readiness, TaskObservation, TaskRequest, TaskState, WorkflowRequest,
 };
 use weft_dag::status::{LogLink, PluginRef, ResourceRef};
 use weft_plugin::{CallError, Digest, FailureKind, Phase, Registry, TaskContext, TaskPlugin};
@@ -78,6 +79,11 @@ pub struct PluginExecutor {
     depth: u32,
     /// The deepest a child may be (`--max-workflow-depth`).
     max_depth: u32,
+    /// The task cache, and whether this workflow may read it (a resubmit
+    /// without `--memoized` may not).
+    cache: Option<(Arc<super::cache::TaskCache>, bool)>,
+    /// Cache entries to store after the round.
+    pub cache_writes: Vec<super::cache::CacheWrite>,
 }
 
 /// How deep a Workflow is nested: its label, set on the children of
@@ -113,7 +119,31 @@ impl PluginExecutor {
             workflow_aborts: Vec::new(),
             depth: 0,
             max_depth: DEFAULT_MAX_DEPTH,
+            cache: None,
+            cache_writes: Vec::new(),
         }
+    }
+
+    /// Serve cached task nodes from `cache` (`read`: look entries up, not
+    /// only store them).
+    pub fn with_cache(mut self, cache: Option<Arc<super::cache::TaskCache>>, read: bool) -> Self {
+        self.cache = cache.map(|c| (c, read));
+        self
+    }
+
+    /// The cache key of a cached node: with `includePlugin`, the digest of
+    /// the plugin that served it (on store) or would serve it (on look-up).
+    fn cache_key(&self, req: &CacheRequest<'_>) -> String {
+        let digest = match (req.cache.include_plugin, req.plugin) {
+            (false, _) => None,
+            (true, Some(p)) => Some(p.digest.clone()),
+            (true, None) => self
+                .registry
+                .task_plugin_for(&req.task.task_type, &self.pins, &self.uid)
+                .ok()
+                .map(|p| plugin_ref(&p).digest),
+        };
+        weft_dag::cache::key(req.task, req.inputs, req.cache, digest.as_deref())
     }
 
     /// This workflow's nesting depth and the deepest a child may be.
@@ -364,6 +394,41 @@ impl Executor for PluginExecutor {
             self.children.forget(&key);
         }
         with_ref(obs)
+    }
+
+    fn cache_lookup(&mut self, req: &CacheRequest<'_>) -> Option<CacheEntry> {
+        let (cache, true) = self.cache.as_ref()? else {
+            return None;
+        };
+        let key = self.cache_key(req);
+        let task_type = &req.task.task_type;
+        cache.lookup(
+            &self.namespace,
+            task_type,
+            &key,
+            req.cache.max_age(),
+            req.now,
+        )
+    }
+
+    fn cache_store(&mut self, req: &CacheRequest<'_>, outputs: &Map<String, Value>) {
+        if self.cache.is_none() {
+            return;
+        }
+        let entry = CacheEntry {
+            task_type: req.task.task_type.clone(),
+            version: req.cache.version.clone(),
+            workflow: self.workflow.clone(),
+            node: req.node_id.to_string(),
+            created_at: weft_dag::status::timestamp(req.now),
+            max_age: req.cache.max_age.clone(),
+            outputs: outputs.clone(),
+        };
+        self.cache_writes.push(super::cache::CacheWrite {
+            task_type: req.task.task_type.clone(),
+            key: self.cache_key(req),
+            entry,
+        });
     }
 
     fn abort_workflow(&mut self, req: &WorkflowRequest<'_>) {

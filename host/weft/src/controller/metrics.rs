@@ -45,6 +45,7 @@ pub struct Metrics {
     shadow_calls: Family<Labels, Counter>,
     rollouts_aborted: Family<Labels, Counter>,
     undecodable: Counter,
+    cache_lookups: Family<Labels, Counter>,
 }
 
 impl Default for Metrics {
@@ -75,7 +76,13 @@ impl Default for Metrics {
             shadow_calls: Family::default(),
             rollouts_aborted: Family::default(),
             undecodable: Counter::default(),
+            cache_lookups: Family::default(),
         };
+        registry.register(
+            "cache_lookups",
+            "Task cache look-ups of cached task nodes, by task type and result (hit, miss)",
+            m.cache_lookups.clone(),
+        );
         registry.register(
             "workflows_undecodable",
             "Workflow objects (each version once) the controller could not decode and skipped",
@@ -313,6 +320,17 @@ impl Metrics {
     pub fn api_write(&self, what: &str) {
         self.api_writes
             .get_or_create(&vec![("kind".into(), what.into())])
+            .inc();
+    }
+
+    /// A cached task node looked in the cache.
+    pub fn cache_lookup(&self, task_type: &str, hit: bool) {
+        let result = if hit { "hit" } else { "miss" };
+        self.cache_lookups
+            .get_or_create(&vec![
+                ("task_type".into(), task_type.into()),
+                ("result".into(), result.into()),
+            ])
             .inc();
     }
 

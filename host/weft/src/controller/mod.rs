@@ -7,6 +7,7 @@
 //! Data flows one way: watch event -> reconcile -> round -> plugin call ->
 //! child apply -> status patch.
 
+pub mod cache;
 pub mod children;
 pub mod cron;
 pub mod elected;
@@ -14,6 +15,7 @@ pub mod executor;
 pub mod impersonation;
 pub mod intake;
 pub mod leader;
+pub mod lifecycle;
 pub mod metrics;
 pub mod shadow;
 pub mod shard;
@@ -43,6 +45,10 @@ use children::Children;
 use executor::PluginExecutor;
 use metrics::Metrics;
 use shard::Shard;
+
+/// Set to "true" on a Workflow (`weft resubmit` without `--memoized`):
+/// its cached nodes run and refresh the cache instead of reading it.
+pub const SKIP_CACHE_ANNOTATION: &str = "weft.dev/skip-cache";
 
 /// The field manager of everything the controller writes.
 pub const MANAGER: &str = "weft-controller";
@@ -96,6 +102,8 @@ pub struct Context {
     /// Seconds a finished Workflow without a `ttlStrategy` is kept (0:
     /// forever).
     default_ttl: std::sync::atomic::AtomicU64,
+    /// The task output cache (started with the controller).
+    cache: OnceLock<Arc<cache::TaskCache>>,
 }
 
 impl Context {
@@ -123,6 +131,7 @@ impl Context {
             impersonation: Mutex::new(None),
             max_depth: executor::DEFAULT_MAX_DEPTH.into(),
             default_ttl: 0.into(),
+            cache: OnceLock::new(),
         })
     }
 
@@ -313,7 +322,8 @@ async fn reconcile_owned(wf: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action,
     // A finished workflow keeps the finalizer until it is deleted, like
     // Flyte's: the deletion then comes through here and the controller
     // forgets it (see above).
-    if old.phase.is_terminal() {
+    if old.phase.is_terminal() && lifecycle::pending_retry(&wf, &old).is_none() {
+        collect_children(&ctx, &wf, &old).await;
         return expire(&api, &wf, &old, &ctx).await;
     }
     if !has_finalizer && !deleting {
@@ -351,6 +361,8 @@ async fn reconcile_owned(wf: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action,
     };
 
     let (compiled, spec) = compiled;
+    let retried = lifecycle::pending_retry(&wf, &status)
+        .map(|req| lifecycle::retry(&compiled, &mut status, &req));
     let approvals: HashSet<String> = spec
         .nodes
         .iter()
@@ -387,6 +399,12 @@ async fn reconcile_owned(wf: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action,
         ctx.max_depth.load(std::sync::atomic::Ordering::Relaxed),
     )
     .with_shadow(ctx.shadow.clone())
+    .with_cache(
+        ctx.cache.get().cloned(),
+        wf.annotations()
+            .get(SKIP_CACHE_ANNOTATION)
+            .is_none_or(|v| v != "true"),
+    )
     .with_plugin_wait(*ctx.plugin_wait.lock().unwrap_or_else(|e| e.into_inner()));
     let started = Instant::now();
     let span = tracing::Span::current();
@@ -416,10 +434,15 @@ async fn reconcile_owned(wf: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action,
     for d in &exec.deletions {
         delete_child(&ctx, &ns, d).await;
     }
+    if let (Some(cache), false) = (ctx.cache.get(), exec.cache_writes.is_empty()) {
+        cache.write(&ns, &exec.cache_writes).await;
+    }
     for child in &exec.workflow_aborts {
         abort_workflow(&api, child, &ctx).await;
     }
     write_status(&api, &name, &uid, &old, &status, &ctx).await?;
+    collect_children(&ctx, &wf, &status).await;
+    action_events(&ctx, &wf, &old, &status, retried).await;
     for t in &outcome.transitions {
         ctx.metrics
             .transition(&format!("{:?}", t.from), &format!("{:?}", t.to));
@@ -484,6 +507,48 @@ async fn reconcile_owned(wf: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action,
         wait.min(Duration::from_secs(2))
     };
     Ok(Action::requeue(wait))
+}
+
+/// Deletes the children `spec.podGC` says are done with.
+async fn collect_children(ctx: &Context, wf: &Workflow, status: &WorkflowStatus) {
+    let ns = wf.namespace().unwrap_or_default();
+    for d in lifecycle::pod_gc(ctx, wf, status) {
+        tracing::debug!(child = %d.name, "pod GC");
+        delete_child(ctx, &ns, &d).await;
+    }
+}
+
+/// Events for what users did and what it changed: a retry carried out or
+/// refused, a suspension or resumption, the exit handler starting.
+async fn action_events(
+    ctx: &Context,
+    wf: &Workflow,
+    old: &WorkflowStatus,
+    new: &WorkflowStatus,
+    retried: Option<(&'static str, String)>,
+) {
+    if let Some((reason, msg)) = retried {
+        let kind = if reason == "WorkflowRetried" {
+            "Normal"
+        } else {
+            "Warning"
+        };
+        publish(ctx, wf, kind, reason, &msg).await;
+    }
+    if old.suspended != new.suspended {
+        let (reason, msg) = match new.suspended {
+            true => (
+                "WorkflowSuspended",
+                "suspended: no new node starts until it is resumed",
+            ),
+            false => ("WorkflowResumed", "resumed"),
+        };
+        publish(ctx, wf, "Normal", reason, msg).await;
+    }
+    if let (None, Some(exit)) = (&old.on_exit, &new.on_exit) {
+        let msg = format!("the main DAG ended {:?}: running spec.onExit", exit.phase);
+        publish(ctx, wf, "Normal", "RunningExitHandler", &msg).await;
+    }
 }
 
 /// A finished Workflow: deleted once its TTL is over (its children go
@@ -799,6 +864,23 @@ pub async fn run(
             absent.join(", ")
         );
     }
+    let cache = ctx.cache.get_or_init(|| {
+        cache::TaskCache::start(
+            ctx.client.clone(),
+            namespace.as_deref(),
+            ctx.metrics.clone(),
+        )
+    });
+    let collector = tokio::spawn({
+        let cache = cache.clone();
+        async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(300));
+            loop {
+                tick.tick().await;
+                cache.collect().await;
+            }
+        }
+    });
     let (store, workflows) = intake::workflows(ctx.clone(), namespace.as_deref());
     let controller = KubeController::for_stream(workflows, store);
     let gauges = tokio::spawn(count_nodes(controller.store(), ctx.clone()));
@@ -810,6 +892,8 @@ pub async fn run(
         .for_each(|_| futures::future::ready(()));
     futures::join!(workflows, cron::run(ctx.clone(), namespace, shutdown));
     gauges.abort();
+    collector.abort();
+    cache.stop();
     ctx.children.stop();
 }
 

@@ -1,0 +1,186 @@
+//! Task output caching (Flyte's data catalog, Argo's memoize): what a
+//! cache entry is keyed by and when it may be used. Where entries are
+//! stored is the controller's business (see `docs/lifecycle.md`).
+
+use std::time::{Duration, SystemTime};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use crate::spec::TaskSpec;
+
+/// A task node's `cache`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CacheSpec {
+    /// Part of the key: bump it to stop using what was cached before (a
+    /// changed task image or code that the config does not show).
+    pub version: String,
+    /// An entry older than this is not used (e.g. `24h`); absent: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_age: Option<String>,
+    /// Also key on the plugin's digest, so a plugin upgrade starts an
+    /// empty cache. Off by default: a plugin upgrade (a bug fix in how a
+    /// pod is built) rarely changes what a task computes, and emptying
+    /// every cache on each upgrade would rerun days of work.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub include_plugin: bool,
+}
+
+impl CacheSpec {
+    /// `maxAge`, parsed (validated at compile time).
+    pub fn max_age(&self) -> Option<Duration> {
+        self.max_age
+            .as_deref()
+            .and_then(|s| humantime::parse_duration(s).ok())
+    }
+}
+
+/// The cache key: a sha256, in hex, over the task type, its config, the
+/// resolved inputs and the cache version (and the plugin digest when
+/// `includePlugin`). serde_json writes object keys sorted, so equal
+/// values give equal keys whatever order the YAML had.
+pub fn key(
+    task: &TaskSpec,
+    inputs: &Map<String, Value>,
+    cache: &CacheSpec,
+    plugin: Option<&str>,
+) -> String {
+    let doc = serde_json::json!({
+        "type": task.task_type,
+        "config": task.config,
+        "inputs": inputs,
+        "version": cache.version,
+        "plugin": if cache.include_plugin { plugin } else { None },
+    });
+    let digest = Sha256::digest(doc.to_string().as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// One cached result, as stored.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CacheEntry {
+    /// The task type.
+    pub task_type: String,
+    /// The cache version it was written under.
+    pub version: String,
+    /// The Workflow that produced it.
+    pub workflow: String,
+    /// The node that produced it.
+    pub node: String,
+    /// When it was written (RFC 3339).
+    pub created_at: String,
+    /// The writer's `maxAge`: past it the entry is collected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_age: Option<String>,
+    /// The task's outputs.
+    #[serde(default)]
+    pub outputs: Map<String, Value>,
+}
+
+impl CacheEntry {
+    /// Whether a reader with `max_age` may use the entry at `now`.
+    pub fn fresh(&self, max_age: Option<Duration>, now: SystemTime) -> bool {
+        let Some(created) = crate::status::parse_timestamp(Some(&self.created_at)) else {
+            return false;
+        };
+        max_age.is_none_or(|age| created + age > now)
+    }
+
+    /// Whether the entry is past its writer's `maxAge` (to be collected).
+    pub fn expired(&self, now: SystemTime) -> bool {
+        let age = self
+            .max_age
+            .as_deref()
+            .and_then(|s| humantime::parse_duration(s).ok());
+        age.is_some() && !self.fresh(age, now)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn task(config: Value) -> TaskSpec {
+        serde_json::from_value(json!({"type": "pod", "config": config})).unwrap()
+    }
+
+    fn spec(version: &str, include_plugin: bool) -> CacheSpec {
+        CacheSpec {
+            version: version.into(),
+            max_age: None,
+            include_plugin,
+        }
+    }
+
+    #[test]
+    fn the_key_follows_type_config_inputs_and_version_only() {
+        let inputs: Map<String, Value> = serde_json::from_value(json!({"a": 1, "b": "x"})).unwrap();
+        let reordered: Map<String, Value> =
+            serde_json::from_value(json!({"b": "x", "a": 1})).unwrap();
+        let base = key(
+            &task(json!({"image": "i"})),
+            &inputs,
+            &spec("1", false),
+            None,
+        );
+        assert_eq!(base.len(), 64);
+        assert_eq!(
+            base,
+            key(
+                &task(json!({"image": "i"})),
+                &reordered,
+                &spec("1", false),
+                Some("sha256:p")
+            )
+        );
+        let changed_input: Map<String, Value> =
+            serde_json::from_value(json!({"a": 2, "b": "x"})).unwrap();
+        for other in [
+            key(
+                &task(json!({"image": "j"})),
+                &inputs,
+                &spec("1", false),
+                None,
+            ),
+            key(
+                &task(json!({"image": "i"})),
+                &changed_input,
+                &spec("1", false),
+                None,
+            ),
+            key(
+                &task(json!({"image": "i"})),
+                &inputs,
+                &spec("2", false),
+                None,
+            ),
+            key(
+                &task(json!({"image": "i"})),
+                &inputs,
+                &spec("1", true),
+                Some("sha256:p"),
+            ),
+        ] {
+            assert_ne!(base, other);
+        }
+    }
+
+    #[test]
+    fn max_age_limits_use_and_the_writers_age_collects() {
+        let now = SystemTime::now();
+        let e = CacheEntry {
+            created_at: crate::status::timestamp(now - Duration::from_secs(120)),
+            max_age: Some("1m".into()),
+            ..Default::default()
+        };
+        assert!(e.fresh(None, now));
+        assert!(e.fresh(Some(Duration::from_secs(600)), now));
+        assert!(!e.fresh(Some(Duration::from_secs(60)), now));
+        assert!(e.expired(now));
+    }
+}
