@@ -11,20 +11,15 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use kube::api::PostParams;
 use serde_json::{Map, Value, json};
-use weft::api::{Workflow, WorkflowResourceSpec};
+use weft::api::Workflow;
 use weft_dag::cache::{CacheSpec, key};
 
 const NODES: usize = 1_000;
 const PASSES: usize = 20;
 
 fn task() -> weft_dag::TaskSpec {
-    serde_json::from_value(
-        json!({"type": "pod", "config": {"image": "busybox", "command": ["true"],
-        "annotations": {"weft.dev/simulate": "true", "weft.dev/simulate-duration": "10ms"}}}),
-    )
-    .expect("a task")
+    serde_json::from_value(common::simulated_task()).expect("a task")
 }
 
 /// `NODES` independent simulated pod nodes, cached when `cache`.
@@ -41,28 +36,6 @@ fn spec(cache: bool) -> Value {
     json!({ "nodes": nodes })
 }
 
-async fn run(api: &kube::Api<Workflow>, name: &str, spec: Value) -> anyhow::Result<Duration> {
-    let spec: weft_dag::WorkflowSpec = serde_json::from_value(spec)?;
-    let start = Instant::now();
-    api.create(
-        &PostParams::default(),
-        &Workflow::new(name, WorkflowResourceSpec { spec }),
-    )
-    .await?;
-    loop {
-        let w = api.get(name).await?;
-        if let Some(s) = w.status.as_ref().filter(|s| s.phase.is_terminal()) {
-            anyhow::ensure!(
-                s.phase == weft_dag::WorkflowPhase::Succeeded,
-                "{name}: {:?}",
-                s.message
-            );
-            return Ok(start.elapsed());
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 fn percentile(v: &mut [Duration], p: f64) -> Duration {
     v.sort();
     v[((v.len() - 1) as f64 * p) as usize]
@@ -73,9 +46,9 @@ async fn main() -> anyhow::Result<()> {
     let sim = common::simulated().await?;
     let client = sim.client.clone();
     let api: kube::Api<Workflow> = kube::Api::namespaced(client.clone(), "default");
-    let plain = run(&api, "plain", spec(false)).await?;
-    let miss = run(&api, "miss", spec(true)).await?;
-    let hit = run(&api, "hit", spec(true)).await?;
+    let plain = common::run_to_success(&api, "plain", spec(false)).await?;
+    let miss = common::run_to_success(&api, "miss", spec(true)).await?;
+    let hit = common::run_to_success(&api, "hit", spec(true)).await?;
     let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
         kube::Api::namespaced(client.clone(), "default");
     let lp = kube::api::ListParams::default().labels("weft.dev/workflow=hit");

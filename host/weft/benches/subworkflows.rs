@@ -9,11 +9,11 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
-use weft::api::{Workflow, WorkflowResourceSpec, WorkflowTemplate};
+use weft::api::{Workflow, WorkflowTemplate};
 
 const NODES: usize = 1_000;
 const CHILDREN: usize = 10;
@@ -21,32 +21,16 @@ const RUNS: usize = 3;
 
 /// `count` independent simulated pod nodes.
 fn nodes(count: usize) -> Value {
-    let task = json!({"type": "pod", "config": {"image": "busybox", "command": ["true"],
-        "annotations": {"weft.dev/simulate": "true", "weft.dev/simulate-duration": "10ms"}}});
+    let task = common::simulated_task();
     (0..count)
         .map(|i| json!({"id": format!("t{i}"), "task": task}))
         .collect()
 }
 
 async fn run(api: &kube::Api<Workflow>, name: &str, spec: Value) -> anyhow::Result<Duration> {
-    let spec: weft_dag::WorkflowSpec = serde_json::from_value(spec)?;
-    let start = Instant::now();
-    let wf = Workflow::new(name, WorkflowResourceSpec { spec });
-    api.create(&PostParams::default(), &wf).await?;
-    loop {
-        let w = api.get(name).await?;
-        if let Some(s) = w.status.as_ref().filter(|s| s.phase.is_terminal()) {
-            anyhow::ensure!(
-                s.phase == weft_dag::WorkflowPhase::Succeeded,
-                "{name}: {:?}",
-                s.message
-            );
-            let took = start.elapsed();
-            clean(api).await?;
-            return Ok(took);
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let took = common::run_to_success(api, name, spec).await?;
+    clean(api).await?;
+    Ok(took)
 }
 
 /// Deletes the run's Workflows and waits until their pods are gone, so

@@ -6,55 +6,14 @@
 
 mod common;
 
+use common::{stderr, stdout, weft, weft_err, weft_ok};
+
 use std::path::Path;
-use std::process::Output;
 use std::time::{Duration, SystemTime};
 
 use common::kubectl_ok;
 use serde_json::{Value, json};
 use weft_dag::WorkflowPhase;
-
-/// `weft ARGS` with `KUBECONFIG` set, run from the repository root.
-async fn weft(kubeconfig: &Path, args: &[&str]) -> Output {
-    tokio::process::Command::new(env!("CARGO_BIN_EXE_weft"))
-        .args(args)
-        .current_dir(common::root())
-        .env("KUBECONFIG", kubeconfig)
-        .output()
-        .await
-        .expect("run weft")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// The output of a command that must succeed.
-async fn weft_ok(kubeconfig: &Path, args: &[&str]) -> String {
-    let out = weft(kubeconfig, args).await;
-    assert!(
-        out.status.success(),
-        "weft {args:?} failed:\n{}\n{}",
-        stdout(&out),
-        stderr(&out)
-    );
-    stdout(&out)
-}
-
-/// The standard error of a command that must fail.
-async fn weft_err(kubeconfig: &Path, args: &[&str]) -> String {
-    let out = weft(kubeconfig, args).await;
-    assert!(
-        !out.status.success(),
-        "weft {args:?} should fail:\n{}",
-        stdout(&out)
-    );
-    stderr(&out)
-}
 
 /// A two-node DAG, `a` then `b`, each echoing its own lines (after
 /// `pause` seconds, in `a`).

@@ -7,8 +7,9 @@
 
 mod common;
 
+use common::{weft, weft_ok};
+
 use std::path::Path;
-use std::process::Output;
 use std::time::{Duration, Instant};
 
 use common::{ControllerProcess, kubectl_ok};
@@ -17,28 +18,6 @@ use kube::{Api, ResourceExt, api::ListParams};
 use weft::admin::pb;
 use weft::api::Workflow;
 use weft_dag::{NodePhase, WorkflowPhase};
-
-/// `weft ARGS` with `KUBECONFIG` set.
-async fn weft(kubeconfig: &Path, args: &[&str]) -> Output {
-    tokio::process::Command::new(env!("CARGO_BIN_EXE_weft"))
-        .args(args)
-        .current_dir(common::root())
-        .env("KUBECONFIG", kubeconfig)
-        .output()
-        .await
-        .expect("run weft")
-}
-
-async fn weft_ok(kubeconfig: &Path, args: &[&str]) -> String {
-    let out = weft(kubeconfig, args).await;
-    assert!(
-        out.status.success(),
-        "weft {args:?}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// A pod task node (YAML flow map) running `script` in `sh -c`.
 fn pod(id: &str, deps: &[&str], script: &str, extra: &str) -> String {

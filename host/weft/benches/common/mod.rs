@@ -43,3 +43,36 @@ impl Simulated {
         self.cluster.shutdown().await;
     }
 }
+
+/// A pod task the simulated cluster "runs" in 10 ms (no process).
+#[allow(dead_code, reason = "only some benches build workflows of their own")]
+pub fn simulated_task() -> serde_json::Value {
+    serde_json::json!({"type": "pod", "config": {"image": "busybox", "command": ["true"],
+        "annotations": {"weft.dev/simulate": "true", "weft.dev/simulate-duration": "10ms"}}})
+}
+
+/// Creates the Workflow `name` with `spec` and waits until it succeeds;
+/// how long that took from the create (an error if it did not succeed).
+#[allow(dead_code, reason = "only some benches build workflows of their own")]
+pub async fn run_to_success(
+    api: &kube::Api<weft::api::Workflow>,
+    name: &str,
+    spec: serde_json::Value,
+) -> anyhow::Result<std::time::Duration> {
+    let spec: weft_dag::WorkflowSpec = serde_json::from_value(spec)?;
+    let start = std::time::Instant::now();
+    let wf = weft::api::Workflow::new(name, weft::api::WorkflowResourceSpec { spec });
+    api.create(&Default::default(), &wf).await?;
+    loop {
+        let w = api.get(name).await?;
+        if let Some(s) = w.status.as_ref().filter(|s| s.phase.is_terminal()) {
+            anyhow::ensure!(
+                s.phase == weft_dag::WorkflowPhase::Succeeded,
+                "{name}: {:?}",
+                s.message
+            );
+            return Ok(start.elapsed());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}

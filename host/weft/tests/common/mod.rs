@@ -191,6 +191,51 @@ pub fn name(p: &Pod) -> String {
     p.name_any()
 }
 
+/// `weft ARGS` with `KUBECONFIG` set, run from the repository root: the
+/// CLI as a user runs it.
+pub async fn weft(kubeconfig: &Path, args: &[&str]) -> std::process::Output {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_weft"))
+        .args(args)
+        .current_dir(root())
+        .env("KUBECONFIG", kubeconfig)
+        .output()
+        .await
+        .expect("run weft")
+}
+
+/// A command's standard output, as text.
+pub fn stdout(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A command's standard error, as text.
+pub fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The output of a `weft` command that must succeed.
+pub async fn weft_ok(kubeconfig: &Path, args: &[&str]) -> String {
+    let out = weft(kubeconfig, args).await;
+    assert!(
+        out.status.success(),
+        "weft {args:?} failed:\n{}\n{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    stdout(&out)
+}
+
+/// The standard error of a `weft` command that must fail.
+pub async fn weft_err(kubeconfig: &Path, args: &[&str]) -> String {
+    let out = weft(kubeconfig, args).await;
+    assert!(
+        !out.status.success(),
+        "weft {args:?} should fail:\n{}",
+        stdout(&out)
+    );
+    stderr(&out)
+}
+
 /// `kubectl ARGS` that must succeed; its standard output.
 pub async fn kubectl_ok(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> String {
     let out = kubectl(kubeconfig, args, stdin).await;
