@@ -330,6 +330,46 @@ async fn an_invalid_workflow_fails_with_every_problem_and_creates_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_get_and_metrics_show_what_happened() {
     let env = Env::start().await;
+    let events: kube::Api<k8s_openapi::api::core::v1::Event> =
+        kube::Api::namespaced(env.client.clone(), "default");
+    let reasons_of = |name: &'static str| {
+        let events = events.clone();
+        async move {
+            let list = events.list(&Default::default()).await.unwrap().items;
+            list.iter()
+                .filter(|e| e.involved_object.name.as_deref() == Some(name))
+                .filter_map(|e| e.reason.clone())
+                .collect::<Vec<String>>()
+        }
+    };
+    // By default a healthy workflow's success is no Event (an API write
+    // an operator does not need); a failure is.
+    env.submit(
+        "quiet",
+        &format!("nodes:\n  - {{id: a, task: {}}}\n", sh("true")),
+    )
+    .await;
+    env.submit(
+        "loud",
+        &format!("nodes:\n  - {{id: a, task: {}}}\n", sh("exit 3")),
+    )
+    .await;
+    env.finish("quiet", 30).await;
+    env.finish("loud", 30).await;
+    let mut failed = Vec::new();
+    for _ in 0..50 {
+        failed = reasons_of("loud").await;
+        if failed.iter().any(|r| r == "WorkflowFailed") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(failed.iter().any(|r| r == "WorkflowFailed"), "{failed:?}");
+    assert_eq!(reasons_of("quiet").await, Vec::<String>::new());
+
+    // `--workflow-events all`: its success too.
+    env.ctx
+        .set_workflow_events(weft::controller::WorkflowEvents::All);
     env.submit(
         "seen",
         &format!(
@@ -341,18 +381,10 @@ async fn events_get_and_metrics_show_what_happened() {
     .await;
     env.finish("seen", 30).await;
 
-    // Kubernetes Events on the Workflow.
-    let events: kube::Api<k8s_openapi::api::core::v1::Event> =
-        kube::Api::namespaced(env.client.clone(), "default");
     // The Event follows the status write that ended the workflow.
     let mut reasons: Vec<String> = Vec::new();
     for _ in 0..50 {
-        let list = events.list(&Default::default()).await.unwrap().items;
-        reasons = list
-            .iter()
-            .filter(|e| e.involved_object.name.as_deref() == Some("seen"))
-            .filter_map(|e| e.reason.clone())
-            .collect();
+        reasons = reasons_of("seen").await;
         if reasons.iter().any(|r| r == "WorkflowSucceeded") {
             break;
         }

@@ -23,9 +23,11 @@ const LEASE: Duration = Duration::from_secs(3);
 const RENEW: Duration = Duration::from_secs(2);
 const RETRY: Duration = Duration::from_millis(500);
 
-/// The election flags every process here runs with.
+/// The election flags every process here runs with (and every Event, whose
+/// reporting instance says which replica finished a workflow).
 fn election() -> Vec<String> {
     vec![
+        "--workflow-events=all".into(),
         "--leader-elect".into(),
         format!("--leader-elect-lease-duration={}ms", LEASE.as_millis()),
         format!("--leader-elect-renew-deadline={}ms", RENEW.as_millis()),

@@ -1455,7 +1455,11 @@ async fn a_canary_takes_its_share_of_new_workflows_and_is_aborted() {
         (24..=26).contains(&on_canary),
         "{on_canary} of 100 on the canary"
     );
-    let st = status_of(&env, "ro").await.unwrap();
+    // The status annotation is refreshed after the workflows finish.
+    let st = wait_status(&env, "ro", "all 100 routed", |s| {
+        s.rollout.as_ref().is_some_and(|r| r.routed == 100)
+    })
+    .await;
     let r = st.rollout.unwrap();
     assert_eq!((r.routed, r.to_candidate), (100, on_canary as u64));
 

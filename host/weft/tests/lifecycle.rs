@@ -348,7 +348,13 @@ fn start(kc: &Path, identity: &str) -> (ControllerProcess, u16) {
         format!("listen: 127.0.0.1:{port}\nmiddleware: []\n"),
     )
     .unwrap();
-    let c = ControllerProcess::start(kc, identity, &["--admin-config", config.to_str().unwrap()]);
+    let args = [
+        "--admin-config",
+        config.to_str().unwrap(),
+        "--workflow-events",
+        "all",
+    ];
+    let c = ControllerProcess::start(kc, identity, &args);
     (c, port)
 }
 

@@ -10,6 +10,7 @@ use clap::{Args, ValueEnum};
 use kube::{Api, Client};
 
 use crate::api::Workflow;
+use crate::controller::WorkflowEvents;
 use crate::controller::elected::Elected;
 use crate::controller::leader::LeaderConfig;
 use crate::controller::metrics::Metrics;
@@ -65,6 +66,11 @@ pub struct ControllerArgs {
     /// they finished (e.g. 7d); kept forever when absent.
     #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
     pub default_ttl_after_completion: Option<std::time::Duration>,
+    /// Which Events Workflows get: `warnings` (failures, retries,
+    /// refusals and what users asked for) or `all` (also a workflow's
+    /// success and its exit handler starting). Each Event is an API write.
+    #[arg(long, value_enum, default_value_t = WorkflowEvents::Warnings, env = "WEFT_WORKFLOW_EVENTS")]
+    pub workflow_events: WorkflowEvents,
     /// Create, patch and delete each plugin's resources impersonating its
     /// ServiceAccount `weft-plugin-NAME`, whose Role grants exactly the
     /// kinds its manifest declares (`weft plugin rbac`): the API server then
@@ -279,6 +285,7 @@ pub fn controller(args: ControllerArgs) -> anyhow::Result<ExitCode> {
             plugin_wait: args.plugin_wait_timeout,
             max_depth: args.max_workflow_depth,
             default_ttl: args.default_ttl_after_completion,
+            events: args.workflow_events,
             impersonation: args.impersonate_plugins.then(|| {
                 let ns = args
                     .plugin_service_account_namespace

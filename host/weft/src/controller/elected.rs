@@ -40,6 +40,8 @@ pub struct Elected {
     pub max_depth: u32,
     /// How long finished Workflows without a `ttlStrategy` are kept.
     pub default_ttl: Option<Duration>,
+    /// Which Events Workflows get.
+    pub events: super::WorkflowEvents,
     /// Write children as their plugin's ServiceAccount in this namespace,
     /// with these credentials (`--impersonate-plugins`).
     pub impersonation: Option<(kube::Config, String)>,
@@ -69,6 +71,7 @@ impl Elected {
         ctx.set_plugin_wait(self.plugin_wait);
         ctx.set_max_depth(self.max_depth);
         ctx.set_default_ttl(self.default_ttl);
+        ctx.set_workflow_events(self.events);
         if let Some((config, ns)) = &self.impersonation {
             ctx.set_impersonation(super::impersonation::Impersonation::new(config.clone(), ns));
         }

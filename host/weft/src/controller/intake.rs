@@ -69,7 +69,12 @@ async fn decode_event(
             Err(shell) => Event::Delete(shell),
         },
         Event::InitApply(o) => Event::InitApply(decode(o, ctx, reported).await.ok()?),
-        Event::Delete(o) => Event::Delete(shell(&o)),
+        Event::Delete(o) => {
+            // Without a finalizer a deleted Workflow is never reconciled
+            // again: forget it here.
+            ctx.forget(&o.uid().unwrap_or_default());
+            Event::Delete(shell(&o))
+        }
         Event::Init => Event::Init,
         Event::InitDone => Event::InitDone,
     }))

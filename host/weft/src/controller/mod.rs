@@ -104,6 +104,22 @@ pub struct Context {
     default_ttl: std::sync::atomic::AtomicU64,
     /// The task output cache (started with the controller).
     cache: OnceLock<Arc<cache::TaskCache>>,
+    /// Which Events Workflows get (`--workflow-events`).
+    events: Mutex<WorkflowEvents>,
+}
+
+/// Which Kubernetes Events the controller records on Workflows. Every
+/// Event is an API write, as costly as a status patch, so a healthy
+/// workflow's Normal Events (its success, its exit handler starting) are
+/// opt-in; what an operator must hear about (failures, retries, refusals,
+/// what users asked for) is always recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum WorkflowEvents {
+    /// Warnings and user actions only.
+    #[default]
+    Warnings,
+    /// Also a Workflow's success and its exit handler starting.
+    All,
 }
 
 impl Context {
@@ -132,7 +148,34 @@ impl Context {
             max_depth: executor::DEFAULT_MAX_DEPTH.into(),
             default_ttl: 0.into(),
             cache: OnceLock::new(),
+            events: Mutex::new(WorkflowEvents::default()),
         })
+    }
+
+    /// Which Events Workflows get (`--workflow-events`).
+    pub fn set_workflow_events(&self, events: WorkflowEvents) {
+        *self.events.lock().unwrap_or_else(|e| e.into_inner()) = events;
+    }
+
+    fn all_events(&self) -> bool {
+        *self.events.lock().unwrap_or_else(|e| e.into_inner()) == WorkflowEvents::All
+    }
+
+    /// Forgets a Workflow that is gone (a watch Delete): what this
+    /// controller remembered of it is bounded by the live Workflows.
+    pub fn forget(&self, uid: &str) {
+        self.written
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(uid);
+        self.finalized
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(uid);
+        self.compiled
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|(u, _), _| u != uid);
     }
 
     /// Deletes finished Workflows without a `ttlStrategy` this long after
@@ -309,34 +352,18 @@ async fn reconcile_owned(wf: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action,
             remove_finalizer(&api, &wf, &ctx).await?;
         }
         // Gone for good: forget it (memory is bounded by live Workflows).
-        ctx.written
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&uid);
-        ctx.finalized
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&uid);
+        ctx.forget(&uid);
         return Ok(Action::await_change());
     }
-    // A finished workflow keeps the finalizer until it is deleted, like
-    // Flyte's: the deletion then comes through here and the controller
-    // forgets it (see above).
+    // No finalizer is added: every child is owned by its Workflow, so the
+    // API server's garbage collector deletes them with it, and a finalizer
+    // would cost two writes per workflow (added, then removed). Workflows
+    // that carry one (from a controller before this) are still aborted and
+    // released above when deleted. A deleted Workflow is forgotten on its
+    // watch Delete (`intake`).
     if old.phase.is_terminal() && lifecycle::pending_retry(&wf, &old).is_none() {
         collect_children(&ctx, &wf, &old).await;
         return expire(&api, &wf, &old, &ctx).await;
-    }
-    if !has_finalizer && !deleting {
-        let mut finalizers = wf.finalizers().to_vec();
-        finalizers.push(FINALIZER.into());
-        let patch = json!({"metadata": {"finalizers": finalizers}});
-        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await?;
-        ctx.metrics.api_write("finalizer");
-        ctx.finalized
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(uid.clone(), true);
     }
 
     let now = SystemTime::now();
@@ -470,12 +497,9 @@ async fn reconcile_owned(wf: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action,
         };
         publish(&ctx, &wf, "Warning", reason, &describe(&troubles)).await;
     }
-    if outcome.workflow_changed && status.phase.is_terminal() {
-        let kind = if status.phase == weft_dag::WorkflowPhase::Succeeded {
-            "Normal"
-        } else {
-            "Warning"
-        };
+    let succeeded = status.phase == weft_dag::WorkflowPhase::Succeeded;
+    if outcome.workflow_changed && status.phase.is_terminal() && (!succeeded || ctx.all_events()) {
+        let kind = if succeeded { "Normal" } else { "Warning" };
         let msg = status
             .message
             .clone()
@@ -545,7 +569,7 @@ async fn action_events(
         };
         publish(ctx, wf, "Normal", reason, msg).await;
     }
-    if let (None, Some(exit)) = (&old.on_exit, &new.on_exit) {
+    if let (None, Some(exit), true) = (&old.on_exit, &new.on_exit, ctx.all_events()) {
         let msg = format!("the main DAG ended {:?}: running spec.onExit", exit.phase);
         publish(ctx, wf, "Normal", "RunningExitHandler", &msg).await;
     }
