@@ -106,7 +106,18 @@ pub struct Context {
     cache: OnceLock<Arc<cache::TaskCache>>,
     /// Which Events Workflows get (`--workflow-events`).
     events: Mutex<WorkflowEvents>,
+    /// Since when a Workflow's minor status changes wait to be written, by
+    /// uid ([`MINOR_STATUS_DELAY`]).
+    deferred: Mutex<HashMap<String, Instant>>,
 }
+
+/// How long a round's minor status changes (a running task's sub-phase or
+/// message, an array item's progress: no node transition, no child
+/// written) may wait to be written with the next change. A pod that goes
+/// Pending, Running, Succeeded within this costs one status write instead
+/// of two; the same round is recomputed from the children then, so nothing
+/// is lost, only shown up to this much later.
+pub const MINOR_STATUS_DELAY: Duration = Duration::from_secs(1);
 
 /// Which Kubernetes Events the controller records on Workflows. Every
 /// Event is an API write, as costly as a status patch, so a healthy
@@ -149,6 +160,7 @@ impl Context {
             default_ttl: 0.into(),
             cache: OnceLock::new(),
             events: Mutex::new(WorkflowEvents::default()),
+            deferred: Mutex::new(HashMap::new()),
         })
     }
 
@@ -176,6 +188,27 @@ impl Context {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .retain(|(u, _), _| u != uid);
+        self.deferred
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(uid);
+    }
+
+    /// Whether a round's minor changes wait (for at most the time
+    /// returned), or are written now (the delay is over, or `minor` is
+    /// false: then any wait is ended).
+    fn defer_minor(&self, uid: &str, minor: bool) -> Option<Duration> {
+        let mut deferred = self.deferred.lock().unwrap_or_else(|e| e.into_inner());
+        if !minor {
+            deferred.remove(uid);
+            return None;
+        }
+        let since = *deferred.entry(uid.to_string()).or_insert_with(Instant::now);
+        let left = MINOR_STATUS_DELAY.checked_sub(since.elapsed());
+        if left.is_none() {
+            deferred.remove(uid);
+        }
+        left
     }
 
     /// Deletes finished Workflows without a `ttlStrategy` this long after
@@ -466,6 +499,19 @@ async fn reconcile_owned(wf: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action,
     }
     for child in &exec.workflow_aborts {
         abort_workflow(&api, child, &ctx).await;
+    }
+    let minor = status != old
+        && exec.applies.is_empty()
+        && exec.deletions.is_empty()
+        && exec.workflow_aborts.is_empty()
+        && exec.cache_writes.is_empty()
+        && retried.is_none()
+        && outcome.transitions.is_empty()
+        && !outcome.workflow_changed
+        && old.suspended == status.suspended
+        && old.observed_generation == status.observed_generation;
+    if let Some(left) = ctx.defer_minor(&uid, minor) {
+        return Ok(Action::requeue(left + Duration::from_millis(5)));
     }
     write_status(&api, &name, &uid, &old, &status, &ctx).await?;
     collect_children(&ctx, &wf, &status).await;
