@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds each SDK's example plugin from source into target/sdk-examples:
-#   c-configmap (sdk/c), py-rayjob (sdk/python), js-job (sdk/js).
+#   c-configmap (sdk/c), py-rayjob (sdk/python), js-job (sdk/js), and each
+#   SDK's isolation guest (c-leak, py-leak, js-leak: host/weft/tests/isolation.rs).
 # Each SDK's setup.sh installs its toolchain (zig and wasm-tools from PyPI
 # plus wit-bindgen-cli from crates.io for C; componentize-py from PyPI;
 # componentize-js from npm) and returns at once when it is there. An
@@ -15,7 +16,10 @@ start=$(date +%s)
 # lang  example-dir                       component
 examples="c sdk/c/examples/configmap-writer c-configmap
 python sdk/python/examples/rayjob py-rayjob
-js sdk/js/examples/k8s-job js-job"
+js sdk/js/examples/k8s-job js-job
+c sdk/c/tests/leak c-leak
+python sdk/python/tests/leak py-leak
+js sdk/js/tests/leak js-leak"
 
 while read -r lang dir name; do
   stamp_file="$out/$name.stamp"
