@@ -2,7 +2,8 @@
 //! on the embedded dev cluster, pods simulated (no process, as kwok does).
 //! Prints workflows per minute and Kubernetes API writes per task node;
 //! then the writes per node of ten 100-node workflows (10 layers of 10).
-//! `cargo bench -p weft --bench controller` (after `make guests`).
+//! `cargo bench -p weft --bench controller` (after `make guests`);
+//! `CONCURRENT_RECONCILES=N` sets `--concurrent-reconciles` (0: no limit).
 
 mod common;
 

@@ -353,6 +353,9 @@ fn start(kc: &Path, identity: &str) -> (ControllerProcess, u16) {
         config.to_str().unwrap(),
         "--workflow-events",
         "all",
+        // Workflows here run side by side on two reconcile workers.
+        "--concurrent-reconciles",
+        "2",
     ];
     let c = ControllerProcess::start(kc, identity, &args);
     (c, port)

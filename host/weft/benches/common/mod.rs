@@ -26,8 +26,23 @@ pub async fn simulated() -> anyhow::Result<Simulated> {
     let client = weft::runtime::client_for(&cluster.base_url())?;
     let (_engine, registry) = weft::runtime::load_plugins(&root.join("target/plugins"), None)?;
     weft::runtime::install_crd(&client).await?;
-    let (ctx, _controller) =
-        weft::runtime::spawn_controller(client.clone(), registry, None, std::future::pending());
+    // The controller starts once its settings are in: CONCURRENT_RECONCILES
+    // (`--concurrent-reconciles`, default 0: no limit).
+    let (go, gate) = tokio::sync::oneshot::channel::<()>();
+    let start = async {
+        let _ = gate.await;
+    };
+    let (ctx, _controller) = weft::runtime::spawn_controller_after(
+        client.clone(),
+        registry,
+        None,
+        start,
+        std::future::pending(),
+    );
+    if let Ok(n) = std::env::var("CONCURRENT_RECONCILES") {
+        ctx.set_concurrency(n.parse()?);
+    }
+    let _ = go.send(());
     Ok(Simulated {
         client,
         ctx,

@@ -71,6 +71,16 @@ pub struct ControllerArgs {
     /// success and its exit handler starting). Each Event is an API write.
     #[arg(long, value_enum, default_value_t = WorkflowEvents::Warnings, env = "WEFT_WORKFLOW_EVENTS")]
     pub workflow_events: WorkflowEvents,
+    /// How many Workflows are reconciled at once (controller-runtime's
+    /// MaxConcurrentReconciles, KubeVela's --concurrent-reconciles); 0 is
+    /// no limit. One Workflow is never reconciled twice at once.
+    #[arg(
+        long,
+        default_value_t = 0,
+        value_name = "N",
+        env = "WEFT_CONCURRENT_RECONCILES"
+    )]
+    pub concurrent_reconciles: u16,
     /// Create, patch and delete each plugin's resources impersonating its
     /// ServiceAccount `weft-plugin-NAME`, whose Role grants exactly the
     /// kinds its manifest declares (`weft plugin rbac`): the API server then
@@ -286,6 +296,7 @@ pub fn controller(args: ControllerArgs) -> anyhow::Result<ExitCode> {
             max_depth: args.max_workflow_depth,
             default_ttl: args.default_ttl_after_completion,
             events: args.workflow_events,
+            concurrency: args.concurrent_reconciles,
             impersonation: args.impersonate_plugins.then(|| {
                 let ns = args
                     .plugin_service_account_namespace

@@ -42,6 +42,8 @@ pub struct Elected {
     pub default_ttl: Option<Duration>,
     /// Which Events Workflows get.
     pub events: super::WorkflowEvents,
+    /// How many Workflows are reconciled at once (0: no limit).
+    pub concurrency: u16,
     /// Write children as their plugin's ServiceAccount in this namespace,
     /// with these credentials (`--impersonate-plugins`).
     pub impersonation: Option<(kube::Config, String)>,
@@ -72,6 +74,7 @@ impl Elected {
         ctx.set_max_depth(self.max_depth);
         ctx.set_default_ttl(self.default_ttl);
         ctx.set_workflow_events(self.events);
+        ctx.set_concurrency(self.concurrency);
         if let Some((config, ns)) = &self.impersonation {
             ctx.set_impersonation(super::impersonation::Impersonation::new(config.clone(), ns));
         }

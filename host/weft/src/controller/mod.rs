@@ -106,6 +106,8 @@ pub struct Context {
     cache: OnceLock<Arc<cache::TaskCache>>,
     /// Which Events Workflows get (`--workflow-events`).
     events: Mutex<WorkflowEvents>,
+    /// How many Workflows are reconciled at once (0: no limit).
+    concurrency: std::sync::atomic::AtomicU16,
     /// Since when a Workflow's minor status changes wait to be written, by
     /// uid ([`MINOR_STATUS_DELAY`]).
     deferred: Mutex<HashMap<String, Instant>>,
@@ -161,7 +163,16 @@ impl Context {
             cache: OnceLock::new(),
             events: Mutex::new(WorkflowEvents::default()),
             deferred: Mutex::new(HashMap::new()),
+            concurrency: 0.into(),
         })
+    }
+
+    /// How many Workflows are reconciled at once (`--concurrent-reconciles`,
+    /// kube-runtime's controller concurrency; 0: no limit). A Workflow is
+    /// never reconciled twice at once either way.
+    pub fn set_concurrency(&self, n: u16) {
+        self.concurrency
+            .store(n, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Which Events Workflows get (`--workflow-events`).
@@ -952,7 +963,9 @@ pub async fn run(
         }
     });
     let (store, workflows) = intake::workflows(ctx.clone(), namespace.as_deref());
-    let controller = KubeController::for_stream(workflows, store);
+    let concurrency = ctx.concurrency.load(std::sync::atomic::Ordering::Relaxed);
+    let controller = KubeController::for_stream(workflows, store)
+        .with_config(kube::runtime::controller::Config::default().concurrency(concurrency));
     let gauges = tokio::spawn(count_nodes(controller.store(), ctx.clone()));
     let shutdown = futures::FutureExt::shared(Box::pin(shutdown));
     let workflows = controller
