@@ -123,15 +123,23 @@ async fn finished(client: &Client, name: &str, secs: u64) -> weft_dag::WorkflowS
 /// Who recorded the Events about a workflow (Events' reportingInstance).
 async fn reporters(client: &Client, workflow: &str) -> Vec<String> {
     let events: Api<Event> = Api::namespaced(client.clone(), "default");
-    let mut who: Vec<String> = events
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.involved_object.name.as_deref() == Some(workflow))
-        .filter_map(|e| e.reporting_instance)
-        .collect();
+    // The workflow's Events follow the status write that ended it.
+    let mut who: Vec<String> = Vec::new();
+    for _ in 0..50 {
+        who = events
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|e| e.involved_object.name.as_deref() == Some(workflow))
+            .filter_map(|e| e.reporting_instance)
+            .collect();
+        if !who.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     who.sort();
     who.dedup();
     who

@@ -512,6 +512,20 @@ async fn retry_and_suspend_survive_a_controller_kill() {
         "{ev}"
     );
 
+    // The admin API refuses to retry what succeeded, as the CLI does.
+    let refused = admin
+        .retry_execution(pb::RetryExecutionRequest {
+            id: id("five"),
+            node_id: "n4".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::FailedPrecondition, "{refused}");
+    assert!(
+        refused.message().contains("only a Failed or Aborted"),
+        "{refused}"
+    );
+
     // Resubmit: a new workflow with the same spec, through the admin API.
     let e = admin
         .resubmit_execution(pb::ResubmitExecutionRequest {
