@@ -1,14 +1,20 @@
-//! The pod plugin's build-resource: instantiate+call (what the host does
-//! per call), call-only on a warm instance, and the same logic compiled
-//! natively, as a ratio. `cargo bench -p weft-plugin` (after `make guests`);
+//! The pod plugin's build-resource as the host serves it: on a spare
+//! instance prepared ahead of time, instantiated inline (the previous
+//! path), call-only on a warm instance, and the same logic compiled
+//! natively; each next to the floor, an empty component that parses
+//! nothing. `cargo bench -p weft-plugin --bench pod` (after `make guests`);
 //! figures go to docs/benchmarks.md.
 
 use std::hint::black_box;
 use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::json;
-use weft_plugin::{EngineConfig, Plugin, PluginEngine, TaskContext, registry::load_file};
+use weft_plugin::{
+    EngineConfig, Plugin, PluginEngine, TaskContext, TaskPlugin, registry::load_file,
+};
 
 fn task() -> TaskContext {
     TaskContext::for_attempt(
@@ -24,32 +30,101 @@ fn task() -> TaskContext {
     )
 }
 
-fn bench(c: &mut Criterion) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/plugins/pod.wasm");
+fn load(engine: &PluginEngine, file: &str) -> Arc<TaskPlugin> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../target")
+        .join(file);
     assert!(
         path.is_file(),
         "{} missing: run `make guests`",
         path.display()
     );
-    let engine = PluginEngine::new(EngineConfig::default()).expect("engine");
-    let Ok((Plugin::Task(pod), _)) = load_file(&engine, &path) else {
-        panic!("pod plugin")
-    };
-    let ctx = task();
+    match load_file(engine, &path) {
+        Ok((Plugin::Task(p), _)) => p,
+        other => panic!("{file}: {other:?}"),
+    }
+}
 
-    c.bench_function(
-        "pod build-resource: instantiate+call (host checks included)",
-        |b| b.iter(|| pod.build_resource(black_box(&ctx)).expect("builds")),
+fn engine(spares: usize) -> PluginEngine {
+    PluginEngine::new(EngineConfig {
+        spares,
+        ..EngineConfig::default()
+    })
+    .expect("engine")
+}
+
+/// Calls timed one at a time, each once a spare is ready again (the
+/// wait is not timed): the caller's path when calls are further apart
+/// than one instantiation, as a controller's are.
+fn on_spares(plugin: &TaskPlugin, ctx: &TaskContext, iters: u64) -> Duration {
+    let mut total = Duration::ZERO;
+    for _ in 0..iters {
+        while plugin.spares_ready() == 0 {
+            std::thread::yield_now();
+        }
+        let start = Instant::now();
+        black_box(plugin.build_resource(black_box(ctx)).expect("builds"));
+        total += start.elapsed();
+    }
+    total
+}
+
+/// The first call into a fresh instance made just before on the same
+/// thread (instantiating and dropping are not timed): what a call costs
+/// beyond a warm one because its instance is new.
+fn first_calls(plugin: &TaskPlugin, ctx: &TaskContext, iters: u64) -> Duration {
+    let mut total = Duration::ZERO;
+    for _ in 0..iters {
+        let mut fresh = plugin.warm_instance().expect("instance");
+        let start = Instant::now();
+        black_box(fresh.build_resource_raw(black_box(ctx)).expect("builds"));
+        total += start.elapsed();
+    }
+    total
+}
+
+fn bench(c: &mut Criterion) {
+    let ctx = task();
+    let spare = engine(1);
+    let inline = engine(0);
+    let (pod, pod_inline) = (
+        load(&spare, "plugins/pod.wasm"),
+        load(&inline, "plugins/pod.wasm"),
+    );
+    let (empty, empty_inline) = (
+        load(&spare, "test-guests/empty.wasm"),
+        load(&inline, "test-guests/empty.wasm"),
     );
 
-    c.bench_function("pod: instantiate only", |b| {
-        b.iter(|| pod.warm_instance().map(drop).expect("instance"))
-    });
-
-    let mut warm = pod.warm_instance().expect("instance");
-    c.bench_function("pod build-resource: call only (warm instance)", |b| {
-        b.iter(|| warm.build_resource_raw(black_box(&ctx)).expect("builds"))
-    });
+    for (name, plugin) in [("pod", &pod), ("empty", &empty)] {
+        let (_, stats) = plugin.build_resource(&ctx).expect("builds");
+        eprintln!("{name}: linear memory peak {} bytes", stats.memory_peak);
+        c.bench_function(&format!("{name} build-resource: on a spare"), |b| {
+            b.iter_custom(|iters| on_spares(plugin, &ctx, iters))
+        });
+        c.bench_function(
+            &format!("{name} build-resource: back to back, spares refilled meanwhile"),
+            |b| b.iter(|| plugin.build_resource(black_box(&ctx)).expect("builds")),
+        );
+    }
+    for (name, plugin) in [("pod", &pod_inline), ("empty", &empty_inline)] {
+        c.bench_function(
+            &format!("{name} build-resource: instantiated inline"),
+            |b| b.iter(|| plugin.build_resource(black_box(&ctx)).expect("builds")),
+        );
+        c.bench_function(&format!("{name}: instantiate only"), |b| {
+            b.iter(|| plugin.warm_instance().map(drop).expect("instance"))
+        });
+        c.bench_function(
+            &format!("{name} build-resource: first call, fresh instance"),
+            |b| b.iter_custom(|iters| first_calls(plugin, &ctx, iters)),
+        );
+        let mut warm = plugin.warm_instance().expect("instance");
+        c.bench_function(
+            &format!("{name} build-resource: call only, warm instance"),
+            |b| b.iter(|| warm.build_resource_raw(black_box(&ctx)).expect("builds")),
+        );
+    }
 
     // The same logic natively: the guest parses its context from JSON
     // strings and returns a JSON string, so the native side does too.

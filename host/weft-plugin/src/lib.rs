@@ -10,7 +10,7 @@
 //! - [`engine`]: one wasmtime engine with the pooling allocator, an epoch
 //!   ticker for deadlines, and compilation cached by sha256 digest.
 //! - [`plugin`]: loading a component (every check once) and calling it (a
-//!   fresh store per call; traps, deadlines and memory exhaustion become
+//!   fresh store per call, prepared ahead of time by [`prepared`]; traps, deadlines and memory exhaustion become
 //!   typed [`plugin::CallError`]s).
 //! - [`registry`]: task type -> plugin and middleware slots, swapped atomically;
 //!   earlier versions kept for pinned workflows and rollbacks.
@@ -36,6 +36,7 @@ pub mod fuzz;
 mod host;
 pub mod manifest;
 pub mod plugin;
+mod prepared;
 pub mod registry;
 pub mod rollout;
 

@@ -1,7 +1,8 @@
 //! Loading a component as a plugin, and calling it safely.
 //!
 //! Loading checks everything once (wasm header, compilation, world, imports,
-//! properties); calling builds a fresh `Store` from a prepared `InstancePre`,
+//! properties); every call runs in a fresh `Store` made from the version's
+//! `InstancePre` (ahead of time when a spare is ready, see [`crate::prepared`]),
 //! so no data survives from one call to the next and a trap poisons nothing.
 
 use std::{collections::BTreeMap, fmt, sync::Arc, time::Duration};
@@ -9,6 +10,7 @@ use std::{collections::BTreeMap, fmt, sync::Arc, time::Duration};
 use serde_json::{Map, Value};
 use wasmtime::{Store, Trap};
 
+use crate::bindings::middleware::MiddlewarePlugin as MiddlewareBindings;
 use crate::{
     bindings::{
         middleware::{
@@ -26,6 +28,7 @@ use crate::{
     engine::{CompileSource, Digest, PluginEngine},
     host::{HostState, StateStore},
     manifest::{FailStrategy, Limits, Manifest, World},
+    prepared::{CallStore, Make, Prepared, Spares},
 };
 
 /// Why a component could not be loaded as a plugin. Always names the origin.
@@ -558,9 +561,11 @@ impl Plugin {
             World::K8sTaskPlugin => {
                 let pre = K8sTaskPluginPre::new(pre)
                     .map_err(|e| fail(LoadProblem::Link(format!("{e:#}"))))?;
+                let spares = common.spares(prepare(&common, &pre, warm_task_instance));
                 let mut plugin = TaskPlugin {
                     common,
                     pre,
+                    spares,
                     properties: TaskProperties {
                         abort: AbortBehaviour::Delete,
                         delete_on_finish: false,
@@ -574,7 +579,12 @@ impl Plugin {
             World::MiddlewarePlugin => {
                 let pre = MiddlewarePluginPre::new(pre)
                     .map_err(|e| fail(LoadProblem::Link(format!("{e:#}"))))?;
-                Plugin::Middleware(Arc::new(MiddlewarePlugin { common, pre }))
+                let spares = common.spares(prepare(&common, &pre, |p, s| p.instantiate(s)));
+                Plugin::Middleware(Arc::new(MiddlewarePlugin {
+                    common,
+                    pre,
+                    spares,
+                }))
             }
         };
         Ok((plugin, source))
@@ -640,6 +650,39 @@ impl Common {
         self.arm_deadline(&mut store);
         store.epoch_deadline_trap();
         store
+    }
+
+    /// Spares of this version, if the engine keeps any.
+    fn spares<B: Send + 'static>(&self, make: Make<B>) -> Arc<Spares<B>> {
+        let inner = &self.engine.inner;
+        Spares::new(inner.preparer.clone(), inner.spares, make)
+    }
+
+    /// A fresh instance for one call: a spare prepared ahead of time when
+    /// one is ready, else one instantiated now. Either way it was never
+    /// called before, and its deadline starts now.
+    fn fresh<B: Send + 'static>(
+        &self,
+        spares: &Arc<Spares<B>>,
+        call: &'static str,
+        instantiate: impl FnOnce(&mut Store<HostState>) -> wasmtime::Result<B>,
+    ) -> (CallStore<B>, wasmtime::Result<B>) {
+        let (store, bindings) = match spares.take() {
+            Some(Prepared {
+                mut store,
+                bindings,
+            }) => {
+                store.data_mut().call = call;
+                self.arm_deadline(&mut store);
+                (store, Ok(bindings))
+            }
+            None => {
+                let mut store = self.store(call);
+                let bindings = instantiate(&mut store);
+                (store, bindings)
+            }
+        };
+        (CallStore::new(store, spares.clone()), bindings)
     }
 
     /// Sets the store's epoch deadline to the manifest's deadline from now.
@@ -713,12 +756,45 @@ impl Common {
     }
 }
 
-/// A loaded task plugin version. Cloning is cheap (shared compiled code);
-/// a clone can take its own config overrides.
+/// How the preparer makes a spare of a version: a store like a call's,
+/// instantiated from the version's `InstancePre`.
+fn prepare<P, B: 'static>(
+    common: &Common,
+    pre: &P,
+    instantiate: fn(&P, &mut Store<HostState>) -> wasmtime::Result<B>,
+) -> Make<B>
+where
+    P: Clone + Send + Sync + 'static,
+{
+    let (common, pre) = (common.clone(), pre.clone());
+    Box::new(move || {
+        let mut store = common.store("prepare");
+        let bindings = instantiate(&pre, &mut store)?;
+        Ok(Prepared { store, bindings })
+    })
+}
+
+/// Instantiates a task plugin's spare and asks it for its properties.
+/// That first call carries no task's data (it takes no arguments and
+/// every instance answers the same), and it runs what a language runtime
+/// does lazily on its first export call (CPython, SpiderMonkey) before a
+/// task waits for it.
+fn warm_task_instance(
+    pre: &K8sTaskPluginPre<HostState>,
+    store: &mut Store<HostState>,
+) -> wasmtime::Result<K8sTaskBindings> {
+    let bindings = pre.instantiate(&mut *store)?;
+    bindings.weft_plugin_k8s_task().call_properties(store)?;
+    Ok(bindings)
+}
+
+/// A loaded task plugin version. Cloning is cheap (shared compiled code
+/// and spares); a clone can take its own config overrides.
 #[derive(Clone)]
 pub struct TaskPlugin {
     common: Common,
     pre: K8sTaskPluginPre<HostState>,
+    spares: Arc<Spares<K8sTaskBindings>>,
     properties: TaskProperties,
 }
 
@@ -822,10 +898,10 @@ impl TaskPlugin {
     pub fn build_resource(&self, ctx: &TaskContext) -> Result<(Value, CallStats), CallError> {
         const CALL: &str = "build-resource";
         let wctx = self.wit_context(ctx);
-        let mut store = self.common.store(CALL);
-        let result = self.pre.instantiate(&mut store).and_then(|i| {
+        let (mut store, instance) = self.instance(CALL);
+        let result = instance.and_then(|i| {
             i.weft_plugin_k8s_task()
-                .call_build_resource(&mut store, &wctx)
+                .call_build_resource(&mut *store, &wctx)
         });
         let stats = CallStats {
             memory_peak: store.data().limiter.peak,
@@ -844,6 +920,25 @@ impl TaskPlugin {
         let obj: Value =
             serde_json::from_str(&out).map_err(|e| self.invalid(CALL, format!("not JSON: {e}")))?;
         Ok((self.enforce(ctx, obj)?, stats))
+    }
+
+    /// A fresh instance for one call (see [`Common::fresh`]).
+    fn instance(
+        &self,
+        call: &'static str,
+    ) -> (
+        CallStore<K8sTaskBindings>,
+        wasmtime::Result<K8sTaskBindings>,
+    ) {
+        self.common
+            .fresh(&self.spares, call, |s| self.pre.instantiate(s))
+    }
+
+    /// How many prepared instances are ready now (see [`EngineConfig::spares`]).
+    ///
+    /// [`EngineConfig::spares`]: crate::EngineConfig::spares
+    pub fn spares_ready(&self) -> usize {
+        self.spares.ready()
     }
 
     /// An instance kept across calls, for measuring what a call costs without
@@ -871,10 +966,10 @@ impl TaskPlugin {
         const CALL: &str = "get-task-phase";
         let wctx = self.wit_context(ctx);
         let observed = observed.to_string();
-        let mut store = self.common.store(CALL);
-        let result = self.pre.instantiate(&mut store).and_then(|i| {
+        let (mut store, instance) = self.instance(CALL);
+        let result = instance.and_then(|i| {
             i.weft_plugin_k8s_task()
-                .call_get_task_phase(&mut store, &wctx, &observed)
+                .call_get_task_phase(&mut *store, &wctx, &observed)
         });
         let stats = CallStats {
             memory_peak: store.data().limiter.peak,
@@ -1115,6 +1210,7 @@ pub fn grpc_code(code: RejectCode) -> i32 {
 pub struct MiddlewarePlugin {
     common: Common,
     pre: MiddlewarePluginPre<HostState>,
+    spares: Arc<Spares<MiddlewareBindings>>,
 }
 
 impl fmt::Debug for MiddlewarePlugin {
@@ -1174,16 +1270,19 @@ impl MiddlewarePlugin {
             },
             plugin_config: self.common.config_json.clone(),
         };
-        let mut store = self.common.store(CALL);
-        let result = self.pre.instantiate(&mut store).and_then(|i| {
+        let (mut store, instance) = self
+            .common
+            .fresh(&self.spares, CALL, |s| self.pre.instantiate(s));
+        let result = instance.and_then(|i| {
             i.weft_plugin_middleware()
-                .call_on_request(&mut store, &wcall)
+                .call_on_request(&mut *store, &wcall)
         });
         let verdict = match result {
             Ok(v) => v,
             Err(e) => return Err(self.common.classify(&mut store, CALL, e)),
         };
         store.data_mut().flush_stdio();
+        drop(store);
         Ok(match verdict {
             wit_mw::Verdict::Proceed(edits) => Verdict::Proceed {
                 set: edits.set,

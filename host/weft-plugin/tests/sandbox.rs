@@ -1,13 +1,15 @@
 //! The sandbox suite: purpose-built guests that misbehave in every way a
 //! plugin can, each run through the real host. Every fault must end as a
 //! typed failure within twice the plugin's deadline, and the same engine
-//! must serve the next call correctly.
+//! must serve the next call correctly. Each faulting call runs in a spare
+//! instance prepared ahead of time, as the host serves calls, and so does
+//! the call after it.
 
 mod common;
 
 use std::time::Instant;
 
-use common::{engine, guest_ctx, task_plugin};
+use common::{engine, guest_ctx, task_plugin, wait_for_spare};
 use serde_json::{Value, json};
 use weft_plugin::{CallError, FailureKind, PluginEngine};
 
@@ -17,6 +19,7 @@ use weft_plugin::{CallError, FailureKind, PluginEngine};
 fn misbehave(engine: &PluginEngine, guest: &str, expect: impl Fn(&CallError) -> bool) -> CallError {
     let plugin = task_plugin(engine, "test-guests", guest);
     let deadline = plugin.manifest().limits.deadline;
+    wait_for_spare(&plugin);
     let start = Instant::now();
     let err = plugin
         .build_resource(&guest_ctx())
@@ -37,7 +40,9 @@ fn misbehave(engine: &PluginEngine, guest: &str, expect: impl Fn(&CallError) -> 
         "{guest}: error does not name the call: {text}"
     );
     still_serves(engine);
-    // The faulty plugin itself is still callable (and still fails the same way).
+    // The faulty plugin itself is still callable (and still fails the same
+    // way) in the next spare, which the fault did not touch.
+    wait_for_spare(&plugin);
     let again = plugin
         .build_resource(&guest_ctx())
         .expect_err("fails again");
@@ -49,6 +54,7 @@ fn misbehave(engine: &PluginEngine, guest: &str, expect: impl Fn(&CallError) -> 
 fn still_serves(engine: &PluginEngine) {
     let echo = task_plugin(engine, "test-guests", "echo");
     let ctx = common::ctx("test", json!({"x": 1}), json!({"greeting": "hi"}));
+    wait_for_spare(&echo);
     let (pod, _) = echo
         .build_resource(&ctx)
         .expect("echo serves after a fault");
@@ -200,4 +206,27 @@ fn repeated_faults_do_not_exhaust_the_pool() {
         ));
     }
     still_serves(&engine);
+}
+
+#[test]
+fn spares_are_prepared_ahead_and_never_with_spares_off() {
+    let with = engine();
+    let echo = task_plugin(&with, "test-guests", "echo");
+    let ctx = common::ctx("test", json!({}), json!({}));
+    for _ in 0..3 {
+        wait_for_spare(&echo);
+        assert_eq!(echo.spares_ready(), 1, "one spare per version by default");
+        echo.build_resource(&ctx).expect("served from the spare");
+    }
+    let cache = common::repo_root().join("target/weft-test-cache");
+    let without = PluginEngine::new(weft_plugin::EngineConfig {
+        cache_dir: Some(cache),
+        spares: 0,
+        ..weft_plugin::EngineConfig::default()
+    })
+    .expect("engine");
+    let echo = task_plugin(&without, "test-guests", "echo");
+    echo.build_resource(&ctx).expect("instantiated inline");
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert_eq!(echo.spares_ready(), 0, "spares: 0 prepares nothing");
 }

@@ -73,3 +73,17 @@ pub fn ctx(task_type: &str, config: Value, inputs: Value) -> TaskContext {
 pub fn guest_ctx() -> TaskContext {
     ctx("test", json!({}), json!({}))
 }
+
+/// Waits until the plugin has a spare instance ready, so its next call is
+/// served from one (instances are prepared on the engine's own thread).
+pub fn wait_for_spare(plugin: &TaskPlugin) {
+    let start = std::time::Instant::now();
+    while plugin.spares_ready() == 0 {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(30),
+            "{}: no spare instance was prepared within 30 s",
+            plugin.name()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}

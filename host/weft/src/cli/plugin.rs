@@ -574,6 +574,8 @@ fn load(file: &Path, manifest: Manifest) -> anyhow::Result<(Plugin, Vec<u8>, f64
     // so a 12-18 MB Python or JavaScript plugin compiles once, not per run.
     let engine = PluginEngine::new(EngineConfig {
         cache_dir: std::env::var_os("WEFT_CACHE_DIR").map(PathBuf::from),
+        // One-off calls: nothing to prepare ahead for.
+        spares: 0,
         ..EngineConfig::default()
     })?;
     let start = Instant::now();
