@@ -104,17 +104,20 @@ impl Preparer {
         })
     }
 
-    /// Drops a used store on the preparer thread.
-    fn retire(&self, store: Store<HostState>) {
+    /// Drops a used store on the preparer thread, then runs `then` there:
+    /// one job, so a call wakes the thread at most once.
+    fn retire(&self, store: Store<HostState>, then: Job) {
         if self.retiring.fetch_add(1, Ordering::AcqRel) >= MAX_RETIRING {
             self.retiring.fetch_sub(1, Ordering::AcqRel);
             drop(store);
+            self.submit(then);
             return;
         }
         let retiring = self.retiring.clone();
         self.submit(Box::new(move || {
             drop(store);
             retiring.fetch_sub(1, Ordering::AcqRel);
+            then();
         }));
     }
 
@@ -160,8 +163,8 @@ impl<B: Send + 'static> Spares<B> {
     /// are still resident. Preparing only after the call keeps the
     /// preparer's mmap work from contending with the call's page faults.
     pub(crate) fn retire(self: &Arc<Self>, store: Store<HostState>) {
-        self.preparer.retire(store);
-        self.refill();
+        let refill = self.refill_job().unwrap_or_else(|| Box::new(|| {}));
+        self.preparer.retire(store, refill);
     }
 
     /// How many instances are ready now.
@@ -174,14 +177,21 @@ impl<B: Send + 'static> Spares<B> {
     }
 
     /// Queues one job that tops the spares up, unless one is queued already.
-    /// The job holds the spares weakly: a version dropped meanwhile is not
-    /// kept alive, nor prepared for.
     fn refill(self: &Arc<Self>) {
+        if let Some(job) = self.refill_job() {
+            self.preparer.submit(job);
+        }
+    }
+
+    /// The job that tops the spares up, unless one is queued already (or
+    /// no spares are kept). It holds the spares weakly: a version dropped
+    /// meanwhile is not kept alive, nor prepared for.
+    fn refill_job(self: &Arc<Self>) -> Option<Job> {
         if self.target == 0 || self.queued.swap(true, Ordering::AcqRel) {
-            return;
+            return None;
         }
         let weak: Weak<Self> = Arc::downgrade(self);
-        self.preparer.submit(Box::new(move || {
+        Some(Box::new(move || {
             let Some(spares) = weak.upgrade() else {
                 return;
             };
@@ -197,6 +207,6 @@ impl<B: Send + 'static> Spares<B> {
                     }
                 }
             }
-        }));
+        }))
     }
 }
