@@ -52,20 +52,26 @@ pub fn load_plugins(
     dir: &Path,
     cache: Option<&Path>,
 ) -> anyhow::Result<(PluginEngine, Arc<Registry>)> {
-    load_plugins_with(dir, cache, RegistryConfig::default())
+    load_plugins_with(dir, cache, RegistryConfig::default(), DEFAULT_SPARES)
 }
+
+/// Instances each plugin version keeps prepared ahead of its calls unless
+/// the operator says otherwise (`weft controller --plugin-spares`).
+pub const DEFAULT_SPARES: usize = 1;
 
 /// [`load_plugins`] into a registry the operator configured. Their
 /// `plugins.NAME.config` overrides apply at once; Secret references in
 /// them wait for the hot loader, which has a client (until then the guest
-/// sees those keys left out).
+/// sees those keys left out). `spares`: see [`EngineConfig::spares`].
 pub fn load_plugins_with(
     dir: &Path,
     cache: Option<&Path>,
     config: RegistryConfig,
+    spares: usize,
 ) -> anyhow::Result<(PluginEngine, Arc<Registry>)> {
     let engine = PluginEngine::new(EngineConfig {
         cache_dir: cache.map(Path::to_path_buf),
+        spares,
         ..EngineConfig::default()
     })?;
     let registry = Arc::new(Registry::new(config));

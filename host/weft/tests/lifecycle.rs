@@ -356,6 +356,10 @@ fn start(kc: &Path, identity: &str) -> (ControllerProcess, u16) {
         // Workflows here run side by side on two reconcile workers.
         "--concurrent-reconciles",
         "2",
+        // Plugin instances made on the caller's path (the other tests'
+        // controllers keep the default, a spare prepared ahead).
+        "--plugin-spares",
+        "0",
     ];
     let c = ControllerProcess::start(kc, identity, &args);
     (c, port)

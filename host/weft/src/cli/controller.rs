@@ -81,6 +81,17 @@ pub struct ControllerArgs {
         env = "WEFT_CONCURRENT_RECONCILES"
     )]
     pub concurrent_reconciles: u16,
+    /// Instances each plugin version keeps prepared ahead of its calls,
+    /// so a call does not wait for instantiation (each serves one call,
+    /// then is dropped). Each costs a slot of the instance pool and the
+    /// memory its instantiation wrote; 0 instantiates on the caller's path.
+    #[arg(
+        long,
+        default_value_t = runtime::DEFAULT_SPARES,
+        value_name = "N",
+        env = "WEFT_PLUGIN_SPARES"
+    )]
+    pub plugin_spares: usize,
     /// Create, patch and delete each plugin's resources impersonating its
     /// ServiceAccount `weft-plugin-NAME`, whose Role grants exactly the
     /// kinds its manifest declares (`weft plugin rbac`): the API server then
@@ -234,7 +245,7 @@ pub fn controller(args: ControllerArgs) -> anyhow::Result<ExitCode> {
         let kube_config = kube::Config::infer().await?;
         let client = Client::try_from(kube_config.clone())?;
         let (engine, registry) =
-            runtime::load_plugins_with(&args.plugins, args.cache_dir.as_deref(), registry_config)?;
+            runtime::load_plugins_with(&args.plugins, args.cache_dir.as_deref(), registry_config, args.plugin_spares)?;
         if args.install_crd {
             runtime::install_crd(&client).await?;
         }
