@@ -67,9 +67,14 @@ impl NodePhase {
     }
 }
 
+// Serde goes through `compact` and `expand`: a status whose nodes
+// serialize to more than `COMPRESS_NODES_ABOVE` bytes is written with them
+// in `compressedNodes` instead of `nodes`, and reading one puts them back,
+// so no code but these two ever sees the compressed form.
 /// The status subresource of a Workflow.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", remote = "Self")]
+#[schemars(rename = "WorkflowStatus")]
 pub struct WorkflowStatus {
     /// The workflow's phase.
     #[serde(default)]
@@ -110,6 +115,12 @@ pub struct WorkflowStatus {
     /// Per-node status, by node id.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub nodes: BTreeMap<String, NodeStatus>,
+    /// The nodes as gzip and base64, written instead of `nodes` when those
+    /// are larger than 256 KiB (Argo's `compressedNodes`; `base64 -d |
+    /// gunzip` shows them). weft, the admin API and the console read them
+    /// as nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compressed_nodes: Option<String>,
     /// Whether the workflow is suspended (`spec.suspend`): no node starts.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub suspended: bool,
@@ -119,6 +130,86 @@ pub struct WorkflowStatus {
     /// The exit handler, once the main DAG ended (`spec.onExit`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_exit: Option<ExitStatus>,
+}
+
+/// Above this many bytes of serialized nodes a status keeps them
+/// compressed: a finished 10,000-node workflow's nodes are 1.2 MB as JSON,
+/// close to the 1.5 MiB an etcd object may hold, and a tenth of that
+/// compressed.
+pub const COMPRESS_NODES_ABOVE: usize = 256 << 10;
+
+/// Fewer nodes than this never reach [`COMPRESS_NODES_ABOVE`] in practice,
+/// so their status is not even measured.
+const MEASURE_NODES_FROM: usize = 500;
+
+impl Serialize for WorkflowStatus {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if self.nodes.len() < MEASURE_NODES_FROM {
+            return WorkflowStatus::serialize(self, s);
+        }
+        let mut v = WorkflowStatus::serialize(self, serde_json::value::Serializer)
+            .map_err(serde::ser::Error::custom)?;
+        compact(&mut v).map_err(serde::ser::Error::custom)?;
+        v.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for WorkflowStatus {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut v = Value::deserialize(d)?;
+        expand(&mut v).map_err(serde::de::Error::custom)?;
+        WorkflowStatus::deserialize(v).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Moves a serialized status's `nodes` into `compressedNodes` when they
+/// are larger than [`COMPRESS_NODES_ABOVE`].
+pub fn compact(status: &mut Value) -> Result<(), String> {
+    use std::io::Write as _;
+    let Some(obj) = status.as_object_mut() else {
+        return Ok(());
+    };
+    let Some(nodes) = obj.get("nodes") else {
+        return Ok(());
+    };
+    let json = serde_json::to_vec(nodes).map_err(|e| e.to_string())?;
+    if json.len() <= COMPRESS_NODES_ABOVE {
+        return Ok(());
+    }
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(&json).map_err(|e| e.to_string())?;
+    let bytes = gz.finish().map_err(|e| e.to_string())?;
+    obj.remove("nodes");
+    obj.insert(
+        "compressedNodes".into(),
+        base64::Engine::encode(&base64::engine::general_purpose::STANDARD, bytes).into(),
+    );
+    Ok(())
+}
+
+/// Puts a serialized status's `compressedNodes` back into `nodes`; the
+/// error names what is wrong with them.
+pub fn expand(status: &mut Value) -> Result<(), String> {
+    use std::io::Read as _;
+    let Some(obj) = status.as_object_mut() else {
+        return Ok(());
+    };
+    let Some(packed) = obj.remove("compressedNodes") else {
+        return Ok(());
+    };
+    let Value::String(packed) = packed else {
+        return Err("status.compressedNodes must be a string (base64 of gzip)".into());
+    };
+    let bytes = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, packed)
+        .map_err(|e| format!("status.compressedNodes is not base64: {e}"))?;
+    let mut json = Vec::new();
+    flate2::read::GzDecoder::new(bytes.as_slice())
+        .read_to_end(&mut json)
+        .map_err(|e| format!("status.compressedNodes is not gzip: {e}"))?;
+    let nodes: Value = serde_json::from_slice(&json)
+        .map_err(|e| format!("status.compressedNodes does not hold JSON: {e}"))?;
+    obj.insert("nodes".into(), nodes);
+    Ok(())
 }
 
 /// The exit handler's run: the main DAG's outcome it was given, and its
@@ -288,4 +379,82 @@ pub fn timestamp_millis(t: SystemTime) -> String {
 /// Parses an RFC 3339 timestamp; `None` when absent or unreadable.
 pub fn parse_timestamp(s: Option<&str>) -> Option<SystemTime> {
     s.and_then(|s| humantime::parse_rfc3339_weak(s).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A finished workflow of `n` nodes, each with a small output, as the
+    /// scheduler leaves it (one second apart).
+    fn finished(n: usize) -> WorkflowStatus {
+        let start = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_780_000_000);
+        let nodes = (0..n)
+            .map(|i| {
+                let at = start + std::time::Duration::from_secs(i as u64);
+                let node = NodeStatus {
+                    phase: NodePhase::Succeeded,
+                    started_at: Some(timestamp(at)),
+                    finished_at: Some(timestamp(at + std::time::Duration::from_secs(3))),
+                    outputs: Some(serde_json::json!({"rows": i}).as_object().cloned().unwrap()),
+                    ..Default::default()
+                };
+                (format!("n-{}-{}", i / 100, i % 100), node)
+            })
+            .collect();
+        WorkflowStatus {
+            phase: WorkflowPhase::Succeeded,
+            progress: Some(format!("{n}/{n}")),
+            nodes,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn small_statuses_keep_their_nodes_as_a_map() {
+        let status = finished(100);
+        let v = serde_json::to_value(&status).unwrap();
+        assert!(v["nodes"]["n-0-7"]["outputs"]["rows"] == 7, "{v}");
+        assert!(v.get("compressedNodes").is_none());
+        assert_eq!(serde_json::from_value::<WorkflowStatus>(v).unwrap(), status);
+    }
+
+    #[test]
+    fn a_10k_node_status_is_written_compressed_and_read_back_whole() {
+        let status = finished(10_000);
+        let plain = serde_json::to_vec(
+            &WorkflowStatus::serialize(&status, serde_json::value::Serializer).unwrap(),
+        )
+        .unwrap();
+        let written = serde_json::to_vec(&status).unwrap();
+        eprintln!(
+            "10,000 nodes: {} bytes as a map, {} bytes written",
+            plain.len(),
+            written.len()
+        );
+        assert!(written.len() <= 512 << 10, "{} bytes", written.len());
+        let v: Value = serde_json::from_slice(&written).unwrap();
+        assert!(
+            v.get("nodes").is_none(),
+            "nodes left beside compressedNodes"
+        );
+        assert_eq!(v["progress"], "10000/10000", "the rest stays readable");
+        let back: WorkflowStatus = serde_json::from_slice(&written).unwrap();
+        assert_eq!(back, status);
+        assert_eq!(back.compressed_nodes, None);
+    }
+
+    #[test]
+    fn unreadable_compressed_nodes_are_named() {
+        let v = serde_json::json!({"phase": "Running", "compressedNodes": "not base64!"});
+        let e = serde_json::from_value::<WorkflowStatus>(v)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("status.compressedNodes is not base64"), "{e}");
+        let v = serde_json::json!({"phase": "Running", "compressedNodes": "aGVsbG8="});
+        let e = serde_json::from_value::<WorkflowStatus>(v)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is not gzip"), "{e}");
+    }
 }
