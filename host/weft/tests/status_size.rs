@@ -1,7 +1,7 @@
 //! A large Workflow's status keeps its nodes compressed (Argo's
 //! `compressedNodes`, above 256 KiB of nodes): written so through the API
 //! with kubectl, kept by the API server (the CRD declares the field), and
-//! read back as nodes by a kube client and by `weft get`.
+//! read back as nodes by a kube client and by `weft get` (graph and YAML).
 
 mod common;
 
@@ -101,4 +101,15 @@ async fn a_large_status_is_stored_compressed_and_read_back_as_nodes() {
     // So does `weft get`: the graph shows greet's phase from the nodes.
     let out = weft_ok(&kc, &["get", "big", "-n", "default", "-o", "mermaid"]).await;
     assert!(out.contains("greet<br/>pod<br/>Failed"), "{out}");
+    // And its YAML shows them as nodes, as `argo get` does.
+    let out = weft_ok(&kc, &["get", "big", "-n", "default"]).await;
+    let yaml: serde_json::Value = serde_yaml::from_str(&out).unwrap();
+    assert_eq!(
+        yaml["status"]["nodes"]["part-2999"]["outputs"]["rows"],
+        2999
+    );
+    assert!(
+        yaml["status"].get("compressedNodes").is_none(),
+        "{out:.300}"
+    );
 }

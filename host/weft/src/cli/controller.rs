@@ -360,6 +360,17 @@ pub struct GetArgs {
     pub server: Option<String>,
 }
 
+/// A Workflow as YAML with its nodes readable: a large status is stored
+/// with them compressed (`compressedNodes`), shown here as `nodes`, as
+/// `argo get` shows them.
+fn yaml_with_nodes(wf: &Workflow) -> anyhow::Result<String> {
+    let mut v = serde_json::to_value(wf)?;
+    if let Some(status) = v.get_mut("status") {
+        weft_dag::status::expand(status).map_err(anyhow::Error::msg)?;
+    }
+    Ok(serde_yaml::to_string(&v)?)
+}
+
 /// Run `weft get`.
 pub fn get(args: GetArgs) -> anyhow::Result<ExitCode> {
     let rt = tokio::runtime::Runtime::new()?;
@@ -385,7 +396,7 @@ pub fn get(args: GetArgs) -> anyhow::Result<ExitCode> {
             _ => wf.spec.spec.clone(),
         };
         let out = match args.output {
-            GetFormat::Yaml => serde_yaml::to_string(&wf)?,
+            GetFormat::Yaml => yaml_with_nodes(&wf)?,
             GetFormat::Dot => render::dot(&args.name, &spec, wf.status.as_ref()),
             GetFormat::Mermaid => render::mermaid(&spec, wf.status.as_ref()),
         };
