@@ -328,6 +328,7 @@ impl Cluster {
                 );
             }
         }
+        fits_in_etcd(rt, &name, &obj)?;
         if opts.dry_run {
             return Ok(Some(Arc::new(obj)));
         }
@@ -882,6 +883,7 @@ impl Cluster {
                 &meta::now(),
             );
         }
+        fits_in_etcd(rt, &name, &new)?;
         if opts.dry_run {
             return Ok(Arc::new(new));
         }
@@ -1374,4 +1376,32 @@ fn fold_string_data(obj: &mut Value) {
         let s = v.as_str().unwrap_or("").to_string();
         obj["data"][k] = base64::engine::general_purpose::STANDARD.encode(s).into();
     }
+}
+
+/// The most bytes one stored object may take: etcd's default
+/// `--max-request-bytes` (1.5 MiB), which every real cluster inherits.
+pub(crate) const MAX_OBJECT: usize = 1536 * 1024;
+
+/// Refuses an object etcd would not store, as a real cluster does.
+fn fits_in_etcd(rt: &ResourceType, name: &str, obj: &Value) -> Result<(), ApiError> {
+    /// Counts bytes without keeping them.
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0 += b.len();
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut n = Count(0);
+    serde_json::to_writer(&mut n, obj).map_err(|e| ApiError::internal(e.to_string()))?;
+    if n.0 > MAX_OBJECT {
+        return Err(ApiError::object_too_large(
+            &format!("{} {name:?}", rt.kind),
+            n.0,
+        ));
+    }
+    Ok(())
 }

@@ -4,6 +4,8 @@
 
 use serde_json::{Value, json};
 
+use crate::api::MAX_OBJECT;
+
 /// An error answered to a client as a `Status` object.
 #[derive(Debug, Clone)]
 pub(crate) struct ApiError {
@@ -146,6 +148,19 @@ impl ApiError {
 
     pub(crate) fn too_old(requested: u64, oldest: u64) -> Self {
         Self::gone(format!("too old resource version: {requested} ({oldest})"))
+    }
+
+    /// An object larger than etcd stores (its `--max-request-bytes`,
+    /// 1.5 MiB by default): a real cluster refuses the write with etcd's
+    /// words; this one also says which object and how large.
+    pub(crate) fn object_too_large(what: &str, size: usize) -> Self {
+        Self::new(
+            413,
+            "RequestEntityTooLarge",
+            format!(
+                "etcdserver: request is too large: {what} is {size} bytes stored, the limit is {MAX_OBJECT}"
+            ),
+        )
     }
 
     pub(crate) fn too_large(limit: usize) -> Self {

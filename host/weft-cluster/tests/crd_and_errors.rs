@@ -264,6 +264,59 @@ async fn bad_requests_get_kubernetes_status_and_store_nothing() {
     .await;
     assert_eq!((s.code, s.reason.as_str()), (413, "RequestEntityTooLarge"));
 
+    // Under the 3 MiB request limit but over etcd's 1.5 MiB per object:
+    // refused as a real cluster refuses it, by create and by patch.
+    let mut big = big;
+    big["data"]["blob"] = "x".repeat(2 * 1024 * 1024).into();
+    let s = raw(
+        c,
+        "POST",
+        url,
+        "application/json",
+        serde_json::to_vec(&big).unwrap(),
+    )
+    .await;
+    assert_eq!((s.code, s.reason.as_str()), (413, "RequestEntityTooLarge"));
+    assert!(
+        s.message
+            .starts_with("etcdserver: request is too large: ConfigMap \"big\" is 2097"),
+        "{}",
+        s.message
+    );
+    big["data"]["blob"] = "x".into();
+    let create = http::Request::builder()
+        .method("POST")
+        .uri(url)
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&big).unwrap())
+        .unwrap();
+    c.request_text(create).await.unwrap();
+    let grow = json!({"data": {"blob": "x".repeat(1600 * 1024)}});
+    let s = raw(
+        c,
+        "PATCH",
+        &format!("{url}/big"),
+        "application/merge-patch+json",
+        serde_json::to_vec(&grow).unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (s.code, s.reason.as_str()),
+        (413, "RequestEntityTooLarge"),
+        "{}",
+        s.message
+    );
+    let get = http::Request::builder()
+        .uri(format!("{url}/big"))
+        .body(Vec::new())
+        .unwrap();
+    let kept: serde_json::Value =
+        serde_json::from_str(&c.request_text(get).await.unwrap()).unwrap();
+    assert_eq!(
+        kept["data"]["blob"], "x",
+        "the refused patch changed nothing"
+    );
+
     let s = raw(
         c,
         "PATCH",
@@ -283,6 +336,10 @@ async fn bad_requests_get_kubernetes_status_and_store_nothing() {
     .await;
     assert_eq!(s.code, 415);
 
-    assert_eq!(count().await, 0, "nothing was stored");
+    assert_eq!(
+        count().await,
+        1,
+        "nothing but the small ConfigMap was stored"
+    );
     t.cluster.shutdown().await;
 }

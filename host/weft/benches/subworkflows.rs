@@ -6,6 +6,11 @@
 //! namespace; prints the medians and the tree's overhead over the inline
 //! run.
 //! `cargo bench -p weft --bench subworkflows` (after `make guests`).
+//!
+//! `TREE_NODES=100000 TREE_CHILDREN=25` runs one large tree instead (no
+//! inline run: no single Workflow object holds 100,000 nodes), after the
+//! 1,000-node tree as its reference, and prints the nodes run per second
+//! of both and the largest Workflow object written.
 
 mod common;
 
@@ -40,7 +45,7 @@ async fn clean(api: &kube::Api<Workflow>) -> anyhow::Result<()> {
     api.delete_collection(&dp, &Default::default()).await?;
     let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
         kube::Api::namespaced(api.clone().into_client(), "default");
-    for _ in 0..600 {
+    for _ in 0..6_000 {
         let left = pods.list(&Default::default()).await?.items.len();
         let wfs = api.list(&Default::default()).await?.items.len();
         if left == 0 && wfs == 0 {
@@ -48,12 +53,72 @@ async fn clean(api: &kube::Api<Workflow>) -> anyhow::Result<()> {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    anyhow::bail!("the namespace did not empty in 60 s")
+    anyhow::bail!("the namespace did not empty in 600 s")
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
+}
+
+/// Creates or replaces the WorkflowTemplate `name` with `spec`.
+async fn template(client: &kube::Client, name: &str, spec: Value) -> anyhow::Result<()> {
+    let template: WorkflowTemplate = serde_json::from_value(json!({
+        "apiVersion": "weft.dev/v1alpha1", "kind": "WorkflowTemplate",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": spec
+    }))?;
+    let templates: kube::Api<WorkflowTemplate> = kube::Api::namespaced(client.clone(), "default");
+    templates
+        .patch(name, &PatchParams::apply("bench"), &Patch::Apply(&template))
+        .await?;
+    Ok(())
+}
+
+/// A tree of `total` simulated pod nodes: `children` sub-workflow nodes,
+/// each running the template `part` of `total / children` nodes; returns
+/// how long it ran (its Workflows are left for [`largest_workflow`]).
+async fn large_tree(
+    api: &kube::Api<Workflow>,
+    total: usize,
+    children: usize,
+) -> anyhow::Result<Duration> {
+    let client = api.clone().into_client();
+    template(&client, "part", json!({"nodes": nodes(total / children)})).await?;
+    let subs: Vec<Value> = (0..children)
+        .map(|c| json!({"id": format!("c{c}"), "workflow": {"templateRef": "part"}}))
+        .collect();
+    common::run_to_success(api, "large", json!({"nodes": subs})).await
+}
+
+/// The size as JSON of the largest Workflow in the namespace.
+async fn largest_workflow(api: &kube::Api<Workflow>) -> anyhow::Result<usize> {
+    let all = api.list(&Default::default()).await?;
+    Ok(all
+        .items
+        .iter()
+        .map(|w| serde_json::to_vec(w).map_or(0, |b| b.len()))
+        .max()
+        .unwrap_or(0))
+}
+
+/// `total` simulated nodes in `TREE_CHILDREN` child Workflows (default
+/// 25), after the 1,000-node tree as the reference.
+async fn large(api: &kube::Api<Workflow>, total: usize) -> anyhow::Result<()> {
+    let children: usize = std::env::var("TREE_CHILDREN").map_or(Ok(25), |v| v.parse())?;
+    let launch = json!({"workflowTemplateRef": {"name": "tree"}});
+    let reference = run(api, "tree-ref", launch).await?;
+    println!(
+        "reference: {NODES} nodes in {CHILDREN} children: {reference:?} ({:.0} nodes/s)",
+        NODES as f64 / reference.as_secs_f64()
+    );
+    let took = large_tree(api, total, children).await?;
+    let size = largest_workflow(api).await?;
+    println!(
+        "{total} nodes in {children} children: {took:?} ({:.0} nodes/s); largest Workflow object {size} bytes",
+        total as f64 / took.as_secs_f64(),
+    );
+    clean(api).await
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -65,19 +130,12 @@ async fn main() -> anyhow::Result<()> {
     let children: Vec<Value> = (0..CHILDREN)
         .map(|c| json!({"id": format!("c{c}"), "workflow": {"nodes": nodes(per_child)}}))
         .collect();
-    let template: WorkflowTemplate = serde_json::from_value(json!({
-        "apiVersion": "weft.dev/v1alpha1", "kind": "WorkflowTemplate",
-        "metadata": {"name": "tree", "namespace": "default"},
-        "spec": {"nodes": children}
-    }))?;
-    let templates: kube::Api<WorkflowTemplate> = kube::Api::namespaced(client.clone(), "default");
-    templates
-        .patch(
-            "tree",
-            &PatchParams::apply("bench"),
-            &Patch::Apply(&template),
-        )
-        .await?;
+    template(&client, "tree", json!({"nodes": children})).await?;
+    if let Ok(total) = std::env::var("TREE_NODES") {
+        large(&api, total.parse()?).await?;
+        sim.shutdown().await;
+        return Ok(());
+    }
 
     let (mut inline, mut tree) = (Vec::new(), Vec::new());
     for i in 0..RUNS {
