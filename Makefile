@@ -6,7 +6,7 @@ SHELL := /bin/bash
 
 EXAMPLE ?= examples/hello.yaml
 
-.PHONY: run test plugin-tests toolchain helm-tools grpc-tools guests host lint bench fuzz clean-guests
+.PHONY: run test plugin-tests toolchain helm-tools grpc-tools browser guests host lint bench fuzz clean-guests
 
 ## Install the guest toolchain (rustup wasm32 target if present, else Debian's rustc-web) and wasm-tools.
 toolchain:
@@ -19,6 +19,11 @@ helm-tools:
 ## grpcio and grpcio-reflection from PyPI: the reflection-only Python client of tests/admin.rs.
 grpc-tools:
 	@python3 -c 'import grpc, grpc_reflection' 2>/dev/null || python3 -m pip install -q grpcio grpcio-reflection 2>/dev/null || python3 -m pip install -q --user --break-system-packages grpcio grpcio-reflection
+
+## Debian's Chromium and ChromeDriver: the real browser of tests/console.rs.
+browser:
+	@command -v chromedriver >/dev/null && command -v chromium >/dev/null || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver)
 
 ## Build every Wasm component (plugins, test guests, SDK examples) from source into target/{plugins,test-guests,sdk-examples}.
 guests: toolchain
@@ -34,14 +39,14 @@ run: guests host
 	cargo run --locked -q -p weft -- run $(EXAMPLE)
 
 ## The whole test suite.
-test: guests helm-tools grpc-tools
+test: guests helm-tools grpc-tools browser
 	cargo fmt --all --check
 	cargo clippy --locked --workspace --all-targets -- -D warnings
 	cargo test --locked --workspace
 	$(MAKE) plugin-tests
 	bash .ci/check-image.sh
 
-## The plugins' and SDK examples' own logic, natively (the host's tests run the components), and byte-reproducible Python and JS SDK builds.
+## The plugins' and SDK examples' own logic, natively (the host's tests run the components), the console's unit tests (vitest), and byte-reproducible Python and JS SDK builds.
 plugin-tests:
 	cd plugins && cargo fmt --all --check
 	cd plugins && CARGO_TARGET_DIR=target-native cargo test --locked -q $(addprefix -p weft-plugin-,auth-token request-id rate-limit audit spark k8s-resource)
@@ -49,6 +54,7 @@ plugin-tests:
 	cd sdk/python/examples/rayjob && PYTHONPATH=../.. python3 -m unittest -q
 	cd sdk/js/examples/k8s-job && node --import ../../testing/register.js --test
 	cd sdk/js/template && node --import ../testing/register.js --test
+	cd host/weft/console && { test -d node_modules || npm ci --no-audit --no-fund; } && npm test
 	bash .ci/check-reproducible.sh
 
 ## Benchmarks (not part of `make test`): figures go to docs/benchmarks.md.

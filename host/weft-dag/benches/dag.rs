@@ -2,7 +2,7 @@
 //! after one node changed, and the size of a finished workflow's status.
 //! Run with `cargo bench -p weft-dag`; figures go to docs/benchmarks.md.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::hint::black_box;
 use std::time::{Duration, SystemTime};
 
@@ -74,6 +74,7 @@ fn bench(c: &mut Criterion) {
     // Drive the workflow halfway: 50 layers done, one layer running.
     let compiled = compile(&spec, &|t| t == "pod").unwrap();
     let approvals = HashSet::new();
+    let rejections = HashMap::new();
     let mut now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
     let mut status = WorkflowStatus::default();
     let mut exec = Quick {
@@ -85,6 +86,7 @@ fn bench(c: &mut Criterion) {
             now,
             generation: Some(1),
             approvals: &approvals,
+            rejections: &rejections,
             deleting: false,
         };
         reconcile(&spec, &compiled, &mut status, &input, &mut exec);
@@ -113,6 +115,7 @@ fn bench(c: &mut Criterion) {
                     now: now + Duration::from_secs(1),
                     generation: Some(1),
                     approvals: &approvals,
+                    rejections: &rejections,
                     deleting: false,
                 };
                 let out = reconcile(&spec, &compiled, &mut st, &input, &mut ex);
@@ -128,6 +131,7 @@ fn bench(c: &mut Criterion) {
             now,
             generation: Some(1),
             approvals: &approvals,
+            rejections: &rejections,
             deleting: false,
         };
         reconcile(&spec, &compiled, &mut status, &input, &mut exec);

@@ -6,7 +6,7 @@
 //! [`Executor`] with plugin calls and Kubernetes resources; tests implement
 //! it with a script.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, SystemTime};
 
 use serde_json::{Map, Value, json};
@@ -212,6 +212,8 @@ pub struct RoundInput<'a> {
     pub generation: Option<i64>,
     /// Approved gate node ids.
     pub approvals: &'a HashSet<String>,
+    /// Rejected gate node ids, with the reason given.
+    pub rejections: &'a HashMap<String, String>,
     /// The Workflow is being deleted: stop everything.
     pub deleting: bool,
 }

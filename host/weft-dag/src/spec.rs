@@ -330,7 +330,14 @@ pub struct ApprovalSpec {
     pub message: Option<String>,
 }
 
-/// The annotation that approves gate `node` of a Workflow.
+/// The annotation that decides gate `node` of a Workflow: `true`
+/// approves it, `false` rejects it (the gate fails).
 pub fn approval_annotation(node: &str) -> String {
     format!("approve.weft.dev/{node}")
+}
+
+/// The annotation that holds why a gate was rejected (its approval
+/// annotation then says `false`).
+pub fn rejection_annotation(node: &str) -> String {
+    format!("rejection.weft.dev/{node}")
 }

@@ -169,6 +169,7 @@ struct Run {
     script: Script,
     now: SystemTime,
     approvals: HashSet<String>,
+    rejections: HashMap<String, String>,
     rounds: usize,
 }
 
@@ -180,6 +181,7 @@ impl Run {
             script: Script::default(),
             now: SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000),
             approvals: HashSet::new(),
+            rejections: HashMap::new(),
             rounds: 0,
         }
     }
@@ -198,6 +200,7 @@ impl Run {
             now: self.now,
             generation: Some(1),
             approvals: &self.approvals,
+            rejections: &self.rejections,
             deleting: false,
         };
         reconcile(
@@ -597,6 +600,25 @@ fn gates_sleep_and_wait_for_approval() {
     );
     run.approvals.insert("ok".into());
     assert_eq!(run.finish(), WorkflowPhase::Succeeded);
+}
+
+#[test]
+fn a_rejected_gate_fails_with_the_reason_and_nothing_after_it_runs() {
+    let mut run = Run::new(
+        "nodes:
+  - {id: ok, gate: {approval: {}}}
+  - {id: ship, dependsOn: [ok], task: {type: pod}}",
+    );
+    run.round(Duration::from_secs(1));
+    assert_eq!(run.node("ok").phase, NodePhase::Running);
+    run.rejections.insert("ok".into(), "not on a Friday".into());
+    assert_eq!(run.finish(), WorkflowPhase::Failed);
+    let ok = run.node("ok");
+    assert_eq!(ok.phase, NodePhase::Failed);
+    assert_eq!(ok.message.as_deref(), Some("rejected: not on a Friday"));
+    assert_eq!(ok.reason.as_deref(), Some("Rejected"));
+    assert_ne!(run.node("ship").phase, NodePhase::Succeeded);
+    assert!(run.script.started.is_empty(), "{:?}", run.script.started);
 }
 
 #[test]

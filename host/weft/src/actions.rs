@@ -46,6 +46,18 @@ pub enum Action {
     Stop,
     /// Abort running nodes; no exit handler runs.
     Terminate,
+    /// Approve the approval gate `node`: the nodes after it may run.
+    Approve {
+        /// The gate's node id.
+        node: String,
+    },
+    /// Reject the approval gate `node`: it fails with the reason.
+    Reject {
+        /// The gate's node id.
+        node: String,
+        /// Why (the node's message).
+        reason: String,
+    },
 }
 
 /// Why an action cannot be done.
@@ -107,6 +119,8 @@ pub async fn act(
             });
         }
         Action::Retry { node } => retry_patch(&wf, &full, phase, node.as_deref())?,
+        Action::Approve { node } => gate_patch(&wf, &full, node, None)?,
+        Action::Reject { node, reason } => gate_patch(&wf, &full, node, Some(reason))?,
         other => {
             if phase.is_terminal() {
                 return Err(ActionError::Precondition(format!(
@@ -155,6 +169,8 @@ fn verb(a: &Action) -> &'static str {
         Action::Resume => "resumed",
         Action::Stop => "stopped",
         Action::Terminate => "terminated",
+        Action::Approve { .. } => "approved",
+        Action::Reject { .. } => "rejected",
     }
 }
 
@@ -167,7 +183,61 @@ fn reason(a: &Action) -> &'static str {
         Action::Resume => "ResumeRequested",
         Action::Stop => "StopRequested",
         Action::Terminate => "TerminateRequested",
+        Action::Approve { .. } => "GateApproved",
+        Action::Reject { .. } => "GateRejected",
     }
+}
+
+/// Approves or rejects (with the reason) an approval gate that still
+/// waits, through its annotations (what `kubectl annotate` can do too:
+/// `approve.weft.dev/NODE=true`, or `=false` with
+/// `rejection.weft.dev/NODE=REASON`).
+fn gate_patch(
+    wf: &Workflow,
+    full: &str,
+    node: &str,
+    rejection: Option<&String>,
+) -> Result<(Value, &'static str, String), ActionError> {
+    let status = wf.status.as_ref();
+    let spec = status
+        .and_then(|s| s.resolved_spec.as_ref())
+        .unwrap_or(&wf.spec.spec);
+    let gate =
+        spec.nodes.iter().find(|n| n.id == node).ok_or_else(|| {
+            ActionError::NotFound(format!("workflow {full} has no node {node:?}"))
+        })?;
+    if gate
+        .gate
+        .as_ref()
+        .and_then(|g| g.approval.as_ref())
+        .is_none()
+    {
+        return Err(ActionError::Precondition(format!(
+            "node {node} of workflow {full} is not an approval gate"
+        )));
+    }
+    if status
+        .and_then(|s| s.nodes.get(node))
+        .is_some_and(|n| n.phase.is_terminal())
+    {
+        return Err(ActionError::Precondition(format!(
+            "gate {node} of workflow {full} has already ended"
+        )));
+    }
+    let approve = weft_dag::spec::approval_annotation(node);
+    let why = weft_dag::spec::rejection_annotation(node);
+    Ok(match rejection {
+        None => (
+            json!({"metadata": {"annotations": {approve: "true"}}}),
+            "GateApproved",
+            format!("gate {node} approved"),
+        ),
+        Some(r) => (
+            json!({"metadata": {"annotations": {approve: "false", why: r}}}),
+            "GateRejected",
+            format!("gate {node} rejected ({r})"),
+        ),
+    })
 }
 
 /// A retry: a new request id in the annotation, and any stop asked

@@ -157,7 +157,9 @@ async fn create_then_watch_to_completion_and_list_and_get() {
         let mut last = None;
         while let Some(item) = stream.next().await {
             let ex = item.expect("stream item");
-            phases.push(format!("{}/{}", ex.phase, ex.nodes[0].phase));
+            // An update is a change of a phase or of the plugin's sub-phase.
+            let node = &ex.nodes[0];
+            phases.push(format!("{}/{}:{}", ex.phase, node.phase, node.task_phase));
             last = Some(ex);
         }
         last
@@ -676,6 +678,44 @@ async fn abort_and_approve_through_the_api() {
     let wf = env.finish("gated", 60).await;
     assert_eq!(wf.status.unwrap().phase, weft_dag::WorkflowPhase::Succeeded);
 
+    // Rejected: the gate fails with the reason, the node after never runs.
+    c.create_execution(create("default", "refused", gated))
+        .await
+        .unwrap();
+    env.wait_for("refused", 30, |wf| {
+        wf.status.as_ref().is_some_and(|s| {
+            s.nodes
+                .get("wait")
+                .is_some_and(|n| n.phase == weft_dag::NodePhase::Running)
+        })
+    })
+    .await;
+    c.reject_gate(pb::RejectGateRequest {
+        id: id("default", "refused"),
+        node_id: "wait".into(),
+        reason: "not on a Friday".into(),
+    })
+    .await
+    .unwrap();
+    let wf = env.finish("refused", 60).await;
+    let status = wf.status.unwrap();
+    assert_eq!(status.phase, weft_dag::WorkflowPhase::Failed);
+    let gate = &status.nodes["wait"];
+    assert_eq!(gate.message.as_deref(), Some("rejected: not on a Friday"));
+    assert!(
+        env.pods_of("refused").await.is_empty(),
+        "nothing ran after it"
+    );
+    let e = c
+        .reject_gate(pb::RejectGateRequest {
+            id: id("default", "refused"),
+            node_id: "wait".into(),
+            reason: "again".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+
     let slow = r#"{"nodes": [{"id": "nap", "gate": {"sleep": "1h"}}]}"#;
     c.create_execution(create("default", "slow", slow))
         .await
@@ -1082,4 +1122,123 @@ async fn a_v1alpha_reflection_client_lists_and_creates() {
         done.status.unwrap().phase,
         weft_dag::WorkflowPhase::Succeeded
     );
+}
+
+/// What the console reads beyond executions: a node in full (edges, kind,
+/// plugin, child, Events), its pod's log as a stream, the plugins with
+/// their call figures; and the same calls as gRPC-Web over HTTP/1.1, as a
+/// browser makes them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_details_logs_and_plugins_for_the_console() {
+    let env = Env::start().await;
+    let mut admin = Admin::start(&env, loopback()).await;
+    let c = &mut admin.client;
+    let spec = r#"{"nodes": [
+        {"id": "first", "task": {"type": "pod", "config": {"image": "busybox", "command": ["sh", "-c", "echo one; echo two; exit 4"]}}},
+        {"id": "second", "dependsOn": ["first"], "gate": {"approval": {}}}]}"#;
+    c.create_execution(create("default", "inspect", spec))
+        .await
+        .unwrap();
+    let wf = env.finish("inspect", 60).await;
+    assert_eq!(wf.status.unwrap().phase, weft_dag::WorkflowPhase::Failed);
+    let node = |n: &str| pb::GetNodeRequest {
+        id: id("default", "inspect"),
+        node_id: n.into(),
+    };
+    let d = c.get_node(node("first")).await.unwrap().into_inner();
+    let n = d.node.unwrap();
+    assert_eq!(
+        (n.phase.as_str(), n.kind.as_str(), n.task_type.as_str()),
+        ("Failed", "task", "pod")
+    );
+    assert!(n.message.contains('4'), "{}", n.message);
+    assert!(n.plugin_digest.starts_with("sha256:"), "{n:?}");
+    assert!(
+        !n.started_at.is_empty() && !n.finished_at.is_empty(),
+        "{n:?}"
+    );
+    let child = n.resource.unwrap();
+    assert_eq!(child.kind, "Pod");
+    let pod: Value = serde_json::from_str(&d.resource).unwrap();
+    assert_eq!(pod["metadata"]["name"], child.name.as_str());
+    assert!(
+        d.events
+            .iter()
+            .any(|e| e.object == format!("Pod/{}", child.name)),
+        "the pod's Events: {:?}",
+        d.events
+    );
+    let spec: Value = serde_json::from_str(&d.spec).unwrap();
+    assert_eq!(spec["task"]["type"], "pod");
+    let gate = c.get_node(node("second")).await.unwrap().into_inner();
+    let gate = gate.node.unwrap();
+    assert_eq!(
+        (gate.kind.as_str(), gate.depends_on.clone()),
+        ("gate", vec!["first".to_string()])
+    );
+    let e = c.get_node(node("third")).await.unwrap_err();
+    assert_eq!(e.code(), Code::NotFound, "{e:?}");
+
+    let mut logs = c
+        .stream_node_logs(pb::StreamNodeLogsRequest {
+            id: id("default", "inspect"),
+            node_id: "first".into(),
+            follow: false,
+            tail_lines: 1,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut text = String::new();
+    while let Some(chunk) = logs.next().await {
+        text.push_str(&chunk.unwrap().text);
+    }
+    assert_eq!(text, "two\n", "the tail of one line");
+    let e = c
+        .stream_node_logs(pb::StreamNodeLogsRequest {
+            id: id("default", "inspect"),
+            node_id: "second".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+
+    let plugins = c
+        .list_plugins(pb::ListPluginsRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .plugins;
+    let pod = plugins
+        .iter()
+        .find(|p| p.task_types.iter().any(|t| t == "pod"))
+        .expect("the pod plugin is listed");
+    assert_eq!(
+        (pod.kind.as_str(), pod.pinning.as_str()),
+        ("task", "pinned")
+    );
+    assert!(pod.digest.starts_with("sha256:"), "{pod:?}");
+    assert!(pod.calls > 0 && pod.mean_call_ms > 0.0, "{pod:?}");
+
+    // gRPC-Web, as the console's browser client sends it: HTTP/1.1, a
+    // 5-byte frame header before the (empty) message, trailers in the body.
+    let mut stream = tokio::net::TcpStream::connect(admin.addr).await.unwrap();
+    let req = format!(
+        "POST /weft.admin.v1.AdminService/ListPlugins HTTP/1.1\r\nhost: {}\r\ncontent-type: application/grpc-web+proto\r\nx-grpc-web: 1\r\ncontent-length: 5\r\nconnection: close\r\n\r\n",
+        admin.addr
+    );
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    stream.write_all(req.as_bytes()).await.unwrap();
+    stream.write_all(&[0, 0, 0, 0, 0]).await.unwrap();
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await.unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("application/grpc-web+proto"), "{answer}");
+    assert!(
+        answer.contains("grpc-status:0") && answer.contains("pinned"),
+        "{answer}"
+    );
+    env.stop().await;
 }

@@ -592,3 +592,58 @@ fn a_bad_registry_config_is_refused_naming_the_key() {
         stderr(&out)
     );
 }
+
+/// `weft controller --config FILE`: the file's settings under the flags,
+/// `--print-config` shows what results, and a bad file stops the start
+/// naming the setting (before anything connects to a cluster).
+#[test]
+fn controller_config_file_is_read_printed_and_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.yaml");
+    std::fs::write(
+        &good,
+        "concurrentReconciles: 3\npluginSpares: 2\nleaderElect: true\n",
+    )
+    .unwrap();
+    let g = good.to_str().unwrap();
+    let out = weft(&[
+        "controller",
+        "--config",
+        g,
+        "--plugin-spares",
+        "4",
+        "--print-config",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("concurrentReconciles: 3  #"), "{text}");
+    assert!(
+        text.contains("pluginSpares: 4  #"),
+        "the flag overrides the file: {text}"
+    );
+    assert!(text.contains("leaderElect: true  #"), "{text}");
+    assert!(text.contains("breakerFaults: 5  # default"), "{text}");
+
+    for (body, says) in [
+        (
+            "concurrentReconcile: 3\n",
+            "unknown setting \"concurrentReconcile\"",
+        ),
+        (
+            "breakerWindow: soon\n",
+            "breakerWindow: invalid value 'soon' for '--breaker-window",
+        ),
+        ("- a list\n", "must be a mapping of settings"),
+    ] {
+        let bad = dir.path().join("bad.yaml");
+        std::fs::write(&bad, body).unwrap();
+        let out = weft(&["controller", "--config", bad.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2), "{body}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains(&format!("config file {}", bad.display())),
+            "{err}"
+        );
+        assert!(err.contains(says), "{body}: {err}");
+    }
+}

@@ -306,5 +306,47 @@ async fn submit_list_and_templates_through_the_binary() {
         "{out}"
     );
 
+    // Approval gates: `weft approve` lets one through, `weft reject`
+    // fails another with the reason; the nodes after it never run.
+    let gated = |name: &str| {
+        format!(
+            "apiVersion: weft.dev/v1alpha1\nkind: Workflow\nmetadata: {{name: {name}}}\nspec:\n  nodes:\n  - {{id: ok, gate: {{approval: {{message: ship?}}}}}}\n  - {{id: after, dependsOn: [ok], task: {{type: pod, config: {{image: busybox, command: ['true']}}}}}}\n"
+        )
+    };
+    for name in ["approved", "rejected"] {
+        let file = env.dir.path().join(format!("{name}.yaml"));
+        std::fs::write(&file, gated(name)).unwrap();
+        weft_ok(&kc, &["submit", file.to_str().unwrap()]).await;
+        env.wait_for(name, 30, |wf| {
+            wf.status
+                .as_ref()
+                .is_some_and(|s| s.nodes.get("ok").is_some_and(|n| n.task_phase.is_some()))
+        })
+        .await;
+    }
+    let err = weft_err(&kc, &["approve", "approved", "after"]).await;
+    assert!(
+        err.contains("node after of workflow default/approved is not an approval gate"),
+        "{err}"
+    );
+    let out = weft_ok(&kc, &["approve", "approved", "ok"]).await;
+    assert!(out.contains("gate ok approved"), "{out}");
+    let out = weft_ok(&kc, &["reject", "rejected", "ok", "--reason", "not today"]).await;
+    assert!(out.contains("gate ok rejected (not today)"), "{out}");
+    let ok = env.finish("approved", 60).await.status.unwrap();
+    assert_eq!(ok.phase, WorkflowPhase::Succeeded);
+    let no = env.finish("rejected", 60).await.status.unwrap();
+    assert_eq!(no.phase, WorkflowPhase::Failed);
+    assert_eq!(
+        no.nodes["ok"].message.as_deref(),
+        Some("rejected: not today")
+    );
+    assert!(env.pods_of("rejected").await.is_empty());
+    let err = weft_err(&kc, &["reject", "rejected", "ok"]).await;
+    assert!(
+        err.contains("gate ok of workflow default/rejected has already ended"),
+        "{err}"
+    );
+
     env.stop().await;
 }

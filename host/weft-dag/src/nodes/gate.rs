@@ -71,7 +71,15 @@ impl<E: Executor> Round<'_, E> {
     }
 
     pub(crate) fn drive_approval(&mut self, n: &CompiledNode, st: &mut NodeStatus) {
-        if self.input.approvals.contains(&n.id) {
+        if let Some(reason) = self.input.rejections.get(&n.id) {
+            st.task_phase = None;
+            st.reason = Some("Rejected".into());
+            let message = match reason.trim() {
+                "" => "rejected".to_string(),
+                r => format!("rejected: {r}"),
+            };
+            self.transition(&n.id, st, NodePhase::Failed, Some(message));
+        } else if self.input.approvals.contains(&n.id) {
             st.task_phase = None;
             st.outputs = Some(
                 json!({"approved": true})

@@ -12,6 +12,9 @@ pub struct Simulated {
     /// The controller's context (its metrics).
     #[allow(dead_code, reason = "only some benches read the metrics")]
     pub ctx: Arc<weft::controller::Context>,
+    /// The loaded plugins.
+    #[allow(dead_code, reason = "only the console bench serves the admin API")]
+    pub registry: Arc<weft_plugin::Registry>,
     cluster: weft_cluster::DevCluster,
     _dir: tempfile::TempDir,
 }
@@ -34,7 +37,7 @@ pub async fn simulated() -> anyhow::Result<Simulated> {
     };
     let (ctx, _controller) = weft::runtime::spawn_controller_after(
         client.clone(),
-        registry,
+        registry.clone(),
         None,
         start,
         std::future::pending(),
@@ -46,6 +49,7 @@ pub async fn simulated() -> anyhow::Result<Simulated> {
     Ok(Simulated {
         client,
         ctx,
+        registry,
         cluster,
         _dir: dir,
     })

@@ -20,7 +20,9 @@ use weft_plugin::Registry;
 
 use crate::controller::metrics::Metrics;
 
+pub mod assets;
 pub mod chain;
+pub mod console;
 pub mod service;
 
 pub use chain::{Caller, Chain, Selection};
@@ -136,6 +138,15 @@ pub struct AdminServer {
     pub addr: SocketAddr,
     /// The server task; it ends when the shutdown future resolves.
     pub task: tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
+    tls: bool,
+}
+
+impl AdminServer {
+    /// Where a browser opens the web console (served on the admin port).
+    pub fn console_url(&self) -> String {
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}/", self.addr)
+    }
 }
 
 /// Binds and serves the admin API until `shutdown` resolves.
@@ -186,7 +197,12 @@ pub async fn serve(
     if let Some(tls) = config.tls()? {
         builder = builder.tls_config(tls).context("admin API: TLS")?;
     }
+    // HTTP/1.1 for browsers: the console's files and gRPC-Web calls,
+    // which go through the same services (and middleware) as gRPC.
     let router = builder
+        .accept_http1(true)
+        .layer(assets::ConsoleLayer)
+        .layer(tonic_web::GrpcWebLayer::new())
         .layer(tower::util::MapResponseLayer::new(
             oversized_is_resource_exhausted,
         ))
@@ -197,7 +213,11 @@ pub async fn serve(
     let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
     let task = tokio::spawn(router.serve_with_incoming_shutdown(incoming, shutdown));
     tracing::info!(%addr, tls = config.tls.is_some(), "serving the admin API");
-    Ok(AdminServer { addr, task })
+    Ok(AdminServer {
+        addr,
+        task,
+        tls: config.tls.is_some(),
+    })
 }
 
 /// tonic answers a request over the size limit with OUT_OF_RANGE; gRPC's

@@ -14,9 +14,10 @@ use kube::{
 use serde::Deserialize;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
-use weft_dag::{NodePhase, WorkflowSpec};
+use weft_dag::{NodePhase, NodeSpec, WorkflowSpec};
 
 use super::chain::{Caller, Chain};
+use super::console;
 use super::pb;
 use crate::actions::{Action, ActionError, act};
 use crate::api::{Workflow, WorkflowResourceSpec};
@@ -295,71 +296,6 @@ impl AdminService {
         Ok(execution(&done.workflow))
     }
 
-    async fn approve(
-        &self,
-        caller: Caller,
-        req: pb::ApproveGateRequest,
-    ) -> Result<pb::Execution, Status> {
-        let (api, wf) = self.fetch(&caller, req.id).await?;
-        let full = format!("{}/{}", wf.namespace().unwrap_or_default(), wf.name_any());
-        let node = wf
-            .spec
-            .spec
-            .nodes
-            .iter()
-            .find(|n| n.id == req.node_id)
-            .ok_or_else(|| {
-                Status::not_found(format!("execution {full} has no node {:?}", req.node_id))
-            })?;
-        if node
-            .gate
-            .as_ref()
-            .and_then(|g| g.approval.as_ref())
-            .is_none()
-        {
-            return Err(Status::failed_precondition(format!(
-                "node {} of execution {full} is not an approval gate",
-                req.node_id
-            )));
-        }
-        let done = wf
-            .status
-            .as_ref()
-            .and_then(|s| s.nodes.get(&req.node_id))
-            .is_some_and(|n| n.phase.is_terminal());
-        if done {
-            return Err(Status::failed_precondition(format!(
-                "gate {} of execution {full} has already ended",
-                req.node_id
-            )));
-        }
-        let annotation = weft_dag::spec::approval_annotation(&req.node_id);
-        let patch = serde_json::json!({"metadata": {"annotations": {annotation: "true"}}});
-        let wf = api
-            .patch(
-                &wf.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await
-            .map_err(|e| kube_status(e, &format!("execution {full}")))?;
-        self.metrics.api_write("workflow");
-        let by = caller.principal.as_deref().unwrap_or("anonymous");
-        record_event(
-            &self.client,
-            &self.metrics,
-            &wf,
-            "Normal",
-            "GateApproved",
-            &format!(
-                "gate {} approved by {by} through the admin API",
-                req.node_id
-            ),
-        )
-        .await;
-        Ok(execution(&wf))
-    }
-
     async fn watch(
         &self,
         caller: Caller,
@@ -475,7 +411,78 @@ impl pb::admin_service_server::AdminService for AdminService {
         request: Request<pb::ApproveGateRequest>,
     ) -> Result<Response<pb::Execution>, Status> {
         self.chain
-            .call(method!("ApproveGate"), request, |c, r| self.approve(c, r))
+            .call(
+                method!("ApproveGate"),
+                request,
+                |c, r: pb::ApproveGateRequest| {
+                    self.action(c, r.id, Action::Approve { node: r.node_id })
+                },
+            )
+            .await
+    }
+
+    async fn reject_gate(
+        &self,
+        request: Request<pb::RejectGateRequest>,
+    ) -> Result<Response<pb::Execution>, Status> {
+        self.chain
+            .call(
+                method!("RejectGate"),
+                request,
+                |c, r: pb::RejectGateRequest| {
+                    let reject = Action::Reject {
+                        node: r.node_id,
+                        reason: r.reason,
+                    };
+                    self.action(c, r.id, reject)
+                },
+            )
+            .await
+    }
+
+    async fn get_node(
+        &self,
+        request: Request<pb::GetNodeRequest>,
+    ) -> Result<Response<pb::NodeDetails>, Status> {
+        self.chain
+            .call(
+                method!("GetNode"),
+                request,
+                |c, r: pb::GetNodeRequest| async move {
+                    let (_, wf) = self.fetch(&c, r.id).await?;
+                    console::node_details(&self.client, &wf, &r.node_id).await
+                },
+            )
+            .await
+    }
+
+    type StreamNodeLogsStream = console::LogStream;
+
+    async fn stream_node_logs(
+        &self,
+        request: Request<pb::StreamNodeLogsRequest>,
+    ) -> Result<Response<console::LogStream>, Status> {
+        self.chain
+            .call(
+                method!("StreamNodeLogs"),
+                request,
+                |c, r: pb::StreamNodeLogsRequest| async move {
+                    let (_, wf) = self.fetch(&c, r.id.clone()).await?;
+                    console::node_logs(&self.client, &wf, &r).await
+                },
+            )
+            .await
+    }
+
+    async fn list_plugins(
+        &self,
+        request: Request<pb::ListPluginsRequest>,
+    ) -> Result<Response<pb::ListPluginsResponse>, Status> {
+        self.chain
+            .call(method!("ListPlugins"), request, |c, _r| async move {
+                self.authorize(&c, None)?;
+                Ok(console::plugins(&self.client, &self.registry, &self.metrics).await)
+            })
             .await
     }
 
@@ -640,7 +647,16 @@ fn terminal_phase(phase: &str) -> bool {
 fn fingerprint(ex: &pb::Execution) -> String {
     let mut key = format!("{}|{}", ex.phase, ex.message);
     for n in &ex.nodes {
-        key.push_str(&format!("|{}={}#{}", n.id, n.phase, n.attempts));
+        key.push_str(&format!(
+            "|{}={}#{}:{}/{}/{}:{}",
+            n.id,
+            n.phase,
+            n.attempts,
+            n.items_succeeded,
+            n.items_failed,
+            n.items_running,
+            n.task_phase
+        ));
     }
     key
 }
@@ -652,18 +668,85 @@ fn phase_name<T: serde::Serialize>(p: &T) -> String {
         .unwrap_or_default()
 }
 
-/// One node as the API shows it.
-fn node_execution(id: &str, s: Option<&weft_dag::NodeStatus>) -> pb::NodeExecution {
+/// One node as the API shows it: its record, and from its spec the
+/// edges and kind the console draws.
+pub(super) fn node_execution(n: &NodeSpec, s: Option<&weft_dag::NodeStatus>) -> pb::NodeExecution {
+    let text = |f: fn(&weft_dag::NodeStatus) -> Option<&String>| {
+        s.and_then(f).cloned().unwrap_or_default()
+    };
+    let items = s.map_or(&[][..], |s| s.items.as_slice());
+    let count = |p: NodePhase| items.iter().filter(|i| i.phase == p).count() as u32;
+    let task_type = n
+        .task
+        .as_ref()
+        .or(n.array.as_ref().map(|a| &a.task))
+        .or(n.dynamic.as_ref().map(|d| &d.task))
+        .map(|t| t.task_type.clone())
+        .unwrap_or_default();
     pb::NodeExecution {
-        id: id.to_string(),
+        id: n.id.clone(),
         phase: phase_name(&s.map_or(NodePhase::Pending, |s| s.phase)),
-        attempts: s.map_or(0, |s| s.attempts),
-        message: s.and_then(|s| s.message.clone()).unwrap_or_default(),
+        // The status leaves out an attempt count of one.
+        attempts: s.map_or(0, |s| match s.attempts {
+            0 if s.started_at.is_some() => 1,
+            n => n,
+        }),
+        message: text(|s| s.message.as_ref()),
         outputs: s
             .and_then(|s| s.outputs.as_ref())
             .map(|o| serde_json::Value::Object(o.clone()).to_string())
             .unwrap_or_default(),
         cached: s.is_some_and(|s| s.cached),
+        depends_on: n.depends_on.clone(),
+        kind: node_kind(n).into(),
+        started_at: text(|s| s.started_at.as_ref()),
+        finished_at: text(|s| s.finished_at.as_ref()),
+        reason: text(|s| s.reason.as_ref()),
+        task_type,
+        plugin: s
+            .and_then(|s| s.plugin.as_ref())
+            .map(|p| p.name.clone())
+            .unwrap_or_default(),
+        plugin_digest: s
+            .and_then(|s| s.plugin.as_ref())
+            .map(|p| p.digest.clone())
+            .unwrap_or_default(),
+        resource: s
+            .and_then(|s| s.resource.as_ref())
+            .map(|r| pb::ResourceRef {
+                api_version: r.api_version.clone(),
+                kind: r.kind.clone(),
+                name: r.name.clone(),
+            }),
+        log_links: s.map_or(Vec::new(), |s| {
+            s.log_links
+                .iter()
+                .map(|l| pb::LogLink {
+                    name: l.name.clone(),
+                    uri: l.uri.clone(),
+                })
+                .collect()
+        }),
+        items_total: items.len() as u32,
+        items_succeeded: count(NodePhase::Succeeded),
+        items_failed: count(NodePhase::Failed),
+        items_running: count(NodePhase::Running),
+        task_phase: text(|s| s.task_phase.as_ref()),
+    }
+}
+
+/// The node kinds the API names.
+fn node_kind(n: &NodeSpec) -> &'static str {
+    if n.array.is_some() {
+        "array"
+    } else if n.gate.is_some() {
+        "gate"
+    } else if n.dynamic.is_some() {
+        "dynamic"
+    } else if n.workflow.is_some() {
+        "subworkflow"
+    } else {
+        "task"
     }
 }
 
@@ -682,12 +765,12 @@ pub fn execution(wf: &Workflow) -> pb::Execution {
         .on_exit
         .iter()
         .filter(|_| exit.is_some())
-        .map(|n| node_execution(&n.id, exit.and_then(|e| e.nodes.get(&n.id))))
+        .map(|n| node_execution(n, exit.and_then(|e| e.nodes.get(&n.id))))
         .collect();
     let nodes = spec
         .nodes
         .iter()
-        .map(|n| node_execution(&n.id, status.and_then(|s| s.nodes.get(&n.id))))
+        .map(|n| node_execution(n, status.and_then(|s| s.nodes.get(&n.id))))
         .collect();
     pb::Execution {
         exit_nodes,

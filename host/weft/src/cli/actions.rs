@@ -1,4 +1,5 @@
-//! `weft retry|resubmit|suspend|resume|stop|terminate NAME`: the actions
+//! `weft retry|resubmit|suspend|resume|stop|terminate NAME` and `weft
+//! approve|reject NAME NODE`: the actions
 //! `argo` has for a submitted workflow, through [`crate::actions::act`]
 //! (the admin API calls the same).
 
@@ -30,6 +31,27 @@ pub struct RetryArgs {
     /// succeeded).
     #[arg(long, value_name = "ID")]
     pub node: Option<String>,
+}
+
+/// `weft approve`.
+#[derive(Debug, Args)]
+pub struct GateArgs {
+    /// Which Workflow.
+    #[command(flatten)]
+    pub target: Target,
+    /// The approval gate's node id.
+    pub node: String,
+}
+
+/// `weft reject`.
+#[derive(Debug, Args)]
+pub struct RejectArgs {
+    /// Which Workflow and gate.
+    #[command(flatten)]
+    pub gate: GateArgs,
+    /// Why (it becomes the node's message).
+    #[arg(long, default_value = "")]
+    pub reason: String,
 }
 
 /// `weft resubmit`.

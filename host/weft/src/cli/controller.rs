@@ -20,6 +20,15 @@ use crate::{render, runtime, serve};
 /// Arguments of `weft controller`.
 #[derive(Debug, Args)]
 pub struct ControllerArgs {
+    /// Settings from a YAML file: each flag's long name in camelCase (e.g.
+    /// `concurrentReconciles: 4`, `pluginNamespace: [a, b]`,
+    /// `noHotload: true`); flags given here override it. An unknown key or
+    /// a bad value stops the start, naming it.
+    #[arg(long, value_name = "FILE", env = "WEFT_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Print the effective settings (as a --config file) and exit.
+    #[arg(long)]
+    pub print_config: bool,
     /// Plugin directory (components with their manifests).
     #[arg(long, default_value = "/var/lib/weft/plugins", env = "WEFT_PLUGINS")]
     pub plugins: PathBuf,

@@ -158,6 +158,7 @@ pub fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
             args.data_dir.join("kubeconfig").display()
         );
         println!("admin API at {}", server.addr);
+        println!("console at {}", server.console_url());
         println!("Ctrl-C to stop");
         server.task.await??;
         let _ = stop_tx.send(());

@@ -9,6 +9,7 @@ use crate::telemetry::LogFormat;
 
 pub mod actions;
 pub mod cache;
+pub mod config;
 pub mod controller;
 pub mod cron;
 pub mod dev;
@@ -57,6 +58,7 @@ pub enum Command {
     /// The dev cluster, controller, hot loading and admin API, until Ctrl-C.
     Dev(dev::DevArgs),
     /// Run the controller against a cluster (kubeconfig or in-cluster).
+    #[command(args_override_self = true)]
     Controller(Box<controller::ControllerArgs>),
     /// The admission webhook alone (validation and task secrets), with its
     /// managed certificate.
@@ -93,6 +95,10 @@ pub enum Command {
     Stop(actions::Target),
     /// Abort a Workflow's running nodes; no exit handler runs.
     Terminate(actions::Target),
+    /// Approve a Workflow's approval gate: the nodes after it may run.
+    Approve(actions::GateArgs),
+    /// Reject a Workflow's approval gate: it fails with the reason.
+    Reject(actions::RejectArgs),
     /// Print one of Weft's CRDs (YAML), generated from the Rust types.
     Crd {
         /// `workflow`, `workflowtemplate` or `cronworkflow`.
@@ -160,6 +166,14 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Resume(t) => actions::run(t, Action::Resume),
         Command::Stop(t) => actions::run(t, Action::Stop),
         Command::Terminate(t) => actions::run(t, Action::Terminate),
+        Command::Approve(a) => actions::run(a.target, Action::Approve { node: a.node }),
+        Command::Reject(a) => actions::run(
+            a.gate.target,
+            Action::Reject {
+                node: a.gate.node,
+                reason: a.reason,
+            },
+        ),
         Command::Crd { kind } => {
             let file = format!("{}.yaml", kind.to_lowercase());
             let Some((_, crd)) = crate::api::crds().into_iter().find(|(f, _)| *f == file) else {

@@ -313,6 +313,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 )
                 .await?;
                 println!("admin API at {}", server.addr);
+                println!("console at {}", server.console_url());
                 Some(server)
             }
             None => None,

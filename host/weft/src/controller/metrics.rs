@@ -46,6 +46,9 @@ pub struct Metrics {
     rollouts_aborted: Family<Labels, Counter>,
     undecodable: Counter,
     cache_lookups: Family<Labels, Counter>,
+    /// Calls, traps and total seconds per plugin, for the console (the
+    /// families above cannot be read back by plugin).
+    tally: Mutex<std::collections::HashMap<String, (u64, u64, f64)>>,
 }
 
 impl Default for Metrics {
@@ -77,6 +80,7 @@ impl Default for Metrics {
             rollouts_aborted: Family::default(),
             undecodable: Counter::default(),
             cache_lookups: Family::default(),
+            tally: Mutex::default(),
         };
         registry.register(
             "cache_lookups",
@@ -286,12 +290,32 @@ impl Metrics {
 
     /// A plugin call completed.
     pub fn plugin_call(&self, plugin: &str, call: &str, took: Duration) {
+        if let Ok(mut t) = self.tally.lock() {
+            let e = t.entry(plugin.to_string()).or_default();
+            e.0 += 1;
+            e.2 += took.as_secs_f64();
+        }
         self.plugin_calls
             .get_or_create(&vec![
                 ("plugin".into(), plugin.into()),
                 ("call".into(), call.into()),
             ])
             .observe(took.as_secs_f64());
+    }
+
+    /// A plugin's calls, traps and mean call time in seconds so far.
+    pub fn plugin_figures(&self, plugin: &str) -> (u64, u64, f64) {
+        let t = self.tally.lock().ok();
+        let (calls, traps, total) = t.and_then(|t| t.get(plugin).copied()).unwrap_or_default();
+        (
+            calls,
+            traps,
+            if calls == 0 {
+                0.0
+            } else {
+                total / calls as f64
+            },
+        )
     }
 
     /// A plugin call failed; traps and deadline hits are also counted on
@@ -301,6 +325,9 @@ impl Metrics {
         match kind {
             "trap" => {
                 self.plugin_traps.get_or_create(&by_plugin).inc();
+                if let Ok(mut t) = self.tally.lock() {
+                    t.entry(plugin.to_string()).or_default().1 += 1;
+                }
             }
             "deadline" => {
                 self.plugin_deadline_hits.get_or_create(&by_plugin).inc();

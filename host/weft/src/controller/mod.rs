@@ -434,17 +434,7 @@ async fn reconcile_owned(wf: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action,
     let (compiled, spec) = compiled;
     let retried = lifecycle::pending_retry(&wf, &status)
         .map(|req| lifecycle::retry(&compiled, &mut status, &req));
-    let approvals: HashSet<String> = spec
-        .nodes
-        .iter()
-        .filter(|n| n.gate.as_ref().is_some_and(|g| g.approval.is_some()))
-        .filter(|n| {
-            wf.annotations()
-                .get(&approval_annotation(&n.id))
-                .is_some_and(|v| v == "true")
-        })
-        .map(|n| n.id.clone())
-        .collect();
+    let (approvals, rejections) = gate_decisions(&wf, &spec);
 
     // The round: synchronous plugin calls, off the async workers.
     let pins = old
@@ -485,6 +475,7 @@ async fn reconcile_owned(wf: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action,
             now,
             generation,
             approvals: &approvals,
+            rejections: &rejections,
             deleting,
         };
         let outcome = round(&spec, &compiled, &mut status, &input, &mut exec);
@@ -1009,4 +1000,31 @@ async fn count_nodes(store: kube::runtime::reflector::Store<Workflow>, ctx: Arc<
 /// The object reference of a Workflow, for Events.
 pub fn object_ref(wf: &Workflow) -> ObjectReference {
     wf.object_ref(&())
+}
+
+/// The approval gates a person decided, from the Workflow's annotations:
+/// approved ids, and rejected ids with the reason given.
+fn gate_decisions(
+    wf: &Workflow,
+    spec: &weft_dag::WorkflowSpec,
+) -> (HashSet<String>, HashMap<String, String>) {
+    let (mut approved, mut rejected) = (HashSet::new(), HashMap::new());
+    let gates = spec
+        .nodes
+        .iter()
+        .filter(|n| n.gate.as_ref().is_some_and(|g| g.approval.is_some()));
+    for n in gates {
+        let notes = wf.annotations();
+        match notes.get(&approval_annotation(&n.id)).map(String::as_str) {
+            Some("true") => {
+                approved.insert(n.id.clone());
+            }
+            Some("false") => {
+                let why = notes.get(&weft_dag::spec::rejection_annotation(&n.id));
+                rejected.insert(n.id.clone(), why.cloned().unwrap_or_default());
+            }
+            _ => {}
+        }
+    }
+    (approved, rejected)
 }

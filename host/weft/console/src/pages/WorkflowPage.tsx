@@ -1,0 +1,288 @@
+// `/workflows/:namespace/:name` (and `/nodes/:node`): one workflow, live.
+import { useCallback, useEffect, useMemo, useState } from "react";
+import { admin, type Execution, type NodeExecution } from "../api";
+import { JsonBlock } from "../components/Json";
+import { clearError, reportError } from "../errors";
+import { progress } from "../phases";
+import { navigate } from "../router";
+import { nodeHref, workflowHref } from "../routes";
+import { elapsed, formatDuration, formatTime } from "../time";
+import { DagView } from "./DagView";
+import { NodePanel } from "./NodePanel";
+import { TimelineView } from "./TimelineView";
+import { useChips } from "./useChips";
+import { useExecution, type WatchStatus } from "./useExecution";
+import { useLayout } from "./useLayout";
+import { PhaseBadge } from "./WorkflowListPage";
+
+interface Props {
+  namespace: string;
+  name: string;
+  node: string | null;
+}
+
+// Performance hooks for the browser benchmark: the first DAG paint of the
+// page load, then every live update once it is in the DOM.
+let dagPaintedMarked = false;
+function markApplied(first: boolean): void {
+  if (first) {
+    if (dagPaintedMarked) return;
+    dagPaintedMarked = true;
+    // After the frame that shows the committed DOM has been painted.
+    requestAnimationFrame(() => setTimeout(() => performance.mark("weft:dag-painted"), 0));
+  } else {
+    performance.mark("weft:update-applied");
+  }
+}
+
+const NO_NODES: NodeExecution[] = [];
+
+export function WorkflowPage({ namespace, name, node }: Props) {
+  const { exec, status, applyActionResult } = useExecution(namespace, name);
+  const [view, setView] = useState<"graph" | "timeline">("graph");
+  const [expanded, setExpanded] = useState<ReadonlySet<string>>(new Set());
+  const nodes = exec?.nodes;
+  const exitNodes = exec?.exitNodes ?? NO_NODES;
+  const allNodes = useMemo(() => [...(nodes ?? []), ...exitNodes], [nodes, exitNodes]);
+  const chips = useChips(namespace, name, allNodes, expanded);
+  const chipCount = useCallback(
+    (n: NodeExecution) => chips.get(n.id)?.length ?? (n.itemsTotal || 0),
+    [chips],
+  );
+  const layout = useLayout(nodes, expanded, chipCount);
+  const exitLayout = useLayout(exitNodes.length ? exitNodes : undefined, expanded, chipCount);
+
+  const open = useCallback((id: string) => navigate(nodeHref(namespace, name, id)), [namespace, name]);
+  const toggle = useCallback((id: string) => {
+    setExpanded((s) => {
+      const next = new Set(s);
+      if (!next.delete(id)) next.add(id);
+      return next;
+    });
+  }, []);
+
+  const live = node ? allNodes.find((n) => n.id === node) : undefined;
+
+  return (
+    <main className={`page workflow-page${node ? " with-panel" : ""}`}>
+      <WorkflowHeader namespace={namespace} name={name} exec={exec} status={status} onResult={applyActionResult} />
+      <div className="workflow-body">
+        <div className="workflow-main">
+          <div className="view-switch" role="tablist" aria-label="View">
+            <button type="button" role="tab" aria-selected={view === "graph"} data-testid="view-graph" onClick={() => setView("graph")}>
+              Graph
+            </button>
+            <button type="button" role="tab" aria-selected={view === "timeline"} data-testid="view-timeline" onClick={() => setView("timeline")}>
+              Timeline
+            </button>
+          </div>
+          {exec === null && <p className="muted">Loading workflow…</p>}
+          {exec !== null && view === "graph" && (
+            <>
+              <DagView
+                label={`DAG of ${name}`}
+                nodes={nodes ?? NO_NODES}
+                layout={layout}
+                namespace={namespace}
+                selected={node}
+                expanded={expanded}
+                chips={chips}
+                onOpen={open}
+                onToggle={toggle}
+                onApplied={markApplied}
+              />
+              {exitNodes.length > 0 && (
+                <section className="exit-section" aria-label="Exit handler">
+                  <h3>Exit handler</h3>
+                  <DagView
+                    label="Exit handler nodes"
+                    compact
+                    nodes={exitNodes}
+                    layout={exitLayout}
+                    namespace={namespace}
+                    selected={node}
+                    expanded={expanded}
+                    chips={chips}
+                    onOpen={open}
+                    onToggle={toggle}
+                  />
+                </section>
+              )}
+            </>
+          )}
+          {exec !== null && view === "timeline" && (
+            <TimelineView nodes={allNodes} workflowStart={exec.startedAt} selected={node} onOpen={open} />
+          )}
+          {exec && <WorkflowData exec={exec} />}
+        </div>
+        {node && (
+          <NodePanel
+            key={node}
+            namespace={namespace}
+            name={name}
+            nodeId={node}
+            live={live}
+            closeHref={workflowHref(namespace, name)}
+            onExecution={applyActionResult}
+          />
+        )}
+      </div>
+    </main>
+  );
+}
+
+type ActionName = "abort" | "retry" | "resubmit" | "suspend" | "resume" | "stop" | "terminate";
+
+const ACTIONS: { name: ActionName; label: string; title: string; danger?: boolean }[] = [
+  { name: "abort", label: "Abort", title: "Abort: stop the running nodes", danger: true },
+  { name: "retry", label: "Retry", title: "Run a failed or aborted workflow again from its failed and skipped nodes" },
+  { name: "resubmit", label: "Resubmit", title: "Start a new execution with the same spec and inputs" },
+  { name: "suspend", label: "Suspend", title: "Start no new node until resumed" },
+  { name: "resume", label: "Resume", title: "Let a suspended workflow start nodes again" },
+  { name: "stop", label: "Stop", title: "Abort running nodes, then run the exit handler", danger: true },
+  { name: "terminate", label: "Terminate", title: "Abort running nodes; no exit handler runs", danger: true },
+];
+
+function callAction(action: ActionName, id: { namespace: string; name: string }): Promise<Execution> {
+  switch (action) {
+    case "abort":
+      return admin.abortExecution({ id, reason: "aborted from the Weft console" });
+    case "retry":
+      return admin.retryExecution({ id });
+    case "resubmit":
+      return admin.resubmitExecution({ id });
+    case "suspend":
+      return admin.suspendExecution({ id });
+    case "resume":
+      return admin.resumeExecution({ id });
+    case "stop":
+      return admin.stopExecution({ id });
+    case "terminate":
+      return admin.terminateExecution({ id });
+  }
+}
+
+function WorkflowHeader({
+  namespace,
+  name,
+  exec,
+  status,
+  onResult,
+}: {
+  namespace: string;
+  name: string;
+  exec: Execution | null;
+  status: WatchStatus;
+  onResult: (e: Execution) => void;
+}) {
+  const [busy, setBusy] = useState<ActionName | null>(null);
+  const run = async (a: (typeof ACTIONS)[number]) => {
+    setBusy(a.name);
+    try {
+      const res = await callAction(a.name, { namespace, name });
+      clearError("action");
+      // Resubmit made a new execution: go to it.
+      if (a.name === "resubmit" && res.id && res.id.name !== name) navigate(workflowHref(res.id.namespace, res.id.name));
+      else onResult(res);
+    } catch (e) {
+      reportError("action", e, `${a.label} refused: `);
+    } finally {
+      setBusy(null);
+    }
+  };
+  const p = exec ? progress(exec.nodes) : null;
+  return (
+    <header className="wf-header">
+      <div className="wf-title">
+        <h1>
+          <span className="muted">{namespace}/</span>
+          {name}
+        </h1>
+        <PhaseBadge phase={exec?.phase ?? ""} testid="workflow-phase" />
+        {exec?.suspended && <span className="tag">suspended</span>}
+        {exec?.shutdown && <span className="tag">{exec.shutdown}</span>}
+        {exec?.abortRequested && <span className="tag">abort requested</span>}
+        <span className={`watch-status ${status.replace(/ /g, "-")}`} title="Live updates">
+          {status}
+        </span>
+      </div>
+      {exec?.message && (
+        <p className={`wf-message${exec.phase === "Failed" ? " failed" : ""}`} data-testid="workflow-message">
+          {exec.message}
+        </p>
+      )}
+      <dl className="facts inline">
+        <dt>Started</dt>
+        <dd title={exec?.startedAt}>{formatTime(exec?.startedAt ?? "") || "—"}</dd>
+        <dt>Duration</dt>
+        <dd>{exec ? <Elapsed started={exec.startedAt} finished={exec.finishedAt} /> : "—"}</dd>
+        <dt>Progress</dt>
+        <dd>{p ? `${p.finished}/${p.total} finished, ${p.failed} failed` : "—"}</dd>
+        {exec && exec.retries > 0 && (
+          <>
+            <dt>Retries</dt>
+            <dd>{exec.retries}</dd>
+          </>
+        )}
+        {exec?.template && (
+          <>
+            <dt>Template</dt>
+            <dd>{exec.template}</dd>
+          </>
+        )}
+      </dl>
+      <div className="actions" role="toolbar" aria-label="Workflow actions">
+        {ACTIONS.map((a) => (
+          <button
+            key={a.name}
+            type="button"
+            className={a.danger ? "danger" : undefined}
+            data-testid={`action-${a.name}`}
+            title={a.title}
+            disabled={busy !== null}
+            onClick={() => run(a)}
+          >
+            {busy === a.name ? `${a.label}…` : a.label}
+          </button>
+        ))}
+      </div>
+    </header>
+  );
+}
+
+function WorkflowData({ exec }: { exec: Execution }) {
+  const labels = Object.entries(exec.labels);
+  return (
+    <div className="wf-data">
+      {labels.length > 0 && (
+        <p className="labels">
+          {labels.map(([k, v]) => (
+            <span key={k} className="tag">
+              {k}={v}
+            </span>
+          ))}
+        </p>
+      )}
+      <details className="section">
+        <summary>Inputs</summary>
+        <JsonBlock text={exec.inputs} />
+      </details>
+      <details className="section" open={exec.outputs !== ""}>
+        <summary>Outputs</summary>
+        <JsonBlock text={exec.outputs} testid="workflow-outputs" />
+      </details>
+    </div>
+  );
+}
+
+/** A duration that keeps counting (once a second) while unfinished, without re-rendering the page. */
+export function Elapsed({ started, finished }: { started: string; finished: string }) {
+  const [now, setNow] = useState(() => Date.now());
+  const running = started !== "" && finished === "";
+  useEffect(() => {
+    if (!running) return;
+    const t = setInterval(() => setNow(Date.now()), 1000);
+    return () => clearInterval(t);
+  }, [running]);
+  return <>{formatDuration(elapsed(started, finished, now)) || "—"}</>;
+}

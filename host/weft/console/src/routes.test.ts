@@ -1,0 +1,42 @@
+import { describe, expect, it } from "vitest";
+import { listHref, nodeHref, parseRoute, workflowHref } from "./routes";
+
+describe("routes", () => {
+  it("parses the list with its filters", () => {
+    expect(parseRoute("/", "")).toEqual({ page: "list", namespace: "default", selector: "" });
+    expect(parseRoute("/", "?namespace=ml&selector=team%3Dml")).toEqual({ page: "list", namespace: "ml", selector: "team=ml" });
+    // An empty namespace parameter lists all namespaces.
+    expect(parseRoute("/", "?namespace=")).toEqual({ page: "list", namespace: "", selector: "" });
+  });
+  it("round-trips list filters", () => {
+    for (const [ns, sel] of [["default", ""], ["", ""], ["ml", "a=b,c!=d"]]) {
+      const href = listHref(ns, sel);
+      const q = href.indexOf("?");
+      expect(parseRoute("/", q < 0 ? "" : href.slice(q))).toEqual({ page: "list", namespace: ns, selector: sel });
+    }
+  });
+  it("parses workflow and node pages", () => {
+    expect(parseRoute("/workflows/default/wf-1", "")).toEqual({ page: "workflow", namespace: "default", name: "wf-1", node: null });
+    expect(parseRoute("/workflows/default/wf-1/nodes/train", "")).toEqual({
+      page: "workflow",
+      namespace: "default",
+      name: "wf-1",
+      node: "train",
+    });
+    expect(parseRoute("/workflows/default/wf-1/", "")).toMatchObject({ page: "workflow", name: "wf-1" });
+  });
+  it("round-trips odd node ids", () => {
+    const id = "fan/out[3] a b";
+    const href = nodeHref("ns", "wf", id);
+    expect(href).toBe("/workflows/ns/wf/nodes/fan%2Fout%5B3%5D%20a%20b");
+    expect(parseRoute(href, "")).toEqual({ page: "workflow", namespace: "ns", name: "wf", node: id });
+    expect(workflowHref("a", "b")).toBe("/workflows/a/b");
+  });
+  it("parses plugins and rejects the rest", () => {
+    expect(parseRoute("/plugins", "")).toEqual({ page: "plugins" });
+    expect(parseRoute("/workflows/x", "").page).toBe("notfound");
+    expect(parseRoute("/workflows/x/y/nodes", "").page).toBe("notfound");
+    expect(parseRoute("/nope", "").page).toBe("notfound");
+    expect(parseRoute("/workflows/%E0%A4%A/y", "").page).toBe("notfound");
+  });
+});

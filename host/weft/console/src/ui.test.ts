@@ -1,0 +1,59 @@
+// Pure parts of the pages: list rows, virtual window, timeline bars, text.
+import { create } from "@bufbuild/protobuf";
+import { describe, expect, it } from "vitest";
+import { visibleRange } from "./components/VirtualRows";
+import { ExecutionSchema, NodeExecutionSchema } from "./gen/weft/admin/v1/admin_pb";
+import { timelineBars } from "./pages/TimelineView";
+import { toRow } from "./pages/WorkflowListPage";
+import { prettyJson, shortDigest } from "./text";
+
+const node = (id: string, phase: string, startedAt = "", finishedAt = "") =>
+  create(NodeExecutionSchema, { id, phase, startedAt, finishedAt });
+
+describe("workflow list rows", () => {
+  it("counts progress from the nodes", () => {
+    const e = create(ExecutionSchema, {
+      id: { namespace: "ml", name: "train-1" },
+      phase: "Running",
+      nodes: [node("a", "Succeeded"), node("b", "Failed"), node("c", "Running"), node("d", "Pending")],
+    });
+    expect(toRow(e)).toMatchObject({ namespace: "ml", name: "train-1", phase: "Running", finished: 2, succeeded: 1, failed: 1, total: 4 });
+  });
+});
+
+describe("virtual rows", () => {
+  it("renders only the rows in view plus overscan", () => {
+    expect(visibleRange(0, 340, 34, 1000, 8)).toEqual({ first: 0, last: 18 });
+    expect(visibleRange(34 * 500, 340, 34, 1000, 8)).toEqual({ first: 492, last: 518 });
+    expect(visibleRange(34 * 995, 340, 34, 1000, 8)).toEqual({ first: 987, last: 1000 });
+  });
+});
+
+describe("timeline bars", () => {
+  it("has one bar per started node, in start order, running ones up to now", () => {
+    const now = Date.parse("2024-01-01T00:10:00Z");
+    const bars = timelineBars(
+      [
+        node("late", "Succeeded", "2024-01-01T00:05:00Z", "2024-01-01T00:06:00Z"),
+        node("early", "Running", "2024-01-01T00:01:00Z"),
+        node("never", "Pending"),
+      ],
+      now,
+    );
+    expect(bars.map((b) => b.id)).toEqual(["early", "late"]);
+    expect(bars[0]).toMatchObject({ running: true, end: now });
+    expect(bars[1].end - bars[1].start).toBe(60_000);
+  });
+});
+
+describe("text", () => {
+  it("shortens digests", () => {
+    expect(shortDigest(`sha256:${"a".repeat(64)}`)).toBe("sha256:aaaaaaaaaaaa");
+    expect(shortDigest("")).toBe("");
+  });
+  it("pretty-prints JSON and keeps other text", () => {
+    expect(prettyJson('{"a":1}')).toBe('{\n  "a": 1\n}');
+    expect(prettyJson("not json")).toBe("not json");
+    expect(prettyJson("  ")).toBe("");
+  });
+});
