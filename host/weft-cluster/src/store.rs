@@ -90,6 +90,14 @@ pub(crate) struct Hub {
     tx: broadcast::Sender<Arc<WatchEvent>>,
 }
 
+/// How many events the live fan-out holds for its slowest watcher. Each
+/// holds a whole object and its previous version, so with large objects
+/// (a 20,000-node Workflow's status patches) a deep buffer behind one slow
+/// watch held gigabytes; a watch that falls further behind is closed and
+/// resumes from the history, which is bounded in bytes (as kube-apiserver
+/// closes watches its watch cache cannot keep up with).
+const LIVE_EVENTS: usize = 1_024;
+
 /// What a watch gets when it subscribes: the changes it missed, and a
 /// receiver for the rest.
 pub(crate) struct Subscription {
@@ -140,7 +148,7 @@ impl Store {
         let path = dir.join("cluster.redb");
         let db = Database::create(&path).map_err(|e| Error::Storage(e.to_string()))?;
         let (objects, rev, compacted, history) = load(&db)?;
-        let (tx, _) = broadcast::channel(16_384);
+        let (tx, _) = broadcast::channel(LIVE_EVENTS);
         let bytes = history.iter().map(|(_, n)| n).sum();
         let hub = Arc::new(Mutex::new(Hub {
             history,

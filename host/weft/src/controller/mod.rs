@@ -7,6 +7,7 @@
 //! Data flows one way: watch event -> reconcile -> round -> plugin call ->
 //! child apply -> status patch.
 
+pub mod backoff;
 pub mod cache;
 pub mod children;
 pub mod cron;
@@ -111,6 +112,8 @@ pub struct Context {
     /// Since when a Workflow's minor status changes wait to be written, by
     /// uid ([`MINOR_STATUS_DELAY`]).
     deferred: Mutex<HashMap<String, Instant>>,
+    /// When failed reconciles run again (controller-runtime's rate limiter).
+    backoff: backoff::Backoff,
 }
 
 /// How long a round's minor status changes (a running task's sub-phase or
@@ -154,6 +157,7 @@ impl Context {
             shadow,
             shard,
             compiled: Mutex::new(HashMap::new()),
+            backoff: backoff::Backoff::default(),
             written: Mutex::new(HashMap::new()),
             finalized: Mutex::new(HashMap::new()),
             plugin_wait: Mutex::new(executor::DEFAULT_PLUGIN_WAIT),
@@ -360,9 +364,13 @@ pub async fn reconcile(wf: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action, E
         workflow = %wf.name_any(),
         namespace = %wf.namespace().unwrap_or_default()
     );
+    let key = backoff_key(&wf);
     let result = tracing::Instrument::instrument(reconcile_owned(wf, ctx.clone()), span).await;
     ctx.metrics
         .reconcile(if result.is_ok() { "ok" } else { "error" });
+    if result.is_ok() {
+        ctx.backoff.succeeded(&key);
+    }
     result
 }
 
@@ -889,12 +897,23 @@ pub async fn record_event<K: Resource<DynamicType = ()>>(
 
 fn error_policy(wf: Arc<Workflow>, err: &Error, ctx: Arc<Context>) -> Action {
     ctx.metrics.reconcile_error();
+    let key = backoff_key(&wf);
+    let wait = ctx.backoff.failed(&key);
     tracing::warn!(
         workflow = %wf.name_any(),
         namespace = %wf.namespace().unwrap_or_default(),
-        "reconcile failed, retrying: {err}"
+        failures = ctx.backoff.failures(&key),
+        retry_in = ?wait,
+        "reconcile failed: {err}"
     );
-    Action::requeue(Duration::from_millis(500))
+    Action::requeue(wait)
+}
+
+/// A Workflow's key in [`backoff::Backoff`]: its uid, so a Workflow
+/// deleted and created again under the same name starts afresh.
+fn backoff_key(wf: &Workflow) -> String {
+    wf.uid()
+        .unwrap_or_else(|| format!("{}/{}", wf.namespace().unwrap_or_default(), wf.name_any()))
 }
 
 /// Runs the controller until `shutdown` resolves: Workflows in `namespace`
