@@ -163,7 +163,16 @@ pub fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
         server.task.await??;
         let _ = stop_tx.send(());
         loader.abort();
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), controller).await;
+        // The cluster goes last: whatever still runs then would log
+        // connection errors against it.
+        let mut controller = controller;
+        let waited = tokio::time::timeout(std::time::Duration::from_secs(5), &mut controller);
+        if waited.await.is_err() {
+            controller.abort();
+            let _ = controller.await;
+        }
+        ctx.stop_watches();
+        let _ = loader.await;
         cluster.shutdown().await;
         Ok(ExitCode::SUCCESS)
     })

@@ -179,6 +179,17 @@ impl Context {
             .store(n, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// Stops the watches the controller spawned beside its own stream
+    /// (children, the task cache): for a shutdown that could not wait for
+    /// the controller to finish, so that nothing talks to an API server
+    /// that is going away.
+    pub fn stop_watches(&self) {
+        self.children.stop();
+        if let Some(cache) = self.cache.get() {
+            cache.stop();
+        }
+    }
+
     /// Which Events Workflows get (`--workflow-events`).
     pub fn set_workflow_events(&self, events: WorkflowEvents) {
         *self.events.lock().unwrap_or_else(|e| e.into_inner()) = events;
