@@ -15,7 +15,7 @@ use weft_dag::NodeSpec;
 use weft_plugin::{Plugin, Registry};
 
 use super::pb;
-use super::service::node_execution;
+use super::service::{node_execution, phase_name};
 use crate::api::Workflow;
 use crate::controller::metrics::Metrics;
 
@@ -77,10 +77,7 @@ pub async fn node_details(
             .enumerate()
             .map(|(i, it)| pb::ItemExecution {
                 index: i as u32,
-                phase: serde_json::to_value(it.phase)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_default(),
+                phase: phase_name(&it.phase),
                 attempts: it.attempts,
                 message: it.message.clone().unwrap_or_default(),
                 outputs: it

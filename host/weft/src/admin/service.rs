@@ -661,7 +661,7 @@ fn fingerprint(ex: &pb::Execution) -> String {
     key
 }
 
-fn phase_name<T: serde::Serialize>(p: &T) -> String {
+pub(super) fn phase_name<T: serde::Serialize>(p: &T) -> String {
     serde_json::to_value(p)
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))
