@@ -41,7 +41,10 @@ const CAP: usize = 100_000;
 
 /// The log.
 #[derive(Debug, Default)]
-pub(crate) struct AuditLog(Mutex<Vec<AuditRecord>>);
+/// Each record with its arrival time, `None` for a record a request
+/// implies beside its own (a server-side apply that creates is also a
+/// create), so that the request log counts each request once.
+pub(crate) struct AuditLog(Mutex<Vec<(Option<std::time::SystemTime>, AuditRecord)>>);
 
 /// Kubernetes' verb for a method on a collection or an object.
 pub(crate) fn verb(method: &Method, named: bool, watch: bool) -> &'static str {
@@ -60,15 +63,34 @@ pub(crate) fn verb(method: &Method, named: bool, watch: bool) -> &'static str {
 
 impl AuditLog {
     pub(crate) fn record(&self, r: AuditRecord) {
+        self.push(Some(std::time::SystemTime::now()), r);
+    }
+
+    /// A record implied by the request recorded next (not a request).
+    pub(crate) fn record_implied(&self, r: AuditRecord) {
+        self.push(None, r);
+    }
+
+    fn push(&self, at: Option<std::time::SystemTime>, r: AuditRecord) {
         let mut log = self.0.lock().unwrap_or_else(|e| e.into_inner());
         if log.len() >= CAP {
             log.drain(..CAP / 10);
         }
-        log.push(r);
+        log.push((at, r));
     }
 
     pub(crate) fn records(&self) -> Vec<AuditRecord> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        let log = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        log.iter().map(|(_, r)| r.clone()).collect()
+    }
+
+    /// The records with when each request arrived: a request log, e.g.
+    /// to check a client's rate.
+    pub(crate) fn timed(&self) -> Vec<(std::time::SystemTime, AuditRecord)> {
+        let log = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        log.iter()
+            .filter_map(|(at, r)| Some(((*at)?, r.clone())))
+            .collect()
     }
 }
 

@@ -196,6 +196,12 @@ impl DevCluster {
         self.cx.audit.records()
     }
 
+    /// The audit log with each request's arrival time, oldest first: the
+    /// server's request log (e.g. to check a client's rate limit).
+    pub fn audit_timed(&self) -> Vec<(std::time::SystemTime, AuditRecord)> {
+        self.cx.audit.timed()
+    }
+
     /// The address the API server listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr

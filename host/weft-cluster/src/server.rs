@@ -293,7 +293,7 @@ async fn resource(
         });
     if creates {
         authorize_create_on_apply(&cx, caller, &record)?;
-        cx.audit.record(crate::audit::AuditRecord {
+        cx.audit.record_implied(crate::audit::AuditRecord {
             verb: "create".into(),
             ..record.clone()
         });

@@ -12,6 +12,8 @@ pub mod cli;
 pub mod controller;
 pub mod dev;
 pub mod hotload;
+pub mod kubeclient;
+pub mod profiling;
 pub mod render;
 pub mod runtime;
 pub mod secrets;

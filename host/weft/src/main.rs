@@ -1,8 +1,21 @@
 //! The `weft` binary: parses the command line and hands off. Nothing else
 //! lives here.
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 use clap::{CommandFactory, FromArgMatches};
+
+/// jemalloc, for its heap profiles (`--profiling-addr`, see
+/// `weft::profiling`); it also keeps a long-running controller's memory
+/// less fragmented than glibc's malloc.
+#[global_allocator]
+static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// jemalloc's options, read at its start: heap sampling compiled in and
+/// inactive (no cost) until `--profiling-addr` switches it on; one sample
+/// per 512 KiB allocated.
+#[allow(non_upper_case_globals, unsafe_code)]
+#[unsafe(export_name = "_rjem_malloc_conf")]
+pub static malloc_conf: &[u8] = b"prof:true,prof_active:false,lg_prof_sample:19\0";
 
 fn main() -> std::process::ExitCode {
     // `weft controller --config FILE`: the file's settings become flags

@@ -490,6 +490,7 @@ fn the_controller_is_locked_down_and_probed() {
         let weft::cli::Command::Controller(a) = cli.command else {
             panic!("{overlay}: {args:?} is not `weft controller`");
         };
+        check_operating_settings(overlay, &a, pod);
         assert_eq!(a.plugins, std::path::Path::new("/var/lib/weft/plugins"));
         assert_eq!(
             a.cache_dir.as_deref(),
@@ -1207,6 +1208,7 @@ fn the_helm_chart_installs_what_the_overlays_install() {
                 panic!("{example}: {args:?} is not `weft controller`");
             };
             assert_eq!(a.plugin_namespace, vec![NAMESPACE.to_string()]);
+            check_operating_settings(example, &a, pod);
             // Several replicas elect a leader; one needs no lease.
             assert_eq!(a.election.leader_elect, *replicas > 1, "{example}");
             a.leader().unwrap_or_else(|e| panic!("{example}: {e}"));
@@ -1243,6 +1245,27 @@ fn the_helm_chart_installs_what_the_overlays_install() {
             }
         }
     }
+}
+
+/// The operating knobs deploy/ sets: client-go's rate limit, and a pod
+/// grace period above the controller's own, so that a SIGTERM's drain
+/// (running reconciles, the Lease's release) ends before the SIGKILL.
+fn check_operating_settings(what: &str, a: &weft::cli::controller::ControllerArgs, pod: &PodSpec) {
+    assert_eq!(a.kube_api_qps, 100.0, "{what}");
+    assert_eq!(a.kube_api_burst, 200, "{what}");
+    assert_eq!(
+        a.sync_period,
+        std::time::Duration::from_secs(36_000),
+        "{what}"
+    );
+    let grace = pod
+        .termination_grace_period_seconds
+        .unwrap_or_else(|| panic!("{what}: no terminationGracePeriodSeconds"));
+    assert!(
+        u64::try_from(grace).unwrap() >= a.graceful_shutdown_timeout.as_secs() + 10,
+        "{what}: terminationGracePeriodSeconds {grace} vs --graceful-shutdown-timeout {:?}",
+        a.graceful_shutdown_timeout
+    );
 }
 
 #[test]

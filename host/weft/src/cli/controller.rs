@@ -90,6 +90,37 @@ pub struct ControllerArgs {
         env = "WEFT_CONCURRENT_RECONCILES"
     )]
     pub concurrent_reconciles: u16,
+    /// Requests a second the controller's Kubernetes clients may send on
+    /// average (client-go's QPS; every request, watches included, takes a
+    /// token); 0 is no limit. The default keeps well below kube-apiserver's
+    /// default max-in-flight (400 reads, 200 writes) shared by all clients.
+    #[arg(long, default_value_t = crate::kubeclient::DEFAULT_QPS, value_name = "QPS", env = "WEFT_KUBE_API_QPS")]
+    pub kube_api_qps: f32,
+    /// Requests that may go at once after a quiet spell (client-go's
+    /// Burst: the bucket's size).
+    #[arg(long, default_value_t = crate::kubeclient::DEFAULT_BURST, value_name = "N", env = "WEFT_KUBE_API_BURST")]
+    pub kube_api_burst: u32,
+    /// How often every Workflow is reconciled with no event at all
+    /// (controller-runtime's SyncPeriod: a safety net for a change no
+    /// watch reported); 0 never.
+    #[arg(long, default_value = "10h", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub sync_period: Duration,
+    /// How long a SIGTERM waits for running reconciles to finish (and
+    /// write their status) before the Lease is released and the process
+    /// exits; deploy/ sets terminationGracePeriodSeconds above it.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub graceful_shutdown_timeout: Duration,
+    /// Serve CPU (`/debug/pprof/profile?seconds=N`) and heap
+    /// (`/debug/pprof/heap`) profiles in pprof's format here; off by
+    /// default. Keep it on a loopback or pod-internal address: a profile
+    /// shows the process's internals.
+    #[arg(long, value_name = "ADDR", env = "WEFT_PROFILING_ADDR")]
+    pub profiling_addr: Option<SocketAddr>,
+    /// Alpha and beta features on or off, `Name=true,Other=false`
+    /// (Kubernetes' --feature-gates); `weft controller --print-config`
+    /// lists them.
+    #[arg(long, value_name = "GATES", default_value = "", value_parser = crate::controller::features::FeatureGates::parse)]
+    pub feature_gates: crate::controller::features::FeatureGates,
     /// Instances each plugin version keeps prepared ahead of its calls,
     /// so a call does not wait for instantiation (each serves one call,
     /// then is dropped). Each costs a slot of the instance pool and the
@@ -133,8 +164,9 @@ pub struct ControllerArgs {
 #[derive(Debug, Args)]
 pub struct ElectionArgs {
     /// Reconcile only while holding a coordination.k8s.io Lease, so that
-    /// of several replicas exactly one (per shard) reconciles.
-    #[arg(long)]
+    /// of several replicas exactly one (per shard) reconciles
+    /// (also --leader-election).
+    #[arg(long, alias = "leader-election")]
     pub leader_elect: bool,
     /// How long the Lease stays held after its last renewal: the longest a
     /// standby waits before taking over from a leader that died.
@@ -147,11 +179,17 @@ pub struct ElectionArgs {
     /// How often candidates try to take the Lease and the leader renews it.
     #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
     pub leader_elect_retry_period: Duration,
-    /// The Lease's namespace.
-    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    /// The Lease's namespace (KubeVela: --leader-election-namespace).
+    #[arg(
+        long,
+        env = "POD_NAMESPACE",
+        default_value = "default",
+        alias = "leader-election-namespace"
+    )]
     pub leader_elect_namespace: String,
-    /// The Lease's name; with --shards above 1, `-shard-<i>` is appended.
-    #[arg(long, default_value = "weft-controller")]
+    /// The Lease's name; with --shards above 1, `-shard-<i>` is appended
+    /// (controller-runtime: LeaderElectionID, --leader-election-id).
+    #[arg(long, default_value = "weft-controller", alias = "leader-election-id")]
     pub leader_elect_name: String,
     /// Who this replica is in the Lease and in Events (default: the pod
     /// name, else host name and process id).
@@ -252,14 +290,23 @@ pub fn controller(args: ControllerArgs) -> anyhow::Result<ExitCode> {
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {
         let kube_config = kube::Config::infer().await?;
-        let client = Client::try_from(kube_config.clone())?;
+        let metrics = Arc::new(Metrics::default());
+        let limits = crate::kubeclient::ApiLimits {
+            qps: args.kube_api_qps,
+            burst: args.kube_api_burst,
+        };
+        let throttle = crate::kubeclient::Throttle::new(limits, metrics.clone())?;
+        let client = throttle.client(kube_config.clone())?;
+        if let Some(addr) = args.profiling_addr {
+            let addr = crate::profiling::serve(addr).await?;
+            tracing::info!(%addr, "serving CPU and heap profiles at /debug/pprof/");
+        }
         let (engine, registry) =
             runtime::load_plugins_with(&args.plugins, args.cache_dir.as_deref(), registry_config, args.plugin_spares)?;
         if args.install_crd {
             runtime::install_crd(&client).await?;
         }
         let ready = Arc::new(serve::Readiness::default());
-        let metrics = Arc::new(Metrics::default());
         let loader = (!args.no_hotload).then(|| {
             runtime::spawn_hotload(
                 client.clone(),
@@ -324,8 +371,11 @@ pub fn controller(args: ControllerArgs) -> anyhow::Result<ExitCode> {
                     .or_else(|| args.plugin_namespace.first().cloned())
                     .unwrap_or_else(|| args.election.leader_elect_namespace.clone());
                 tracing::info!(namespace = %ns, "plugins' resources are written as their ServiceAccounts weft-plugin-NAME");
-                (kube_config, ns)
+                (kube_config, ns, throttle)
             }),
+            sync_period: Some(args.sync_period),
+            gates: args.feature_gates.clone(),
+            grace: args.graceful_shutdown_timeout,
         };
         controller
             .run(async {

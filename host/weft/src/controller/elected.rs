@@ -46,7 +46,13 @@ pub struct Elected {
     pub concurrency: u16,
     /// Write children as their plugin's ServiceAccount in this namespace,
     /// with these credentials (`--impersonate-plugins`).
-    pub impersonation: Option<(kube::Config, String)>,
+    pub impersonation: Option<(kube::Config, String, crate::kubeclient::Throttle)>,
+    /// How often every Workflow is reconciled without an event.
+    pub sync_period: Option<Duration>,
+    /// `--feature-gates`.
+    pub gates: super::features::FeatureGates,
+    /// How long a shutdown waits for running reconciles.
+    pub grace: Duration,
 }
 
 async fn until(rx: &mut watch::Receiver<bool>, leading: bool) -> bool {
@@ -75,10 +81,28 @@ impl Elected {
         ctx.set_default_ttl(self.default_ttl);
         ctx.set_workflow_events(self.events);
         ctx.set_concurrency(self.concurrency);
-        if let Some((config, ns)) = &self.impersonation {
-            ctx.set_impersonation(super::impersonation::Impersonation::new(config.clone(), ns));
+        ctx.set_sync_period(self.sync_period);
+        ctx.set_feature_gates(self.gates.clone());
+        if let Some((config, ns, throttle)) = &self.impersonation {
+            ctx.set_impersonation(super::impersonation::Impersonation::new(
+                config.clone(),
+                ns,
+                throttle.clone(),
+            ));
         }
         (ctx, wake)
+    }
+
+    /// After a shutdown began: lets the running reconciles finish (and
+    /// write their status) within the grace period, then stops whatever
+    /// is left and the watches.
+    async fn drain(&self, run: &mut tokio::task::JoinHandle<()>, ctx: &super::Context) {
+        tracing::info!(grace = ?self.grace, "shutting down: no new reconciles, waiting for the running ones");
+        if tokio::time::timeout(self.grace, &mut *run).await.is_err() {
+            tracing::warn!(grace = ?self.grace, "reconciles still running after the grace period: stopped");
+            run.abort();
+        }
+        ctx.stop_watches();
     }
 
     /// Runs until `shutdown` resolves: reconciles while leading (always,
@@ -90,7 +114,22 @@ impl Elected {
     ) -> Result<(), ConfigError> {
         let Some(leader) = self.leader.clone() else {
             let (ctx, wake) = self.context();
-            run_controller(ctx, wake, self.namespace.clone(), shutdown).await;
+            let (stop, stopped) = oneshot::channel::<()>();
+            let mut run = tokio::spawn(run_controller(
+                ctx.clone(),
+                wake,
+                self.namespace.clone(),
+                async {
+                    let _ = stopped.await;
+                },
+            ));
+            tokio::select! {
+                () = shutdown => {
+                    let _ = stop.send(());
+                    self.drain(&mut run, &ctx).await;
+                }
+                _ = &mut run => {}
+            }
             return Ok(());
         };
         let elector = Elector::new(self.client.clone(), leader)?;
@@ -125,9 +164,7 @@ impl Elected {
                 }
                 () = &mut shutdown => {
                     let _ = stop_term.send(());
-                    if tokio::time::timeout(Duration::from_secs(5), &mut term).await.is_err() {
-                        term.abort();
-                    }
+                    self.drain(&mut term, &ctx).await;
                     true
                 }
                 _ = &mut term => false,

@@ -21,13 +21,20 @@ pub struct Impersonation {
     config: kube::Config,
     namespace: String,
     clients: Mutex<HashMap<String, Client>>,
+    /// The process's client-side rate limit, shared with these clients.
+    throttle: crate::kubeclient::Throttle,
 }
 
 impl Impersonation {
     /// Impersonates ServiceAccounts of `namespace` on top of `config` (the
     /// controller's own credentials, which need `impersonate` on them).
-    pub fn new(config: kube::Config, namespace: &str) -> Self {
+    pub fn new(
+        config: kube::Config,
+        namespace: &str,
+        throttle: crate::kubeclient::Throttle,
+    ) -> Self {
         Impersonation {
+            throttle,
             config,
             namespace: namespace.to_string(),
             clients: Mutex::new(HashMap::new()),
@@ -51,7 +58,7 @@ impl Impersonation {
         }
         let mut config = self.config.clone();
         config.auth_info.impersonate = Some(self.user(plugin));
-        let client = Client::try_from(config)?;
+        let client = self.throttle.client(config)?;
         clients.insert(plugin.to_string(), client.clone());
         Ok(client)
     }

@@ -39,6 +39,7 @@ pub fn workflows(
         None => Api::all_with(ctx.client.clone(), &ar),
     };
     let reported = Arc::new(Mutex::new(HashSet::new()));
+    let ignore_status = ctx.gate("IgnoreStatusUpdates");
     let decoded = watcher::watcher(api, watcher::Config::default())
         .default_backoff()
         .filter_map(move |ev| {
@@ -46,8 +47,34 @@ pub fn workflows(
             async move { decode_event(ev, &ctx, &reported).await }
         });
     let (reader, writer) = reflector::store();
-    let stream = reflector::reflector(writer, decoded).applied_objects();
+    let mut seen = std::collections::HashMap::new();
+    let stream = reflector::reflector(writer, decoded)
+        .applied_objects()
+        .filter(move |wf| {
+            let pass = match wf {
+                Ok(wf) if ignore_status => changed_beyond_status(wf, &mut seen),
+                _ => true,
+            };
+            futures::future::ready(pass)
+        });
     (reader, stream)
+}
+
+/// Whether `wf` differs from its last version seen in more than its
+/// status: its generation (the spec), labels, annotations (a gate's
+/// approval), finalizers or deletion. The `IgnoreStatusUpdates` gate's
+/// predicate: the controller's own status writes then cost no round.
+fn changed_beyond_status(wf: &Workflow, seen: &mut std::collections::HashMap<String, u64>) -> bool {
+    use std::hash::{Hash, Hasher};
+    let m = &wf.metadata;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (m.generation, &m.labels, &m.annotations, &m.finalizers).hash(&mut h);
+    m.deletion_timestamp
+        .as_ref()
+        .map(|t| t.0.to_string())
+        .hash(&mut h);
+    let hash = h.finish();
+    seen.insert(wf.uid().unwrap_or_default(), hash) != Some(hash)
 }
 
 /// One watch event with its object decoded; `None` when it did not decode.
@@ -73,6 +100,8 @@ async fn decode_event(
             // Without a finalizer a deleted Workflow is never reconciled
             // again: forget it here.
             ctx.forget(&o.uid().unwrap_or_default());
+            let ns = o.namespace().unwrap_or_default();
+            ctx.queue.forget(&format!("{ns}/{}", o.name_any()));
             Event::Delete(shell(&o))
         }
         Event::Init => Event::Init,

@@ -49,11 +49,16 @@ pub struct Metrics {
     /// Calls, traps and total seconds per plugin, for the console (the
     /// families above cannot be read back by plugin).
     tally: Mutex<std::collections::HashMap<String, (u64, u64, f64)>>,
+    /// controller-runtime's and client-go's metrics, unprefixed.
+    pub standard: super::standard_metrics::StandardMetrics,
 }
 
 impl Default for Metrics {
     fn default() -> Self {
-        let mut registry = Registry::with_prefix("weft");
+        // Weft's own metrics under `weft_`, the standard ones (whose names
+        // dashboards know) at the root.
+        let mut root = Registry::default();
+        let registry = root.sub_registry_with_prefix("weft");
         let m = Metrics {
             registry: Mutex::new(Registry::default()),
             round_latency: latency_buckets(),
@@ -81,6 +86,7 @@ impl Default for Metrics {
             undecodable: Counter::default(),
             cache_lookups: Family::default(),
             tally: Mutex::default(),
+            standard: Default::default(),
         };
         registry.register(
             "cache_lookups",
@@ -202,7 +208,8 @@ impl Default for Metrics {
             "Writes to the Kubernetes API, by kind",
             m.api_writes.clone(),
         );
-        *m.registry.lock().unwrap_or_else(|e| e.into_inner()) = registry;
+        m.standard.register(&mut root);
+        *m.registry.lock().unwrap_or_else(|e| e.into_inner()) = root;
         m
     }
 }

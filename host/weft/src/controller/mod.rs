@@ -13,6 +13,7 @@ pub mod children;
 pub mod cron;
 pub mod elected;
 pub mod executor;
+pub mod features;
 pub mod impersonation;
 pub mod intake;
 pub mod leader;
@@ -20,7 +21,9 @@ pub mod lifecycle;
 pub mod metrics;
 pub mod shadow;
 pub mod shard;
+pub mod standard_metrics;
 pub mod templates;
+pub mod workqueue;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -46,6 +49,7 @@ use children::Children;
 use executor::PluginExecutor;
 use metrics::Metrics;
 use shard::Shard;
+use standard_metrics::WORKFLOW_CONTROLLER;
 
 /// Set to "true" on a Workflow (`weft resubmit` without `--memoized`):
 /// its cached nodes run and refresh the cache instead of reading it.
@@ -114,6 +118,13 @@ pub struct Context {
     deferred: Mutex<HashMap<String, Instant>>,
     /// When failed reconciles run again (controller-runtime's rate limiter).
     backoff: backoff::Backoff,
+    /// The work queue's figures (`workqueue_*`).
+    queue: workqueue::WorkQueue,
+    /// How often every Workflow is reconciled without an event (`None`:
+    /// never).
+    sync_period: Mutex<Option<Duration>>,
+    /// `--feature-gates`.
+    gates: Mutex<features::FeatureGates>,
 }
 
 /// How long a round's minor status changes (a running task's sub-phase or
@@ -149,7 +160,9 @@ impl Context {
         shard: Option<Shard>,
     ) -> Arc<Self> {
         let shadow = shadow::Shadow::start(registry.clone(), metrics.clone());
+        let queue = workqueue::WorkQueue::new(metrics.clone());
         Arc::new(Context {
+            queue,
             client,
             registry,
             children,
@@ -158,6 +171,8 @@ impl Context {
             shard,
             compiled: Mutex::new(HashMap::new()),
             backoff: backoff::Backoff::default(),
+            sync_period: Mutex::new(None),
+            gates: Mutex::default(),
             written: Mutex::new(HashMap::new()),
             finalized: Mutex::new(HashMap::new()),
             plugin_wait: Mutex::new(executor::DEFAULT_PLUGIN_WAIT),
@@ -177,6 +192,29 @@ impl Context {
     pub fn set_concurrency(&self, n: u16) {
         self.concurrency
             .store(n, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// How often every Workflow is reconciled without an event
+    /// (`--sync-period`; zero or `None`: never).
+    pub fn set_sync_period(&self, period: Option<Duration>) {
+        *self.sync_period.lock().unwrap_or_else(|e| e.into_inner()) =
+            period.filter(|p| !p.is_zero());
+    }
+
+    /// `--feature-gates`.
+    pub fn set_feature_gates(&self, gates: features::FeatureGates) {
+        *self.gates.lock().unwrap_or_else(|e| e.into_inner()) = gates;
+    }
+
+    fn gate(&self, name: &str) -> bool {
+        self.gates
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .enabled(name)
+    }
+
+    fn sync_period(&self) -> Option<Duration> {
+        *self.sync_period.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Stops the watches the controller spawned beside its own stream
@@ -225,7 +263,7 @@ impl Context {
     /// false: then any wait is ended).
     fn defer_minor(&self, uid: &str, minor: bool) -> Option<Duration> {
         let mut deferred = self.deferred.lock().unwrap_or_else(|e| e.into_inner());
-        if !minor {
+        if !minor || !self.gate("CoalesceStatusWrites") {
             deferred.remove(uid);
             return None;
         }
@@ -368,6 +406,7 @@ pub fn merge_diff(old: &Value, new: &Value) -> Option<Value> {
 /// log lines inside carry the workflow's name and namespace.
 pub async fn reconcile(wf: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action, Error> {
     if !ctx.owns(&wf) {
+        ctx.queue.forget(&queue_key(&wf));
         return Ok(Action::await_change());
     }
     let span = tracing::info_span!(
@@ -375,17 +414,42 @@ pub async fn reconcile(wf: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action, E
         workflow = %wf.name_any(),
         namespace = %wf.namespace().unwrap_or_default()
     );
-    let key = backoff_key(&wf);
+    let (key, queued) = (backoff_key(&wf), queue_key(&wf));
+    ctx.queue.taken(&queued);
+    let standard = &ctx.metrics.standard;
+    standard.worker_started(WORKFLOW_CONTROLLER);
+    let started = Instant::now();
     let result = tracing::Instrument::instrument(reconcile_owned(wf, ctx.clone()), span).await;
+    let label = match &result {
+        Ok(None) => "success",
+        Ok(Some(_)) => "requeue_after",
+        Err(_) => "error",
+    };
+    standard.worker_finished(WORKFLOW_CONTROLLER, label, started.elapsed());
     ctx.metrics
         .reconcile(if result.is_ok() { "ok" } else { "error" });
     if result.is_ok() {
         ctx.backoff.succeeded(&key);
     }
-    result
+    result.map(|next| match next {
+        Some(after) => {
+            ctx.queue.add_after(&queued, after, false);
+            Action::requeue(after)
+        }
+        None => Action::await_change(),
+    })
 }
 
-async fn reconcile_owned(wf: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action, Error> {
+/// When a reconcile wants to look at its Workflow again without an event
+/// (a timeout, a deferred status write, a TTL): `None` waits for one.
+type Requeue = Option<Duration>;
+
+/// A Workflow's key in [`workqueue::WorkQueue`].
+fn queue_key(wf: &Workflow) -> String {
+    format!("{}/{}", wf.namespace().unwrap_or_default(), wf.name_any())
+}
+
+async fn reconcile_owned(wf: Arc<Workflow>, ctx: Arc<Context>) -> Result<Requeue, Error> {
     let ns = wf.namespace().unwrap_or_default();
     let name = wf.name_any();
     let uid = wf.uid().unwrap_or_default();
@@ -416,7 +480,7 @@ async fn reconcile_owned(wf: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action,
         }
         // Gone for good: forget it (memory is bounded by live Workflows).
         ctx.forget(&uid);
-        return Ok(Action::await_change());
+        return Ok(None);
     }
     // No finalizer is added: every child is owned by its Workflow, so the
     // API server's garbage collector deletes them with it, and a finalizer
@@ -446,7 +510,7 @@ async fn reconcile_owned(wf: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action,
                 status.message.as_deref().unwrap_or_default(),
             )
             .await;
-            return Ok(Action::await_change());
+            return Ok(None);
         }
     };
 
@@ -532,7 +596,7 @@ async fn reconcile_owned(wf: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action,
         && old.suspended == status.suspended
         && old.observed_generation == status.observed_generation;
     if let Some(left) = ctx.defer_minor(&uid, minor) {
-        return Ok(Action::requeue(left + Duration::from_millis(5)));
+        return Ok(Some(left + Duration::from_millis(5)));
     }
     write_status(&api, &name, &uid, &old, &status, &ctx).await?;
     collect_children(&ctx, &wf, &status).await;
@@ -584,7 +648,7 @@ async fn reconcile_owned(wf: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action,
         if deleting {
             remove_finalizer(&api, &wf, &ctx).await.ok();
         }
-        return Ok(Action::await_change());
+        return Ok(None);
     }
     // Children wake us through their watches; timers through this.
     let fallback = Duration::from_secs(60);
@@ -597,7 +661,7 @@ async fn reconcile_owned(wf: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action,
     } else {
         wait.min(Duration::from_secs(2))
     };
-    Ok(Action::requeue(wait))
+    Ok(Some(wait))
 }
 
 /// Deletes the children `spec.podGC` says are done with.
@@ -651,20 +715,20 @@ async fn expire(
     wf: &Workflow,
     status: &WorkflowStatus,
     ctx: &Context,
-) -> Result<Action, Error> {
+) -> Result<Requeue, Error> {
     let own = wf.spec.spec.ttl_strategy.as_ref();
     let resolved = status
         .resolved_spec
         .as_ref()
         .and_then(|s| s.ttl_strategy.as_ref());
     let Some(due) = weft_dag::ttl::due(own.or(resolved), ctx.default_ttl(), status) else {
-        return Ok(Action::await_change());
+        return Ok(None);
     };
     let now = SystemTime::now();
     if let Ok(left) = due.duration_since(now)
         && !left.is_zero()
     {
-        return Ok(Action::requeue(left + Duration::from_millis(5)));
+        return Ok(Some(left + Duration::from_millis(5)));
     }
     match api
         .delete(&wf.name_any(), &DeleteParams::background())
@@ -677,7 +741,7 @@ async fn expire(
         Err(kube::Error::Api(s)) if s.code == 404 => {}
         Err(e) => return Err(e.into()),
     }
-    Ok(Action::await_change())
+    Ok(None)
 }
 
 fn describe(ts: &[Transition]) -> String {
@@ -917,6 +981,7 @@ fn error_policy(wf: Arc<Workflow>, err: &Error, ctx: Arc<Context>) -> Action {
         retry_in = ?wait,
         "reconcile failed: {err}"
     );
+    ctx.queue.add_after(&queue_key(&wf), wait, true);
     Action::requeue(wait)
 }
 
@@ -985,12 +1050,28 @@ pub async fn run(
     });
     let (store, workflows) = intake::workflows(ctx.clone(), namespace.as_deref());
     let concurrency = ctx.concurrency.load(std::sync::atomic::Ordering::Relaxed);
+    ctx.metrics
+        .standard
+        .controller_started(WORKFLOW_CONTROLLER, concurrency);
+    let queued = ctx.clone();
+    let workflows = workflows.inspect(move |wf| {
+        if let Ok(wf) = wf {
+            queued.queue.add(&queue_key(wf));
+        }
+    });
+    let queued = ctx.clone();
+    let wake = wake.inspect(move |r| {
+        let ns = r.namespace.as_deref().unwrap_or_default();
+        queued.queue.add(&format!("{ns}/{}", r.name));
+    });
     let controller = KubeController::for_stream(workflows, store)
         .with_config(kube::runtime::controller::Config::default().concurrency(concurrency));
     let gauges = tokio::spawn(count_nodes(controller.store(), ctx.clone()));
+    let resync = resyncs(controller.store(), ctx.clone());
     let shutdown = futures::FutureExt::shared(Box::pin(shutdown));
     let workflows = controller
         .reconcile_on(wake)
+        .reconcile_all_on(resync)
         .graceful_shutdown_on(shutdown.clone())
         .run(reconcile, error_policy, ctx.clone())
         .for_each(|_| futures::future::ready(()));
@@ -999,6 +1080,32 @@ pub async fn run(
     collector.abort();
     cache.stop();
     ctx.children.stop();
+}
+
+/// A tick every `--sync-period` (none when it is zero), each putting
+/// every Workflow of the watch cache in the queue: controller-runtime's
+/// periodic resync, the safety net for a change no event reported.
+fn resyncs(
+    store: kube::runtime::reflector::Store<Workflow>,
+    ctx: Arc<Context>,
+) -> impl futures::Stream<Item = ()> + Send + 'static {
+    let period = ctx.sync_period();
+    let ticks = match period {
+        Some(p) => {
+            let first = tokio::time::Instant::now() + p;
+            futures::stream::StreamExt::boxed(tokio_stream::wrappers::IntervalStream::new(
+                tokio::time::interval_at(first, p),
+            ))
+        }
+        None => futures::stream::StreamExt::boxed(futures::stream::pending()),
+    };
+    ticks.map(move |_| {
+        let all = store.state();
+        tracing::debug!(workflows = all.len(), "periodic resync");
+        for wf in all {
+            ctx.queue.add(&queue_key(&wf));
+        }
+    })
 }
 
 /// Keeps the `active_workflows` and `nodes{phase}` gauges current from the
@@ -1024,6 +1131,7 @@ async fn count_nodes(store: kube::runtime::reflector::Store<Workflow>, ctx: Arc<
         }
         ctx.metrics.set_active(active);
         ctx.metrics.set_nodes(&by_phase);
+        ctx.queue.refresh();
     }
 }
 

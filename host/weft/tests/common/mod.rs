@@ -405,12 +405,12 @@ impl ControllerProcess {
         let _ = self.child.wait();
     }
 
-    /// SIGTERM (a rolling update's stop), and reap it.
-    pub fn terminate(&mut self) {
+    /// SIGTERM (a rolling update's stop), and reap it: how it exited.
+    pub fn terminate(&mut self) -> Option<std::process::ExitStatus> {
         let _ = std::process::Command::new("kill")
             .arg(self.child.id().to_string())
             .status();
-        let _ = self.child.wait();
+        self.child.wait().ok()
     }
 
     /// What it logged so far.

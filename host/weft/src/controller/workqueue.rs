@@ -1,0 +1,175 @@
+//! The work queue's bookkeeping, as client-go's workqueue counts it:
+//! kube-runtime's scheduler keeps its queue private, so this follows every
+//! way in (a Workflow's watch event, a child waking its owner, a periodic
+//! resync, a requeue after a wait or a failure) and the way out (a
+//! reconcile starting). Like the real queue it holds each Workflow once:
+//! a trigger for one already waiting is merged into it, and does not count
+//! as an add.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::metrics::Metrics;
+use super::standard_metrics::WORKFLOW_CONTROLLER as NAME;
+
+/// When a waiting Workflow became (or becomes, after a delay) ready, and
+/// whether that was a delayed requeue (counted as an add only once due,
+/// as client-go's `AddAfter` does).
+#[derive(Debug, Clone, Copy)]
+struct Waiting {
+    ready: Instant,
+    delayed: bool,
+}
+
+/// The Workflow controller's queue, keyed `namespace/name`.
+pub struct WorkQueue {
+    metrics: Arc<Metrics>,
+    waiting: Mutex<HashMap<String, Waiting>>,
+}
+
+impl WorkQueue {
+    /// An empty queue reporting to `metrics`.
+    pub fn new(metrics: Arc<Metrics>) -> Self {
+        WorkQueue {
+            metrics,
+            waiting: Mutex::default(),
+        }
+    }
+
+    fn waiting(&self) -> std::sync::MutexGuard<'_, HashMap<String, Waiting>> {
+        self.waiting.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `key` should be reconciled now.
+    pub fn add(&self, key: &str) {
+        let now = Instant::now();
+        let mut w = self.waiting();
+        match w.get_mut(key) {
+            // A delayed requeue brought forward by an event.
+            Some(e) if e.ready > now => {
+                *e = Waiting {
+                    ready: now,
+                    delayed: false,
+                }
+            }
+            Some(_) => return,
+            None => {
+                w.insert(
+                    key.to_string(),
+                    Waiting {
+                        ready: now,
+                        delayed: false,
+                    },
+                );
+            }
+        }
+        self.metrics.standard.queue_add(NAME);
+        self.publish_depth(&w, now);
+    }
+
+    /// `key` asked to be reconciled again after `after`; `failed` when
+    /// that is a retry of a failed reconcile.
+    pub fn add_after(&self, key: &str, after: Duration, failed: bool) {
+        if failed {
+            self.metrics.standard.queue_retry(NAME);
+        }
+        let ready = Instant::now() + after;
+        self.waiting().entry(key.to_string()).or_insert(Waiting {
+            ready,
+            delayed: true,
+        });
+    }
+
+    /// A worker took `key`: how long it had been ready.
+    pub fn taken(&self, key: &str) {
+        let now = Instant::now();
+        let mut w = self.waiting();
+        if let Some(e) = w.remove(key) {
+            if e.delayed {
+                self.metrics.standard.queue_add(NAME);
+            }
+            let waited = now.saturating_duration_since(e.ready);
+            self.metrics.standard.queue_taken(NAME, waited);
+        }
+        self.publish_depth(&w, now);
+    }
+
+    /// Forgets a deleted Workflow.
+    pub fn forget(&self, key: &str) {
+        let mut w = self.waiting();
+        w.remove(key);
+        self.publish_depth(&w, Instant::now());
+    }
+
+    /// Refreshes `workqueue_depth` (delayed requeues fall due unseen).
+    pub fn refresh(&self) {
+        let w = self.waiting();
+        self.publish_depth(&w, Instant::now());
+    }
+
+    fn publish_depth(&self, w: &HashMap<String, Waiting>, now: Instant) {
+        let ready = w.values().filter(|e| e.ready <= now).count();
+        self.metrics.standard.set_queue_depth(NAME, ready);
+    }
+
+    /// How many Workflows are ready and not yet taken.
+    pub fn depth(&self) -> usize {
+        let now = Instant::now();
+        self.waiting().values().filter(|e| e.ready <= now).count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queue() -> (Arc<Metrics>, WorkQueue) {
+        let m = Arc::new(Metrics::default());
+        (m.clone(), WorkQueue::new(m))
+    }
+
+    fn figure(m: &Metrics, series: &str) -> f64 {
+        m.render()
+            .lines()
+            .find(|l| l.starts_with(series))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+            .unwrap_or(0.0)
+    }
+
+    #[test]
+    fn a_waiting_item_is_merged_and_counted_once() {
+        let (m, q) = queue();
+        q.add("ns/a");
+        q.add("ns/a");
+        q.add("ns/b");
+        assert_eq!(q.depth(), 2);
+        let adds = r#"workqueue_adds_total{controller="workflow",name="workflow"}"#;
+        assert_eq!(figure(&m, adds), 2.0);
+        assert_eq!(
+            figure(
+                &m,
+                r#"workqueue_depth{controller="workflow",name="workflow"}"#
+            ),
+            2.0
+        );
+        q.taken("ns/a");
+        assert_eq!(q.depth(), 1);
+        let taken =
+            r#"workqueue_queue_duration_seconds_count{controller="workflow",name="workflow"}"#;
+        assert_eq!(figure(&m, taken), 1.0);
+    }
+
+    #[test]
+    fn a_delayed_requeue_is_not_ready_until_due_and_an_event_brings_it_forward() {
+        let (m, q) = queue();
+        q.add_after("ns/a", Duration::from_secs(60), true);
+        assert_eq!(q.depth(), 0);
+        let retries = r#"workqueue_retries_total{controller="workflow",name="workflow"}"#;
+        assert_eq!(figure(&m, retries), 1.0);
+        q.add("ns/a");
+        assert_eq!(q.depth(), 1);
+        q.taken("ns/a");
+        assert_eq!(q.depth(), 0);
+    }
+}
