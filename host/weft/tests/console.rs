@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::{free_port, kubectl_ok, root};
+use fantoccini::actions::{InputSource as _, KeyAction, KeyActions};
+use fantoccini::key::Key;
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt as _;
@@ -150,6 +152,60 @@ async fn text(c: &Client, css: &str) -> anyhow::Result<String> {
     Ok(find(c, css).await?.text().await?)
 }
 
+/// Presses and releases `key` on whatever has the focus, as a keyboard
+/// does (WebDriver actions; no element is clicked or focused first).
+async fn press(c: &Client, key: Key) -> anyhow::Result<()> {
+    let k = char::from(key);
+    let keys = KeyActions::new("keyboard".into())
+        .then(KeyAction::Down { value: k })
+        .then(KeyAction::Up { value: k });
+    c.perform_actions(keys).await?;
+    Ok(())
+}
+
+/// What the focused element is, as a short JSON description.
+const FOCUSED: &str = "const a = document.activeElement;\
+    return {testid: a?.dataset?.testid ?? null, node: a?.dataset?.node ?? null,\
+            name: a?.dataset?.name ?? null, tag: a?.tagName ?? null};";
+
+/// Presses Tab (at most 60 times) until the focused element has
+/// `data-testid=testid`.
+async fn tab_to(c: &Client, testid: &str) -> anyhow::Result<Value> {
+    for _ in 0..60 {
+        press(c, Key::Tab).await?;
+        let f = c.execute(FOCUSED, vec![]).await?;
+        if f["testid"] == testid {
+            return Ok(f);
+        }
+    }
+    anyhow::bail!("Tab never reached a {testid}")
+}
+
+/// Whether the focused element shows it has the focus: it matches
+/// :focus-visible and draws the focus colour, as an outline (`outline`)
+/// or as the stroke of its box (a DAG node).
+const VISIBLY_FOCUSED: &str = "const a = document.activeElement;\
+    if (!a || !a.matches(':focus-visible')) return 'not :focus-visible';\
+    const focus = getComputedStyle(document.body).getPropertyValue('--focus').trim();\
+    const probe = document.createElement('i'); probe.style.color = focus;\
+    document.body.append(probe); const want = getComputedStyle(probe).color; probe.remove();\
+    if (a.matches('[data-testid=dag-node]')) {\
+      const s = getComputedStyle(a.querySelector('.dag-box'));\
+      return s.stroke === want && parseFloat(s.strokeWidth) >= 2 ? true : `box stroke ${s.stroke} ${s.strokeWidth}`;\
+    }\
+    const s = getComputedStyle(a);\
+    return s.outlineStyle !== 'none' && parseFloat(s.outlineWidth) >= 1 && s.outlineColor === want\
+      ? true : `outline ${s.outlineStyle} ${s.outlineWidth} ${s.outlineColor}`;";
+
+async fn visibly_focused(c: &Client, what: &str) -> anyhow::Result<()> {
+    let shown = c.execute(VISIBLY_FOCUSED, vec![]).await?;
+    anyhow::ensure!(
+        shown == json!(true),
+        "{what} is not visibly focused: {shown}"
+    );
+    Ok(())
+}
+
 /// Every resource the page fetched came from its own origin.
 async fn nothing_left_the_host(c: &Client) -> anyhow::Result<()> {
     let names = c
@@ -217,6 +273,25 @@ spec:
     - id: deploy
       dependsOn: [ship-it]
       task: {type: pod, config: {image: busybox:1.36, command: [sh, -c, 'echo deployed']}}
+";
+
+/// A diamond whose every node takes a second, so its timeline has width.
+const TIMED: &str = "apiVersion: weft.dev/v1alpha1
+kind: Workflow
+metadata: {name: timed}
+spec:
+  nodes:
+    - id: split
+      task: {type: pod, config: {image: busybox:1.36, command: [sh, -c, 'sleep 1']}}
+    - id: left
+      dependsOn: [split]
+      task: {type: pod, config: {image: busybox:1.36, command: [sh, -c, 'sleep 1']}}
+    - id: right
+      dependsOn: [split]
+      task: {type: pod, config: {image: busybox:1.36, command: [sh, -c, 'sleep 1']}}
+    - id: join
+      dependsOn: [left, right]
+      task: {type: pod, config: {image: busybox:1.36, command: [sh, -c, 'sleep 1']}}
 ";
 
 /// Without a token the console is refused; with one it works, and keeps
@@ -392,6 +467,374 @@ async fn approving_a_gate_finishes_the_workflow(c: &Client, dev: &Dev) -> anyhow
     nothing_left_the_host(c).await
 }
 
+/// The Plugins link leads (in place) to the loaded plugins: the pod task
+/// plugin and the auth-token middleware with their digests, and the pod
+/// plugin's calls counted from the workflows run so far.
+async fn plugins_page_lists_the_loaded_plugins(c: &Client, dev: &Dev) -> anyhow::Result<()> {
+    c.goto(&dev.console).await?;
+    find(c, "[data-testid=workflow-row]").await?;
+    c.execute("window.__sameDocument = true;", vec![]).await?;
+    find(c, "nav[aria-label=Main] a[href='/plugins']")
+        .await?
+        .click()
+        .await?;
+    let pod = "[data-testid=plugin-row][data-name=pod]";
+    let auth = "[data-testid=plugin-row][data-name=auth-token]";
+    find(c, pod).await?;
+    find(c, auth).await?;
+    let here = c
+        .execute(
+            "return [location.pathname, window.__sameDocument === true,\
+               document.querySelector(\"nav a[href='/plugins']\").getAttribute('aria-current')];",
+            vec![],
+        )
+        .await?;
+    anyhow::ensure!(
+        here == json!(["/plugins", true, "page"]),
+        "the link navigates in place and marks itself current: {here}"
+    );
+    let row = |css: &str| {
+        format!(
+            "const r = document.querySelector(\"{css}\");\
+             const t = id => r.querySelector(`[data-testid=${{id}}]`);\
+             return {{kind: t('plugin-kind').textContent, types: t('plugin-task-types').textContent,\
+                     short: t('plugin-digest').textContent, digest: t('plugin-digest').title}};"
+        )
+    };
+    let digest_ok = |r: &Value| {
+        let (short, full) = (r["short"].as_str(), r["digest"].as_str());
+        let hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit());
+        match (
+            short.and_then(|s| s.strip_prefix("sha256:")),
+            full.and_then(|s| s.strip_prefix("sha256:")),
+        ) {
+            (Some(s), Some(f)) => hex(s, 12) && hex(f, 64) && f.starts_with(s),
+            _ => false,
+        }
+    };
+    let p = c.execute(&row(pod), vec![]).await?;
+    anyhow::ensure!(
+        p["kind"] == "task"
+            && p["types"]
+                .as_str()
+                .is_some_and(|t| t.split(", ").any(|t| t == "pod")),
+        "the pod plugin's row: {p}"
+    );
+    anyhow::ensure!(digest_ok(&p), "the pod plugin's digest: {p}");
+    let a = c.execute(&row(auth), vec![]).await?;
+    anyhow::ensure!(a["kind"] == "middleware", "the auth-token row: {a}");
+    anyhow::ensure!(digest_ok(&a), "the auth-token digest: {a}");
+    // The page re-lists every 5 s; the workflows of the earlier scenarios
+    // called the pod plugin.
+    until(
+        c,
+        "the pod plugin's calls are counted",
+        &format!(
+            "return Number(document.querySelector(\"{pod} [data-testid=plugin-calls]\")\
+               ?.textContent) > 0;"
+        ),
+    )
+    .await?;
+    nothing_left_the_host(c).await
+}
+
+/// A workflow's timeline once it succeeded: one Succeeded bar per node,
+/// each inside its track, and every node's bar starting no earlier than
+/// the bars of the nodes it depends on end (the dependencies are read from
+/// the page's own graph). With `instant` nodes (that took no time) a
+/// dependency's bar may be drawn past its end: a bar is at least
+/// max(2 px, 0.2 % of the track) wide.
+async fn timeline_in_order(c: &Client, dev: &Dev, name: &str, instant: bool) -> anyhow::Result<()> {
+    c.goto(&format!("{}workflows/default/{name}", dev.console))
+        .await?;
+    until(
+        c,
+        &format!("{name} shows Succeeded"),
+        "return document.querySelector('[data-testid=workflow-phase]')?.textContent.includes('Succeeded');",
+    )
+    .await?;
+    find(c, "[data-testid=dag-edge]").await?;
+    let edges = c
+        .execute(
+            "return [...document.querySelectorAll('[data-testid=dag-edge]')]\
+               .map(e => [e.dataset.from, e.dataset.to]);",
+            vec![],
+        )
+        .await?;
+    let nodes = c
+        .execute(
+            "return [...document.querySelectorAll('[data-testid=dag-node]')]\
+               .map(n => n.dataset.node).sort();",
+            vec![],
+        )
+        .await?;
+    anyhow::ensure!(
+        nodes == json!(["join", "left", "right", "split"])
+            && edges.as_array().is_some_and(|e| e.len() == 4),
+        "{name}'s graph: {nodes} {edges}"
+    );
+    find(c, "[data-testid=view-timeline]")
+        .await?
+        .click()
+        .await?;
+    until(
+        c,
+        "the timeline tab is selected and shows four bars",
+        "return document.querySelector('[data-testid=view-timeline]').getAttribute('aria-selected') === 'true'\
+           && document.querySelectorAll('[data-testid=timeline-bar]').length === 4\
+           && !document.querySelector('[data-testid=dag-node]');",
+    )
+    .await?;
+    let bars = c
+        .execute(
+            "const out = {};\
+             for (const b of document.querySelectorAll('[data-testid=timeline-bar]')) {\
+               const r = b.getBoundingClientRect(), t = b.parentElement.getBoundingClientRect();\
+               out[b.dataset.node] = {phase: b.dataset.phase, left: r.left, right: r.right,\
+                 trackLeft: t.left, trackRight: t.right};\
+             }\
+             return out;",
+            vec![],
+        )
+        .await?;
+    let bars = bars
+        .as_object()
+        .ok_or_else(|| anyhow::anyhow!("bars: {bars}"))?;
+    let mut names: Vec<&str> = bars.keys().map(String::as_str).collect();
+    names.sort();
+    anyhow::ensure!(
+        names == ["join", "left", "right", "split"],
+        "one bar per node: {names:?}"
+    );
+    let f = |b: &Value, k: &str| b[k].as_f64().unwrap_or(f64::NAN);
+    for (node, b) in bars {
+        anyhow::ensure!(b["phase"] == "Succeeded", "{node}'s bar: {b}");
+        anyhow::ensure!(
+            f(b, "left") >= f(b, "trackLeft") - 0.5
+                && f(b, "right") <= f(b, "trackRight") + 0.5
+                && f(b, "right") > f(b, "left"),
+            "{node}'s bar lies in its track: {b}"
+        );
+    }
+    for e in edges.as_array().into_iter().flatten() {
+        let (from, to) = (e[0].as_str().unwrap_or(""), e[1].as_str().unwrap_or(""));
+        let (Some(a), Some(b)) = (bars.get(from), bars.get(to)) else {
+            anyhow::bail!("the edge {e} joins nodes without bars");
+        };
+        let track = f(a, "trackRight") - f(a, "trackLeft");
+        let slack = if instant {
+            (track * 0.002).max(2.0) + 0.5
+        } else {
+            0.5
+        };
+        anyhow::ensure!(
+            f(b, "left") >= f(a, "left") - 0.5 && f(b, "left") >= f(a, "right") - slack,
+            "{name}: {to} (from {:.1}px) starts before {from} ends ({:.1}px)",
+            f(b, "left"),
+            f(a, "right")
+        );
+    }
+    nothing_left_the_host(c).await
+}
+
+/// The diamond of the earlier scenario ran within one second (status
+/// times have whole seconds): its bars are all but empty, yet one per
+/// node and inside their tracks. A diamond whose nodes take a second each
+/// then shows the order exactly: each bar starts where its dependencies'
+/// bars end or later, and after them.
+async fn timeline_orders_the_diamond(c: &Client, dev: &Dev) -> anyhow::Result<()> {
+    kubectl_create(&dev.kubeconfig, TIMED).await;
+    timeline_in_order(c, dev, "diamond-live", true).await?;
+    timeline_in_order(c, dev, "timed", false).await?;
+    let starts = c
+        .execute(
+            "const l = n => document.querySelector(`[data-testid=timeline-bar][data-node=${n}]`)\
+               .getBoundingClientRect().left;\
+             return [l('split') < l('left'), l('split') < l('right'), l('left') < l('join'), l('right') < l('join')];",
+            vec![],
+        )
+        .await?;
+    anyhow::ensure!(
+        starts == json!([true, true, true, true]),
+        "a node that waited for a one-second node starts later: {starts}"
+    );
+    Ok(())
+}
+
+/// Keyboard only: Tab to the workflow list, arrows to the diamond, Enter
+/// opens it; Tab into the graph, an arrow to the next rank, Enter opens
+/// that node's panel and Escape closes it, the focus back on the box.
+/// Whatever has the focus shows it.
+async fn keyboard_opens_and_closes(c: &Client, dev: &Dev) -> anyhow::Result<()> {
+    c.goto(&dev.console).await?;
+    let target = "[data-testid=workflow-row][data-name=diamond-live]";
+    find(c, target).await?;
+    let first = tab_to(c, "workflow-row").await?;
+    visibly_focused(c, "the first row Tab reaches").await?;
+    let want = c
+        .execute(
+            &format!("return Number(document.querySelector(\"{target}\").dataset.index);"),
+            vec![],
+        )
+        .await?
+        .as_i64();
+    let mut at = c
+        .execute(
+            "return Number(document.activeElement.dataset.index);",
+            vec![],
+        )
+        .await?
+        .as_i64();
+    let (Some(want), Some(start)) = (want, at) else {
+        anyhow::bail!("row indices: {first}");
+    };
+    let key = if want > start { Key::Down } else { Key::Up };
+    for _ in 0..want.abs_diff(start) {
+        let before = at.unwrap_or(-1);
+        press(c, key).await?;
+        at = c
+            .execute(
+                "return Number(document.activeElement.dataset.index);",
+                vec![],
+            )
+            .await?
+            .as_i64();
+        anyhow::ensure!(
+            at.is_some_and(|i| i.abs_diff(before) == 1),
+            "an arrow moves the focus one row: {before} to {at:?}"
+        );
+    }
+    let f = c.execute(FOCUSED, vec![]).await?;
+    anyhow::ensure!(f["name"] == "diamond-live", "arrows reach the diamond: {f}");
+    visibly_focused(c, "the diamond's row").await?;
+    press(c, Key::Enter).await?;
+    until(
+        c,
+        "Enter opens the workflow",
+        "return location.pathname === '/workflows/default/diamond-live'\
+           && !!document.querySelector('[data-testid=dag-node]');",
+    )
+    .await?;
+
+    let f = tab_to(c, "dag-node").await?;
+    anyhow::ensure!(f["node"] == "split", "Tab reaches the first box: {f}");
+    visibly_focused(c, "the split box").await?;
+    press(c, Key::Down).await?;
+    let f = c.execute(FOCUSED, vec![]).await?;
+    let node = f["node"].as_str().unwrap_or("").to_string();
+    anyhow::ensure!(
+        node == "left" || node == "right",
+        "Down goes to the next rank: {f}"
+    );
+    visibly_focused(c, &format!("the {node} box")).await?;
+    let split_box = c
+        .execute(
+            "return getComputedStyle(document.querySelector(\
+               '[data-testid=dag-node][data-node=split] .dag-box')).strokeWidth;",
+            vec![],
+        )
+        .await?;
+    anyhow::ensure!(
+        split_box != json!("3px"),
+        "the box left behind no longer looks focused: {split_box}"
+    );
+    press(c, Key::Enter).await?;
+    let panel = format!("[data-testid=node-panel][data-node={node}]");
+    find(c, &panel).await?;
+    let path = c.execute("return location.pathname;", vec![]).await?;
+    anyhow::ensure!(
+        path == json!(format!("/workflows/default/diamond-live/nodes/{node}")),
+        "Enter opens the node: {path}"
+    );
+    until(
+        c,
+        "the panel shows the node Succeeded",
+        "return document.querySelector('[data-testid=node-phase]')?.textContent.includes('Succeeded');",
+    )
+    .await?;
+    press(c, Key::Escape).await?;
+    until(
+        c,
+        "Escape closes the panel",
+        "return !document.querySelector('[data-testid=node-panel]')\
+           && location.pathname === '/workflows/default/diamond-live';",
+    )
+    .await?;
+    let f = c.execute(FOCUSED, vec![]).await?;
+    anyhow::ensure!(
+        f["testid"] == "dag-node" && f["node"] == node.as_str(),
+        "the focus stays on the box: {f}"
+    );
+    visibly_focused(c, "the box after Escape").await?;
+    nothing_left_the_host(c).await
+}
+
+/// The theme button flips <html data-theme> and the page's colours, and
+/// the choice is remembered across a reload.
+async fn theme_toggle_switches_and_persists(c: &Client, dev: &Dev) -> anyhow::Result<()> {
+    c.goto(&dev.console).await?;
+    find(c, "[data-testid=workflow-row]").await?;
+    let look = "return {theme: document.documentElement.dataset.theme,\
+                  bg: getComputedStyle(document.body).backgroundColor,\
+                  saved: localStorage.getItem('weft.theme'),\
+                  button: document.querySelector('[data-testid=theme-toggle]').textContent};";
+    let before = c.execute(look, vec![]).await?;
+    let old = before["theme"].as_str().unwrap_or("").to_string();
+    anyhow::ensure!(
+        old == "light" || old == "dark",
+        "a theme applies from the start: {before}"
+    );
+    let new = if old == "dark" { "light" } else { "dark" };
+    find(c, "[data-testid=theme-toggle]").await?.click().await?;
+    let after = c.execute(look, vec![]).await?;
+    anyhow::ensure!(
+        after["theme"] == new && after["saved"] == new,
+        "the toggle switches to {new} and remembers it: {before} then {after}"
+    );
+    anyhow::ensure!(
+        after["bg"] != before["bg"],
+        "the background changes: {before} then {after}"
+    );
+    // The dark background is the darker one.
+    let lum = |v: &Value| -> f64 {
+        v.as_str()
+            .unwrap_or("")
+            .trim_start_matches(|c: char| !c.is_ascii_digit())
+            .split(|c: char| !c.is_ascii_digit() && c != '.')
+            .filter_map(|n| n.parse::<f64>().ok())
+            .take(3)
+            .sum()
+    };
+    let (dark, light) = if new == "dark" {
+        (&after, &before)
+    } else {
+        (&before, &after)
+    };
+    anyhow::ensure!(
+        lum(&dark["bg"]) < lum(&light["bg"]),
+        "dark is darker: {dark} vs {light}"
+    );
+    c.refresh().await?;
+    find(c, "[data-testid=workflow-row]").await?;
+    let reloaded = c.execute(look, vec![]).await?;
+    anyhow::ensure!(
+        reloaded["theme"] == new
+            && reloaded["bg"] == after["bg"]
+            && reloaded["button"] == after["button"],
+        "the theme survives a reload: {after} then {reloaded}"
+    );
+    // And back, so the browser is left as it was found.
+    find(c, "[data-testid=theme-toggle]").await?.click().await?;
+    let back = c.execute(look, vec![]).await?;
+    anyhow::ensure!(
+        back["theme"] == old.as_str()
+            && back["bg"] == before["bg"]
+            && back["saved"] == old.as_str(),
+        "toggling again restores {old}: {back}"
+    );
+    nothing_left_the_host(c).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_console_in_a_real_browser() {
     let dev = weft_dev().await;
@@ -407,5 +850,9 @@ async fn the_console_in_a_real_browser() {
     )
     .await;
     scenario(c, "gate", approving_a_gate_finishes_the_workflow(c, &dev)).await;
+    scenario(c, "plugins", plugins_page_lists_the_loaded_plugins(c, &dev)).await;
+    scenario(c, "timeline", timeline_orders_the_diamond(c, &dev)).await;
+    scenario(c, "keyboard", keyboard_opens_and_closes(c, &dev)).await;
+    scenario(c, "theme", theme_toggle_switches_and_persists(c, &dev)).await;
     b.c.clone().close().await.unwrap();
 }

@@ -296,14 +296,22 @@ async fn two_hundred_workflows_under_a_client_bucket_with_standard_metrics_and_p
     assert!(delta(&waited) >= 200.0, "{waited}:\n{after}");
 
     // Every standard metric the Grafana dashboard plots is exposed.
-    let dashboard = std::fs::read_to_string(common::root().join("deploy/grafana/weft-dashboard.json")).unwrap();
+    let dashboard =
+        std::fs::read_to_string(common::root().join("deploy/grafana/weft-dashboard.json")).unwrap();
     let plotted: std::collections::BTreeSet<&str> = dashboard
         .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .filter(|w| ["controller_runtime_", "workqueue_", "rest_client_"].iter().any(|p| w.starts_with(p)))
+        .filter(|w| {
+            ["controller_runtime_", "workqueue_", "rest_client_"]
+                .iter()
+                .any(|p| w.starts_with(p))
+        })
         .collect();
     assert!(plotted.len() >= 10, "{plotted:?}");
     for name in plotted {
-        assert!(after.lines().any(|l| l.starts_with(name)), "the dashboard plots {name}, /metrics has none:\n{after}");
+        assert!(
+            after.lines().any(|l| l.starts_with(name)),
+            "the dashboard plots {name}, /metrics has none:\n{after}"
+        );
     }
 
     // The CPU profile: pprof protobuf, with the controller's functions.

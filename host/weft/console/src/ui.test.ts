@@ -3,7 +3,7 @@ import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import { visibleRange } from "./components/VirtualRows";
 import { ExecutionSchema, NodeExecutionSchema } from "./gen/weft/admin/v1/admin_pb";
-import { timelineBars } from "./pages/TimelineView";
+import { barPlacement, MIN_BAR_PCT, timelineBars } from "./pages/TimelineView";
 import { toRow } from "./pages/WorkflowListPage";
 import { prettyJson, shortDigest } from "./text";
 
@@ -43,6 +43,23 @@ describe("timeline bars", () => {
     expect(bars.map((b) => b.id)).toEqual(["early", "late"]);
     expect(bars[0]).toMatchObject({ running: true, end: now });
     expect(bars[1].end - bars[1].start).toBe(60_000);
+  });
+});
+
+describe("timeline bar placement", () => {
+  it("places a bar by its start and duration within the span", () => {
+    expect(barPlacement(1_000, 2_000, 0, 4_000)).toEqual({ left: 25, width: 25 });
+    expect(barPlacement(0, 4_000, 0, 4_000)).toEqual({ left: 0, width: 100 });
+  });
+  it("keeps a bar that took no time visible and inside its track", () => {
+    expect(barPlacement(2_000, 2_000, 0, 4_000)).toEqual({ left: 50, width: MIN_BAR_PCT });
+    // At the very end (the last node of a run finished within the second).
+    const end = barPlacement(4_000, 4_000, 0, 4_000);
+    expect(end.width).toBe(MIN_BAR_PCT);
+    expect(end.left + end.width).toBeCloseTo(100);
+  });
+  it("clamps a bar that starts before the first moment", () => {
+    expect(barPlacement(-500, 1_000, 0, 4_000).left).toBe(0);
   });
 });
 

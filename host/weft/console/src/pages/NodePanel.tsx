@@ -36,7 +36,7 @@ export function NodePanel({ namespace, name, nodeId, live, closeHref, onExecutio
     <aside className="node-panel" data-testid="node-panel" data-node={nodeId} aria-label={`Node ${nodeId}`}>
       <header className="panel-head">
         <h2 title={nodeId}>{nodeId}</h2>
-        <Link href={closeHref} className="close" aria-label="Close node panel">
+        <Link href={closeHref} className="close" aria-label="Close node panel" aria-keyshortcuts="Escape" title="Close (Esc)">
           ✕
         </Link>
       </header>

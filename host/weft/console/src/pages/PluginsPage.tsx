@@ -66,10 +66,12 @@ function PluginRow({ p }: { p: PluginInfo }) {
   return (
     <tr data-testid="plugin-row" data-name={p.name} className={p.error ? "has-error" : undefined}>
       <td className="strong">{p.name}</td>
-      <td>{p.kind}</td>
-      <td>{p.taskTypes.join(", ")}</td>
+      <td data-testid="plugin-kind">{p.kind}</td>
+      <td data-testid="plugin-task-types">{p.taskTypes.join(", ")}</td>
       <td>
-        <code title={p.digest}>{shortDigest(p.digest)}</code>
+        <code title={p.digest} data-testid="plugin-digest">
+          {shortDigest(p.digest)}
+        </code>
       </td>
       <td>
         {others.length === 0
@@ -82,7 +84,9 @@ function PluginRow({ p }: { p: PluginInfo }) {
       </td>
       <td>{p.pinning || "latest"}</td>
       <td>{p.breaker ? <span className={`tag breaker-${p.breaker}`}>{p.breaker}</span> : "—"}</td>
-      <td className="num">{p.calls.toString()}</td>
+      <td className="num" data-testid="plugin-calls">
+        {p.calls.toString()}
+      </td>
       <td className="num">{p.traps.toString()}</td>
       <td className="num">{p.calls > 0n ? `${p.meanCallMs.toFixed(2)} ms` : "—"}</td>
       <td className="error-text">{p.error}</td>

@@ -25,6 +25,20 @@ export function timelineBars(nodes: readonly NodeExecution[], now: number): Bar[
   return bars.sort((a, b) => a.start - b.start);
 }
 
+/** The narrowest a bar is drawn, in percent of its track (CSS adds a 2 px floor). */
+export const MIN_BAR_PCT = 0.2;
+
+/**
+ * Where a bar sits in its track, in percent of the track: from its start,
+ * at least MIN_BAR_PCT wide, and never past the track's end (a node that
+ * took no time at the very end is drawn ending there, not beyond it).
+ */
+export function barPlacement(start: number, end: number, t0: number, span: number): { left: number; width: number } {
+  const width = Math.min(100, Math.max(MIN_BAR_PCT, ((end - start) / span) * 100));
+  const left = Math.min(Math.max(0, ((start - t0) / span) * 100), 100 - width);
+  return { left, width };
+}
+
 export function TimelineView({
   nodes,
   workflowStart,
@@ -72,11 +86,17 @@ const TimelineRow = memo(function TimelineRow({
   selected: boolean;
   onOpen: (id: string) => void;
 }) {
-  const left = ((bar.start - t0) / span) * 100;
-  const width = Math.max(0.2, ((bar.end - bar.start) / span) * 100);
+  const { left, width } = barPlacement(bar.start, bar.end, t0, span);
   return (
     <div className={`timeline-row${selected ? " selected" : ""}`} role="listitem">
-      <button type="button" className="timeline-label link-button" onClick={() => onOpen(bar.id)} title={bar.id}>
+      <button
+        type="button"
+        className="timeline-label link-button"
+        data-testid="timeline-label"
+        data-node={bar.id}
+        onClick={() => onOpen(bar.id)}
+        title={bar.id}
+      >
         {bar.id}
       </button>
       <div className="timeline-track">
@@ -86,7 +106,8 @@ const TimelineRow = memo(function TimelineRow({
           data-node={bar.id}
           data-phase={bar.phase}
           title={`${bar.id}: ${bar.phase}, ${formatDuration(bar.end - bar.start)}`}
-          style={{ left: `${left}%`, width: `${width}%`, background: phaseColor(bar.phase) }}
+          // The 2 px min-width of .timeline-bar must fit in the track too.
+          style={{ left: `min(${left}%, 100% - 2px)`, width: `${width}%`, background: phaseColor(bar.phase) }}
           onClick={() => onOpen(bar.id)}
         />
       </div>

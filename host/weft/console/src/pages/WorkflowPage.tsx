@@ -3,6 +3,7 @@ import { useCallback, useEffect, useMemo, useState } from "react";
 import { admin, type Execution, type NodeExecution } from "../api";
 import { JsonBlock } from "../components/Json";
 import { clearError, reportError } from "../errors";
+import { closesPanel } from "../keys";
 import { progress } from "../phases";
 import { navigate } from "../router";
 import { nodeHref, workflowHref } from "../routes";
@@ -62,6 +63,7 @@ export function WorkflowPage({ namespace, name, node }: Props) {
   }, []);
 
   const live = node ? allNodes.find((n) => n.id === node) : undefined;
+  useEscapeCloses(node, workflowHref(namespace, name));
 
   return (
     <main className={`page workflow-page${node ? " with-panel" : ""}`}>
@@ -129,6 +131,31 @@ export function WorkflowPage({ namespace, name, node }: Props) {
       </div>
     </main>
   );
+}
+
+/**
+ * Escape closes the node panel. Focus that was in the panel (or nowhere)
+ * goes back to the node's box or timeline label, so keyboard users carry
+ * on where they opened it.
+ */
+function useEscapeCloses(node: string | null, closeHref: string) {
+  useEffect(() => {
+    if (!node) return;
+    const onKey = (e: globalThis.KeyboardEvent) => {
+      const focused = document.activeElement as HTMLElement | null;
+      if (!closesPanel(e, focused)) return;
+      e.preventDefault();
+      const lost = !focused || focused === document.body || focused.closest("[data-testid=node-panel]") !== null;
+      if (lost) {
+        document
+          .querySelector<HTMLElement | SVGElement>(`.workflow-main :is(g[tabindex], button)[data-node="${CSS.escape(node)}"]`)
+          ?.focus({ preventScroll: true });
+      }
+      navigate(closeHref);
+    };
+    document.addEventListener("keydown", onKey);
+    return () => document.removeEventListener("keydown", onKey);
+  }, [node, closeHref]);
 }
 
 type ActionName = "abort" | "retry" | "resubmit" | "suspend" | "resume" | "stop" | "terminate";
