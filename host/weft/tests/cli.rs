@@ -602,7 +602,7 @@ fn controller_config_file_is_read_printed_and_checked() {
     let good = dir.path().join("good.yaml");
     std::fs::write(
         &good,
-        "concurrentReconciles: 3\npluginSpares: 2\nleaderElect: true\n",
+        "concurrentReconciles: 3\npluginSpares: 2\nleaderElect: true\nkubeApiQps: 20\nfeatureGates: IgnoreStatusUpdates=true\nsyncPeriod: 30m\n",
     )
     .unwrap();
     let g = good.to_str().unwrap();
@@ -623,6 +623,13 @@ fn controller_config_file_is_read_printed_and_checked() {
     );
     assert!(text.contains("leaderElect: true  #"), "{text}");
     assert!(text.contains("breakerFaults: 5  # default"), "{text}");
+    assert!(text.contains("kubeApiQps: 20  #"), "{text}");
+    assert!(text.contains("kubeApiBurst: 200  # default"), "{text}");
+    assert!(text.contains("syncPeriod: 30m  #"), "{text}");
+    assert!(
+        text.contains("featureGates: IgnoreStatusUpdates=true  #"),
+        "{text}"
+    );
 
     for (body, says) in [
         (
@@ -634,6 +641,11 @@ fn controller_config_file_is_read_printed_and_checked() {
             "breakerWindow: invalid value 'soon' for '--breaker-window",
         ),
         ("- a list\n", "must be a mapping of settings"),
+        (
+            "featureGates: IgnoreStatusUpdate=true\n",
+            "unknown feature gate \"IgnoreStatusUpdate\" (known: IgnoreStatusUpdates",
+        ),
+        ("kubeApiQps: fast\n", "kubeApiQps: invalid value 'fast'"),
     ] {
         let bad = dir.path().join("bad.yaml");
         std::fs::write(&bad, body).unwrap();
