@@ -647,8 +647,12 @@ async fn reconcile_owned(wf: Arc<Workflow>, ctx: Arc<Context>) -> Result<Requeue
     if status.phase.is_terminal() {
         if deleting {
             remove_finalizer(&api, &wf, &ctx).await.ok();
+            return Ok(None);
         }
-        return Ok(None);
+        // Its time to live starts now: ask for that wake-up in this round
+        // rather than count on the watch event of our own status write
+        // (which the IgnoreStatusUpdates gate filters out).
+        return expire(&api, &wf, &status, &ctx).await;
     }
     // Children wake us through their watches; timers through this.
     let fallback = Duration::from_secs(60);
