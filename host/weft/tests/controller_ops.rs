@@ -17,7 +17,6 @@
 mod common;
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use common::{ControllerProcess, dev_cluster, free_port, sample, sum};
@@ -29,16 +28,6 @@ use weft_dag::WorkflowPhase;
 
 /// The user the controller's requests are logged as (its bearer token).
 const CONTROLLER: &str = "weft-controller-under-test";
-
-/// A kubeconfig for the dev cluster at `server` as user `token`, beside `kc`.
-fn kubeconfig_as(kc: &Path, server: &str, token: &str) -> PathBuf {
-    let path = kc.with_file_name(format!("{token}.kubeconfig"));
-    let text = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: dev\n  cluster:\n    server: {server}\nusers:\n- name: u\n  user:\n    token: {token}\ncontexts:\n- name: dev\n  context:\n    cluster: dev\n    user: u\n    namespace: default\ncurrent-context: dev\n"
-    );
-    std::fs::write(&path, text).unwrap();
-    path
-}
 
 fn one_node(name: &str, input: &str) -> Workflow {
     serde_json::from_value(
@@ -131,7 +120,8 @@ fn decode(bytes: &[u8]) -> pprof::protos::Profile {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hundred_workflows_under_a_client_bucket_with_standard_metrics_and_profiles() {
     let (_dir, cluster, kc, client) = dev_cluster().await;
-    let as_controller = kubeconfig_as(&kc, &cluster.base_url(), CONTROLLER);
+    let as_controller = kc.with_file_name("controller.kubeconfig");
+    std::fs::write(&as_controller, cluster.kubeconfig_as(CONTROLLER)).unwrap();
     let profiling = free_port();
     let profiling_addr = format!("127.0.0.1:{profiling}");
     let controller = ControllerProcess::start(

@@ -109,15 +109,18 @@ impl WorkQueue {
     }
 
     fn publish_depth(&self, w: &HashMap<String, Waiting>, now: Instant) {
-        let ready = w.values().filter(|e| e.ready <= now).count();
-        self.metrics.standard.set_queue_depth(NAME, ready);
+        self.metrics.standard.set_queue_depth(NAME, ready(w, now));
     }
 
     /// How many Workflows are ready and not yet taken.
     pub fn depth(&self) -> usize {
-        let now = Instant::now();
-        self.waiting().values().filter(|e| e.ready <= now).count()
+        ready(&self.waiting(), Instant::now())
     }
+}
+
+/// The waiting items due by `now`.
+fn ready(w: &HashMap<String, Waiting>, now: Instant) -> usize {
+    w.values().filter(|e| e.ready <= now).count()
 }
 
 #[cfg(test)]
