@@ -6,7 +6,7 @@ SHELL := /bin/bash
 
 EXAMPLE ?= examples/hello.yaml
 
-.PHONY: run test plugin-tests toolchain helm-tools grpc-tools browser guests host lint bench fuzz clean-guests
+.PHONY: run test plugin-tests toolchain helm-tools grpc-tools browser ray guests host lint bench fuzz clean-guests
 
 ## Install the guest toolchain (rustup wasm32 target if present, else Debian's rustc-web) and wasm-tools.
 toolchain:
@@ -24,6 +24,10 @@ grpc-tools:
 browser:
 	@command -v chromedriver >/dev/null && command -v chromium >/dev/null || \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver)
+
+## Ray (ray[default], pinned in the script) from PyPI in the venv target/ray-venv: the real Ray head of the ray-job plugin's tests (tests/support/RAY.md).
+ray:
+	@bash tests/support/ray-head.sh install
 
 ## Build every Wasm component (plugins, test guests, SDK examples) from source into target/{plugins,test-guests,sdk-examples}.
 guests: toolchain
