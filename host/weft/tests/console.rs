@@ -152,10 +152,11 @@ async fn text(c: &Client, css: &str) -> anyhow::Result<String> {
     Ok(find(c, css).await?.text().await?)
 }
 
-/// Presses and releases `key` on whatever has the focus, as a keyboard
-/// does (WebDriver actions; no element is clicked or focused first).
-async fn press(c: &Client, key: Key) -> anyhow::Result<()> {
-    let k = char::from(key);
+/// Presses and releases `key` (a `Key` or a character) on whatever has
+/// the focus, as a keyboard does (WebDriver actions; no element is
+/// clicked or focused first).
+async fn press(c: &Client, key: impl Into<char>) -> anyhow::Result<()> {
+    let k = key.into();
     let keys = KeyActions::new("keyboard".into())
         .then(KeyAction::Down { value: k })
         .then(KeyAction::Up { value: k });
@@ -292,6 +293,40 @@ spec:
     - id: join
       dependsOn: [left, right]
       task: {type: pod, config: {image: busybox:1.36, command: [sh, -c, 'sleep 1']}}
+";
+
+/// A parent whose `inner` node runs a small diamond as a child Workflow
+/// (its first node takes three seconds, so the child is still running
+/// when the page opens it) and whose `fan` node is an array of three.
+const NESTED: &str = "apiVersion: weft.dev/v1alpha1
+kind: Workflow
+metadata: {name: nested}
+spec:
+  inputs: {nums: [1, 2, 3]}
+  nodes:
+    - id: prepare
+      task: {type: pod, config: {image: busybox:1.36, command: [sh, -c, 'echo ready']}}
+    - id: inner
+      dependsOn: [prepare]
+      workflow:
+        nodes:
+          - id: first
+            task: {type: pod, config: {image: busybox:1.36, command: [sh, -c, 'sleep 3']}}
+          - id: left
+            dependsOn: [first]
+            task: {type: pod, config: {image: busybox:1.36, command: [sh, -c, 'echo left']}}
+          - id: right
+            dependsOn: [first]
+            task: {type: pod, config: {image: busybox:1.36, command: [sh, -c, 'echo right']}}
+          - id: last
+            dependsOn: [left, right]
+            task: {type: pod, config: {image: busybox:1.36, command: [sh, -c, 'echo last']}}
+    - id: fan
+      dependsOn: [prepare]
+      inputs: {num: '${item}'}
+      array:
+        over: ${inputs.nums}
+        task: {type: pod, config: {image: busybox:1.36, command: [sh, -c, 'echo $WEFT_INPUT_NUM']}}
 ";
 
 /// Without a token the console is refused; with one it works, and keeps
@@ -769,6 +804,221 @@ async fn keyboard_opens_and_closes(c: &Client, dev: &Dev) -> anyhow::Result<()> 
     nothing_left_the_host(c).await
 }
 
+/// The nodes drawn inside the open group of `inner`: path, id, phase,
+/// and whether the box lies inside the group's body.
+const INNER_NODES: &str = "const g = document.querySelector('[data-testid=dag-group][data-group=inner]');\
+    if (!g) return null;\
+    const body = g.querySelector('.dag-group-body').getBoundingClientRect();\
+    const within = r => r.left >= body.left - 1 && r.right <= body.right + 1\
+                     && r.top >= body.top - 1 && r.bottom <= body.bottom + 1;\
+    return [...g.querySelectorAll('.dag-group-inner [data-testid=dag-node]')].map(n => ({\
+      path: n.dataset.node, id: n.dataset.id, phase: n.dataset.phase,\
+      inside: within(n.getBoundingClientRect())})).sort((a, b) => a.path < b.path ? -1 : 1);";
+
+/// Focuses the DAG box at `path` (as a click or Tab would) for the keys
+/// that follow.
+async fn focus_box(c: &Client, path: &str) -> anyhow::Result<()> {
+    let found = c
+        .execute(
+            "const b = document.querySelector(`[data-testid=dag-node][data-node=\"${arguments[0]}\"]`);\
+             b?.focus(); return document.activeElement === b;",
+            vec![json!(path)],
+        )
+        .await?;
+    anyhow::ensure!(found == json!(true), "no box {path} to focus");
+    Ok(())
+}
+
+/// A sub-workflow node opens in place: its child Workflow's nodes and
+/// edges are drawn inside the parent's graph, in a group, and follow the
+/// child live until they all succeed; `-` inside the group closes it, the
+/// focus back on its header. The open group is in the URL (a deep link
+/// opens it; the mouse closes it), a node inside opens on the child's own
+/// page, and the array node opens to its items and closes by key too.
+async fn sub_workflow_opens_in_place(c: &Client, dev: &Dev) -> anyhow::Result<()> {
+    kubectl_create(&dev.kubeconfig, NESTED).await;
+    let page = format!("{}workflows/default/nested", dev.console);
+    c.goto(&page).await?;
+    // Expandable once the child Workflow exists; still the link to its page.
+    find(
+        c,
+        "[data-testid=dag-node][data-node=inner][aria-expanded=false]",
+    )
+    .await?;
+    let child = c
+        .execute(
+            "return document.querySelector('[data-node=inner] [data-testid=child-workflow-link]')\
+               ?.getAttribute('href');",
+            vec![],
+        )
+        .await?;
+    let child = child
+        .as_str()
+        .and_then(|h| h.strip_prefix("/workflows/default/"))
+        .ok_or_else(|| anyhow::anyhow!("the child's link: {child}"))?
+        .to_string();
+    c.execute("window.__sameDocument = true;", vec![]).await?;
+
+    focus_box(c, "inner").await?;
+    press(c, '+').await?;
+    until(
+        c,
+        "+ opens the group with the child's four nodes",
+        &format!("const n = (() => {{ {INNER_NODES} }})(); return n !== null && n.length === 4;"),
+    )
+    .await?;
+    let nodes = c.execute(INNER_NODES, vec![]).await?;
+    let ids: Vec<&str> = nodes
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|n| n["id"].as_str())
+        .collect();
+    anyhow::ensure!(
+        ids == ["first", "last", "left", "right"]
+            && nodes
+                .as_array()
+                .into_iter()
+                .flatten()
+                .all(|n| n["inside"] == true
+                    && n["path"].as_str()
+                        == Some(&format!("inner/{}", n["id"].as_str().unwrap_or(""))[..])),
+        "the child's nodes, inside the group: {nodes}"
+    );
+    anyhow::ensure!(
+        nodes
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|n| n["phase"] != "Succeeded"),
+        "the child is still running when opened: {nodes}"
+    );
+    let edges = c
+        .execute(
+            "return [...document.querySelectorAll('[data-group=inner] [data-testid=dag-edge]')]\
+               .map(e => e.dataset.from + '>' + e.dataset.to).sort();",
+            vec![],
+        )
+        .await?;
+    let want = json!([
+        "inner/first>inner/left",
+        "inner/first>inner/right",
+        "inner/left>inner/last",
+        "inner/right>inner/last"
+    ]);
+    anyhow::ensure!(edges == want, "the child's edges {edges}, want {want}");
+    let state = c
+        .execute(
+            "return [location.search, document.activeElement?.dataset?.node ?? null,\
+               document.querySelector('[data-testid=dag-node][data-node=inner]').getAttribute('aria-expanded'),\
+               document.querySelector('[data-group=inner] [data-testid=child-workflow-link]') !== null];",
+            vec![],
+        )
+        .await?;
+    anyhow::ensure!(
+        state == json!(["?expand=inner", "inner", "true", true]),
+        "open in the URL, the focus kept on the header, the child's link kept: {state}"
+    );
+    until(
+        c,
+        "the child's nodes turn Succeeded without a reload",
+        &format!(
+            "const n = (() => {{ {INNER_NODES} }})();\
+             return n !== null && n.length === 4 && n.every(x => x.phase === 'Succeeded');"
+        ),
+    )
+    .await?;
+
+    // Into the group by arrow, then `-` closes it from inside.
+    press(c, Key::Down).await?;
+    let f = c.execute(FOCUSED, vec![]).await?;
+    anyhow::ensure!(
+        f["node"] == "inner/first",
+        "Down from the header reaches the child's first node: {f}"
+    );
+    visibly_focused(c, "a node inside the group").await?;
+    press(c, '-').await?;
+    until(
+        c,
+        "- closes the group",
+        "return !document.querySelector('[data-testid=dag-group]')\
+           && !document.querySelector('[data-node^=\"inner/\"]')\
+           && location.search === ''\
+           && document.querySelector('[data-node=inner]').getAttribute('aria-expanded') === 'false';",
+    )
+    .await?;
+    let f = c.execute(FOCUSED, vec![]).await?;
+    anyhow::ensure!(f["node"] == "inner", "the focus is back on the header: {f}");
+    let n = c
+        .execute(
+            "return [...document.querySelectorAll('[data-testid=dag-node]')].map(n => n.dataset.node).sort();",
+            vec![],
+        )
+        .await?;
+    anyhow::ensure!(
+        n == json!(["fan", "inner", "prepare"]),
+        "closed, one box again: {n}"
+    );
+
+    // The array: Space opens it to its three items, and closes it.
+    focus_box(c, "fan").await?;
+    press(c, ' ').await?;
+    until(
+        c,
+        "Space opens the array to three succeeded items",
+        "const chips = [...document.querySelectorAll('[data-node=fan] .dag-chips rect')];\
+         return chips.length === 3 && chips.every(r => r.dataset.phase === 'Succeeded');",
+    )
+    .await?;
+    press(c, ' ').await?;
+    until(
+        c,
+        "Space closes the array",
+        "return !document.querySelector('[data-node=fan] .dag-chips')\
+           && document.querySelector('[data-node=fan]').getAttribute('aria-expanded') === 'false';",
+    )
+    .await?;
+    let same = c
+        .execute("return window.__sameDocument === true;", vec![])
+        .await?;
+    anyhow::ensure!(same == json!(true), "the page reloaded");
+
+    // A deep link opens the group; the toggle closes it with the mouse.
+    c.goto(&format!("{page}?expand=inner")).await?;
+    until(
+        c,
+        "the linked group opens, its nodes Succeeded",
+        &format!(
+            "const n = (() => {{ {INNER_NODES} }})();\
+             return n !== null && n.length === 4 && n.every(x => x.phase === 'Succeeded');"
+        ),
+    )
+    .await?;
+    find(c, "[data-testid=dag-node][data-node=inner] [data-toggle]")
+        .await?
+        .click()
+        .await?;
+    until(
+        c,
+        "a click on the toggle closes the group",
+        "return !document.querySelector('[data-testid=dag-group]') && location.search === '';",
+    )
+    .await?;
+
+    // A node inside opens on its own workflow's page.
+    c.goto(&format!("{page}?expand=inner")).await?;
+    find(c, "[data-testid=dag-node][data-node='inner/last']").await?;
+    focus_box(c, "inner/last").await?;
+    press(c, Key::Enter).await?;
+    find(c, "[data-testid=node-panel][data-node=last]").await?;
+    let path = c.execute("return location.pathname;", vec![]).await?;
+    anyhow::ensure!(
+        path == json!(format!("/workflows/default/{child}/nodes/last")),
+        "Enter on a child's node opens it on the child's page: {path}"
+    );
+    nothing_left_the_host(c).await
+}
+
 /// The theme button flips <html data-theme> and the page's colours, and
 /// the choice is remembered across a reload.
 async fn theme_toggle_switches_and_persists(c: &Client, dev: &Dev) -> anyhow::Result<()> {
@@ -853,6 +1103,7 @@ async fn the_console_in_a_real_browser() {
     scenario(c, "plugins", plugins_page_lists_the_loaded_plugins(c, &dev)).await;
     scenario(c, "timeline", timeline_orders_the_diamond(c, &dev)).await;
     scenario(c, "keyboard", keyboard_opens_and_closes(c, &dev)).await;
+    scenario(c, "sub_workflow", sub_workflow_opens_in_place(c, &dev)).await;
     scenario(c, "theme", theme_toggle_switches_and_persists(c, &dev)).await;
     b.c.clone().close().await.unwrap();
 }

@@ -62,6 +62,7 @@ function Page({ route }: { route: Route }) {
           namespace={route.namespace}
           name={route.name}
           node={route.node}
+          expand={route.expand}
         />
       );
     case "plugins":

@@ -16,12 +16,13 @@ describe("routes", () => {
     }
   });
   it("parses workflow and node pages", () => {
-    expect(parseRoute("/workflows/default/wf-1", "")).toEqual({ page: "workflow", namespace: "default", name: "wf-1", node: null });
+    expect(parseRoute("/workflows/default/wf-1", "")).toEqual({ page: "workflow", namespace: "default", name: "wf-1", node: null, expand: [] });
     expect(parseRoute("/workflows/default/wf-1/nodes/train", "")).toEqual({
       page: "workflow",
       namespace: "default",
       name: "wf-1",
       node: "train",
+      expand: [],
     });
     expect(parseRoute("/workflows/default/wf-1/", "")).toMatchObject({ page: "workflow", name: "wf-1" });
   });
@@ -29,8 +30,18 @@ describe("routes", () => {
     const id = "fan/out[3] a b";
     const href = nodeHref("ns", "wf", id);
     expect(href).toBe("/workflows/ns/wf/nodes/fan%2Fout%5B3%5D%20a%20b");
-    expect(parseRoute(href, "")).toEqual({ page: "workflow", namespace: "ns", name: "wf", node: id });
+    expect(parseRoute(href, "")).toEqual({ page: "workflow", namespace: "ns", name: "wf", node: id, expand: [] });
     expect(workflowHref("a", "b")).toBe("/workflows/a/b");
+  });
+  it("keeps the open boxes in the query, on workflow and node links", () => {
+    const href = workflowHref("ns", "wf", ["inner", "inner/deeper", "fan"]);
+    expect(href).toBe("/workflows/ns/wf?expand=inner%2Cinner%2Fdeeper%2Cfan");
+    const q = href.indexOf("?");
+    expect(parseRoute(href.slice(0, q), href.slice(q))).toMatchObject({ page: "workflow", node: null, expand: ["inner", "inner/deeper", "fan"] });
+    const node = nodeHref("ns", "wf", "train", ["inner"]);
+    expect(node).toBe("/workflows/ns/wf/nodes/train?expand=inner");
+    expect(parseRoute("/workflows/ns/wf/nodes/train", "?expand=inner,,inner")).toMatchObject({ node: "train", expand: ["inner"] });
+    expect(workflowHref("ns", "wf", [])).toBe("/workflows/ns/wf");
   });
   it("parses plugins and rejects the rest", () => {
     expect(parseRoute("/plugins", "")).toEqual({ page: "plugins" });

@@ -1,13 +1,15 @@
 // The console's URLs. Every page has a deep link; the Rust host answers
 // index.html for any non-asset GET, so these are parsed on the client.
 // Pure: unit-tested in routes.test.ts.
+import { parseExpand } from "./graph/nested";
 
 export const DEFAULT_NAMESPACE = "default";
 
 export type Route =
   /** namespace "" lists all namespaces; selector is a Kubernetes label selector. */
   | { page: "list"; namespace: string; selector: string }
-  | { page: "workflow"; namespace: string; name: string; node: string | null }
+  /** expand: paths of the DAG boxes drawn open (`?expand=a,b/c`, see graph/nested.ts). */
+  | { page: "workflow"; namespace: string; name: string; node: string | null; expand: string[] }
   | { page: "plugins" }
   | { page: "notfound"; path: string };
 
@@ -17,6 +19,10 @@ function decode(segment: string): string | null {
   } catch {
     return null;
   }
+}
+
+function expandOf(search: string): string[] {
+  return parseExpand(new URLSearchParams(search).get("expand"));
 }
 
 export function parseRoute(pathname: string, search: string): Route {
@@ -32,10 +38,10 @@ export function parseRoute(pathname: string, search: string): Route {
   }
   if (p.length === 1 && p[0] === "plugins") return { page: "plugins" };
   if (p[0] === "workflows" && p.length === 3) {
-    return { page: "workflow", namespace: p[1], name: p[2], node: null };
+    return { page: "workflow", namespace: p[1], name: p[2], node: null, expand: expandOf(search) };
   }
   if (p[0] === "workflows" && p.length === 5 && p[3] === "nodes") {
-    return { page: "workflow", namespace: p[1], name: p[2], node: p[4] };
+    return { page: "workflow", namespace: p[1], name: p[2], node: p[4], expand: expandOf(search) };
   }
   return { page: "notfound", path: pathname };
 }
@@ -50,12 +56,17 @@ export function listHref(namespace: string, selector: string): string {
   return s ? `/?${s}` : "/";
 }
 
-export function workflowHref(namespace: string, name: string): string {
-  return `/workflows/${enc(namespace)}/${enc(name)}`;
+/** `?expand=...` for the open boxes (kept in the URL, so a link opens them too); "" for none. */
+function expandQuery(expand: readonly string[]): string {
+  return expand.length === 0 ? "" : `?${new URLSearchParams({ expand: expand.join(",") })}`;
 }
 
-export function nodeHref(namespace: string, name: string, node: string): string {
-  return `${workflowHref(namespace, name)}/nodes/${enc(node)}`;
+export function workflowHref(namespace: string, name: string, expand: readonly string[] = []): string {
+  return `/workflows/${enc(namespace)}/${enc(name)}${expandQuery(expand)}`;
+}
+
+export function nodeHref(namespace: string, name: string, node: string, expand: readonly string[] = []): string {
+  return `/workflows/${enc(namespace)}/${enc(name)}/nodes/${enc(node)}${expandQuery(expand)}`;
 }
 
 export const PLUGINS_HREF = "/plugins";

@@ -1,9 +1,9 @@
 // The main thread's side of the layout worker: one shared worker, requests
 // answered by sequence number. Falls back to laying out inline when a
 // worker cannot start.
-import type { Layout, LayoutInput } from "./types";
+import type { NestedInput, NestedLayout } from "./nested";
 
-type Pending = { resolve: (l: Layout) => void; reject: (e: Error) => void; input: LayoutInput };
+type Pending = { resolve: (l: NestedLayout) => void; reject: (e: Error) => void; input: NestedInput };
 
 let worker: Worker | null | undefined;
 let seq = 0;
@@ -13,7 +13,7 @@ function getWorker(): Worker | null {
   if (worker !== undefined) return worker;
   try {
     worker = new Worker(new URL("./layout.worker.ts", import.meta.url), { type: "module" });
-    worker.onmessage = (ev: MessageEvent<{ seq: number; layout?: Layout; error?: string }>) => {
+    worker.onmessage = (ev: MessageEvent<{ seq: number; layout?: NestedLayout; error?: string }>) => {
       const p = pending.get(ev.data.seq);
       if (!p) return;
       pending.delete(ev.data.seq);
@@ -37,12 +37,12 @@ function getWorker(): Worker | null {
 
 // Loaded on demand: the engines (dagre) stay out of the main bundle.
 function runInline(p: Pending): void {
-  import("./layout")
-    .then(({ computeLayout }) => p.resolve(computeLayout(p.input)))
+  import("./nestedLayout")
+    .then(({ nestedLayout }) => p.resolve(nestedLayout(p.input)))
     .catch((e: unknown) => p.reject(e instanceof Error ? e : new Error(String(e))));
 }
 
-export function layoutAsync(input: LayoutInput): Promise<Layout> {
+export function layoutAsync(input: NestedInput): Promise<NestedLayout> {
   return new Promise((resolve, reject) => {
     const p = { resolve, reject, input };
     const w = typeof Worker === "undefined" ? null : getWorker();

@@ -3,11 +3,16 @@
 // look changed: boxes are memoised and compared field by field, the edge
 // layer only changes with the layout, and pan/zoom writes the transform
 // straight to the DOM without a React render.
-import { memo, useCallback, useEffect, useLayoutEffect, useRef, type KeyboardEvent, type PointerEvent } from "react";
+//
+// An open sub-workflow node is a group: its box is the node's header over
+// the child Workflow's own graph (see graph/nested.ts). Boxes are named by
+// path (`data-node="inner/step"` inside the group of `inner`).
+import { memo, useCallback, useEffect, useLayoutEffect, useMemo, useRef, type KeyboardEvent, type PointerEvent } from "react";
 import type { NodeExecution } from "../api";
+import { flatBoxes, joinPath, PATH_SEP, walkLevel, type GraphLevel, type GroupLayout, type NestedLayout } from "../graph/nested";
 import { directionOfKey, neighbourInDirection } from "../graph/nav";
 import { chipPosition, CHIP, fitLabel, MAX_CHIPS, NODE_H } from "../graph/sizes";
-import type { Box, LaidEdge, Layout } from "../graph/types";
+import type { Box, LaidEdge } from "../graph/types";
 import { hasChildWorkflow, nodeSubtitle, phaseColor, phaseTextColor } from "../phases";
 import { onLinkClick } from "../router";
 import { workflowHref } from "../routes";
@@ -20,14 +25,20 @@ export interface Chip {
 
 export interface DagViewProps {
   label: string;
-  nodes: readonly NodeExecution[];
-  layout: Layout | null;
+  /** The graph: the page's nodes, with the open groups' children inside. */
+  level: GraphLevel<NodeExecution>;
+  layout: NestedLayout | null;
   namespace: string;
+  /** The path of the node whose panel is open. */
   selected: string | null;
+  /** Paths of the expanded boxes (arrays, sub-workflows). */
   expanded: ReadonlySet<string>;
+  /** Array items of expanded array boxes, by path. */
   chips: ReadonlyMap<string, readonly Chip[]>;
-  onOpen: (id: string) => void;
-  onToggle: (id: string) => void;
+  /** Opens a node: `workflow` is the Workflow it belongs to (the page's, or a child's). */
+  onOpen: (workflow: string, id: string, path: string) => void;
+  /** Expands or collapses a box; `open` undefined flips it. */
+  onToggle: (path: string, open?: boolean) => void;
   /** Called after each render that applied new node data (for performance marks). */
   onApplied?: (firstPaint: boolean) => void;
   compact?: boolean;
@@ -46,8 +57,28 @@ export function isExpandable(n: NodeExecution): boolean {
   return n.kind === "array" || n.itemsTotal > 0 || hasChildWorkflow(n);
 }
 
+/** The enclosing group's path of a node path, or null at the top. */
+function parentPath(path: string): string | null {
+  const i = path.lastIndexOf(PATH_SEP);
+  return i < 0 ? null : path.slice(0, i);
+}
+
 export function DagView(props: DagViewProps) {
-  const { layout, nodes, onOpen, onToggle, onApplied } = props;
+  const { layout, level, onOpen, onToggle, onApplied } = props;
+  // Every drawn node by path, with the Workflow it belongs to.
+  const byPath = useMemo(() => {
+    const m = new Map<string, { node: NodeExecution; workflow: string }>();
+    for (const { path, node, level: l } of walkLevel(level)) m.set(path, { node, workflow: l.workflow });
+    return m;
+  }, [level]);
+  // Boxes in page coordinates, for arrows and scrolling; only drawn ones.
+  const boxes = useMemo(() => {
+    const all = layout ? flatBoxes(layout) : new Map<string, Box>();
+    for (const p of all.keys()) if (!byPath.has(p)) all.delete(p);
+    return all;
+  }, [layout, byPath]);
+  // A box to focus once it is in the DOM (after a toggle redraws it).
+  const wantFocus = useRef<string | null>(null);
   const svgRef = useRef<SVGSVGElement>(null);
   const vpRef = useRef<SVGGElement>(null);
   const view = useRef<View>({ x: 0, y: 0, k: 1 });
@@ -87,7 +118,7 @@ export function DagView(props: DagViewProps) {
     if (!layout || !onApplied) return;
     onApplied(!painted.current);
     painted.current = true;
-  }, [nodes, layout, onApplied]);
+  }, [level, layout, onApplied]);
 
   useWheelZoom(svgRef, view, apply, layout !== null);
   const pan = usePan(view, apply);
@@ -99,31 +130,52 @@ export function DagView(props: DagViewProps) {
     apply();
   };
 
-  const focusNode = (id: string) => {
+  const focusNode = (path: string) => {
     const svg = svgRef.current;
-    const box = layout?.boxes.get(id);
+    const box = boxes.get(path);
     if (!svg || !box) return;
     scrollIntoView(view.current, box, svg.clientWidth, svg.clientHeight);
     apply();
-    svg.querySelector<SVGGElement>(`[data-node="${CSS.escape(id)}"]`)?.focus({ preventScroll: true });
+    svg.querySelector<SVGGElement>(`[data-node="${CSS.escape(path)}"]`)?.focus({ preventScroll: true });
+  };
+
+  // Boxes keep their element when they open or close, so the focus stays
+  // on a toggled box; but "-" inside a group removes the focused box with
+  // the group: the focus goes to the group's header.
+  useLayoutEffect(() => {
+    const path = wantFocus.current;
+    if (!path) return;
+    wantFocus.current = null;
+    const el = svgRef.current?.querySelector<SVGGElement>(`[data-node="${CSS.escape(path)}"]`);
+    if (el && document.activeElement !== el) el.focus({ preventScroll: true });
+  });
+
+  const toggleByKey = (path: string, open?: boolean) => {
+    wantFocus.current = path;
+    onToggle(path, open);
   };
 
   const onKeyDown = (e: KeyboardEvent<SVGSVGElement>) => {
-    const id = (e.target as Element).closest?.("[data-node]")?.getAttribute("data-node");
-    if (!id || !layout) return;
+    const path = (e.target as Element).closest?.("[data-node]")?.getAttribute("data-node");
+    if (!path || !layout) return;
     const dir = directionOfKey(e.key);
+    const here = byPath.get(path);
     if (dir) {
       e.preventDefault();
-      const next = neighbourInDirection(layout.boxes, id, dir);
+      const next = neighbourInDirection(boxes, path, dir);
       if (next) focusNode(next);
     } else if (e.key === "Enter") {
       e.preventDefault();
-      onOpen(id);
+      if (here) onOpen(here.workflow, here.node.id, path);
     } else if (e.key === " " || e.key === "+" || e.key === "-") {
-      const n = nodes.find((x) => x.id === id);
-      if (n && isExpandable(n)) {
+      const open = e.key === " " ? undefined : e.key === "+";
+      if (here && isExpandable(here.node) && (open === undefined || open !== props.expanded.has(path))) {
         e.preventDefault();
-        onToggle(id);
+        toggleByKey(path, open);
+      } else if (e.key === "-" && parentPath(path) !== null) {
+        // "-" inside a group closes the group, the focus on its header.
+        e.preventDefault();
+        toggleByKey(parentPath(path)!, false);
       }
     }
   };
@@ -133,10 +185,11 @@ export function DagView(props: DagViewProps) {
     const target = e.target as Element;
     if (target.closest("a")) return;
     const toggle = target.closest("[data-toggle]");
-    const id = target.closest("[data-node]")?.getAttribute("data-node");
-    if (!id) return;
-    if (toggle) onToggle(id);
-    else onOpen(id);
+    const path = target.closest("[data-node]")?.getAttribute("data-node");
+    const here = path ? byPath.get(path) : undefined;
+    if (!path || !here) return;
+    if (toggle) onToggle(path);
+    else onOpen(here.workflow, here.node.id, path);
   };
 
   if (!layout) return <div className={`dag-wrap ${props.compact ? "compact" : ""} loading`}>laying out…</div>;
@@ -155,8 +208,7 @@ export function DagView(props: DagViewProps) {
         onPointerCancel={pan.up}
       >
         <g ref={vpRef}>
-          <EdgeLayer edges={layout.edges} />
-          <NodeLayer {...props} layout={layout} />
+          <LevelLayer {...props} level={level} layout={layout} />
         </g>
       </svg>
       <div className="dag-controls">
@@ -261,46 +313,102 @@ function usePan(view: React.RefObject<View>, apply: () => void) {
   };
 }
 
-const EdgeLayer = memo(function EdgeLayer({ edges }: { edges: readonly LaidEdge[] }) {
+const EdgeLayer = memo(function EdgeLayer({ edges, prefix }: { edges: readonly LaidEdge[]; prefix: string }) {
   return (
     <g className="dag-edges">
       {edges.map((e) => (
-        <path key={`${e.from}\u0000${e.to}`} d={e.path} data-testid="dag-edge" data-from={e.from} data-to={e.to} />
+        <path
+          key={`${e.from}\u0000${e.to}`}
+          d={e.path}
+          data-testid="dag-edge"
+          data-from={joinPath(prefix, e.from)}
+          data-to={joinPath(prefix, e.to)}
+        />
       ))}
     </g>
   );
 });
 
-function NodeLayer(props: DagViewProps & { layout: Layout }) {
-  const { layout, nodes, selected, expanded, chips, namespace } = props;
+/** One level: its edges, its boxes, and inside each open group the child's level. */
+function LevelLayer(props: DagViewProps & { level: GraphLevel<NodeExecution>; layout: NestedLayout }) {
+  const { layout, level, selected, expanded, chips, namespace } = props;
   const out: React.ReactNode[] = [];
-  for (const n of nodes) {
+  for (const n of level.nodes) {
     const box = layout.boxes.get(n.id);
     // A node added since the last layout appears once the new layout lands.
     if (!box) continue;
-    const isExp = expanded.has(n.id);
+    const path = joinPath(level.prefix, n.id);
+    const sub = level.groups.get(n.id);
+    const group = sub ? layout.groups.get(n.id) : undefined;
+    const isExp = expanded.has(path);
+    const expandable = isExpandable(n);
+    // Every box sits in a slot of the same shape, open or not, so opening
+    // or closing a group keeps its header's element (and the focus).
     out.push(
-      <DagNode
+      <g
         key={n.id}
-        node={n}
-        box={box}
-        selected={selected === n.id}
-        expanded={isExp}
-        expandable={isExpandable(n)}
-        chips={isExp ? chips.get(n.id) : undefined}
-        namespace={namespace}
-      />,
+        className={group ? "dag-group" : "dag-slot"}
+        transform={`translate(${box.x},${box.y})`}
+        data-testid={group ? "dag-group" : undefined}
+        data-group={group ? path : undefined}
+        data-workflow={group ? sub!.workflow : undefined}
+      >
+        {group && <rect className="dag-group-body" width={box.width} height={box.height} rx={8} style={{ stroke: phaseColor(n.phase) }} />}
+        <DagNode
+          node={n}
+          path={path}
+          box={group ? headerBox(box.width) : box}
+          selected={selected === path}
+          expanded={isExp && expandable}
+          expandable={expandable}
+          body={isExp && expandable && !group}
+          chips={isExp && !group ? chips.get(path) : undefined}
+          namespace={namespace}
+        />
+        {group && <GroupBody {...props} sub={sub!} group={group} />}
+      </g>,
     );
   }
-  return <g className="dag-nodes">{out}</g>;
+  return (
+    <>
+      <EdgeLayer edges={layout.edges} prefix={level.prefix} />
+      <g className="dag-nodes">{out}</g>
+    </>
+  );
+}
+
+const headers = new Map<number, Box>();
+/** A group's header box (one object per width, so the header's memo holds). */
+function headerBox(width: number): Box {
+  let b = headers.get(width);
+  if (!b) {
+    b = { x: 0, y: 0, width, height: NODE_H };
+    headers.set(width, b);
+  }
+  return b;
+}
+
+function GroupBody(props: DagViewProps & { sub: GraphLevel<NodeExecution>; group: GroupLayout }) {
+  const { sub, group } = props;
+  return (
+    <g className="dag-group-inner" transform={`translate(${group.dx},${group.dy})`} role="group" aria-label={`Child workflow ${sub.workflow}`}>
+      <LevelLayer {...props} level={sub} layout={group.inner} />
+    </g>
+  );
 }
 
 interface DagNodeProps {
   node: NodeExecution;
+  /** Its path in the drawn graph (its id at the top level). */
+  path: string;
+  /** Its size (it is drawn at its slot's origin). */
   box: Box;
   selected: boolean;
+  /** The toggle shows "collapse". */
   expanded: boolean;
   expandable: boolean;
+  /** Drawn as an open box with a body under the header (array items, or a child still loading). */
+  body: boolean;
   chips: readonly Chip[] | undefined;
   namespace: string;
 }
@@ -311,8 +419,10 @@ export function sameLook(a: DagNodeProps, b: DagNodeProps): boolean {
   const y = b.node;
   return (
     a.box === b.box &&
+    a.path === b.path &&
     a.selected === b.selected &&
     a.expanded === b.expanded &&
+    a.body === b.body &&
     a.expandable === b.expandable &&
     a.chips === b.chips &&
     a.namespace === b.namespace &&
@@ -331,7 +441,7 @@ export function sameLook(a: DagNodeProps, b: DagNodeProps): boolean {
   );
 }
 
-const DagNode = memo(function DagNode({ node, box, selected, expanded, expandable, chips, namespace }: DagNodeProps) {
+const DagNode = memo(function DagNode({ node, path, box, selected, expanded, expandable, body, chips, namespace }: DagNodeProps) {
   const fill = phaseColor(node.phase);
   const ink = phaseTextColor(node.phase);
   const child = hasChildWorkflow(node) ? node.resource!.name : null;
@@ -340,17 +450,19 @@ const DagNode = memo(function DagNode({ node, box, selected, expanded, expandabl
   return (
     <g
       className={`dag-node${selected ? " selected" : ""}`}
-      transform={`translate(${box.x},${box.y})`}
       tabIndex={0}
       role="button"
       aria-label={`${node.id}, ${node.phase || "Pending"}${node.message ? `: ${node.message}` : ""}`}
+      aria-expanded={expandable ? expanded : undefined}
+      aria-keyshortcuts={expandable ? "Space + -" : undefined}
       data-testid="dag-node"
-      data-node={node.id}
+      data-node={path}
+      data-id={node.id}
       data-phase={node.phase}
       data-kind={node.kind}
     >
       <title>{`${node.id} — ${node.phase || "Pending"}${node.message ? `\n${node.message}` : ""}`}</title>
-      {expanded ? (
+      {body ? (
         // Expanded: a neutral body (chips of every phase stay visible on it)
         // under a header in the phase colour.
         <>
@@ -391,16 +503,16 @@ const DagNode = memo(function DagNode({ node, box, selected, expanded, expandabl
           </a>
         </g>
       )}
-      {expanded && <Chips chips={chips} width={box.width} />}
+      {body && <Chips chips={chips} width={box.width} loading={hasChildWorkflow(node) ? "loading the child workflow…" : "loading…"} />}
     </g>
   );
 }, sameLook);
 
-function Chips({ chips, width }: { chips: readonly Chip[] | undefined; width: number }) {
+function Chips({ chips, width, loading }: { chips: readonly Chip[] | undefined; width: number; loading: string }) {
   if (!chips) {
     return (
       <text x={10} y={NODE_H + 14} className="dag-sub dag-body-text">
-        loading…
+        {loading}
       </text>
     );
   }

@@ -4,14 +4,18 @@ import { admin, type Execution, type NodeExecution } from "../api";
 import { JsonBlock } from "../components/Json";
 import { clearError, reportError } from "../errors";
 import { closesPanel } from "../keys";
-import { progress } from "../phases";
+import { buildLevel, childrenToWatch, walkLevel, type GraphLevel, type PathSize } from "../graph/nested";
+import { nodeSize } from "../graph/sizes";
+import { hasChildWorkflow, progress } from "../phases";
 import { navigate } from "../router";
 import { nodeHref, workflowHref } from "../routes";
+import { toggleExpand } from "../graph/nested";
 import { elapsed, formatDuration, formatTime } from "../time";
-import { DagView } from "./DagView";
+import { DagView, isExpandable } from "./DagView";
 import { NodePanel } from "./NodePanel";
 import { TimelineView } from "./TimelineView";
-import { useChips } from "./useChips";
+import { useChildExecutions } from "./useChildExecutions";
+import { useChips, type ChipTarget } from "./useChips";
 import { useExecution, type WatchStatus } from "./useExecution";
 import { useLayout } from "./useLayout";
 import { PhaseBadge } from "./WorkflowListPage";
@@ -20,6 +24,8 @@ interface Props {
   namespace: string;
   name: string;
   node: string | null;
+  /** Paths of the DAG boxes drawn open (the URL's `expand`). */
+  expand: readonly string[];
 }
 
 // Performance hooks for the browser benchmark: the first DAG paint of the
@@ -37,33 +43,84 @@ function markApplied(first: boolean): void {
 }
 
 const NO_NODES: NodeExecution[] = [];
+const EMPTY_LEVEL: GraphLevel<NodeExecution> = { prefix: "", workflow: "", nodes: NO_NODES, groups: new Map() };
 
-export function WorkflowPage({ namespace, name, node }: Props) {
+/** The expanded, expandable boxes of the levels that are not drawn as groups, by path. */
+function openBoxesOf(
+  levels: readonly (GraphLevel<NodeExecution> | undefined)[],
+  expanded: ReadonlySet<string>,
+): Map<string, ChipTarget> {
+  const out = new Map<string, ChipTarget>();
+  for (const l of levels) {
+    if (!l) continue;
+    for (const { path, node, level } of walkLevel(l)) {
+      if (expanded.has(path) && isExpandable(node) && !level.groups.has(node.id)) out.set(path, { path, workflow: level.workflow, node });
+    }
+  }
+  return out;
+}
+
+export function WorkflowPage({ namespace, name, node, expand }: Props) {
   const { exec, status, applyActionResult } = useExecution(namespace, name);
   const [view, setView] = useState<"graph" | "timeline">("graph");
-  const [expanded, setExpanded] = useState<ReadonlySet<string>>(new Set());
+  // The route is parsed again on every render: compare the open boxes by
+  // value (paths hold no commas: node ids are letters, digits and '-').
+  const expandKey = expand.join(",");
+  const opened = useMemo(() => (expandKey === "" ? [] : expandKey.split(",")), [expandKey]);
+  const expanded = useMemo<ReadonlySet<string>>(() => new Set(opened), [opened]);
   const nodes = exec?.nodes;
   const exitNodes = exec?.exitNodes ?? NO_NODES;
   const allNodes = useMemo(() => [...(nodes ?? []), ...exitNodes], [nodes, exitNodes]);
-  const chips = useChips(namespace, name, allNodes, expanded);
-  const chipCount = useCallback(
-    (n: NodeExecution) => chips.get(n.id)?.length ?? (n.itemsTotal || 0),
-    [chips],
-  );
-  const layout = useLayout(nodes, expanded, chipCount);
-  const exitLayout = useLayout(exitNodes.length ? exitNodes : undefined, expanded, chipCount);
 
-  const open = useCallback((id: string) => navigate(nodeHref(namespace, name, id)), [namespace, name]);
-  const toggle = useCallback((id: string) => {
-    setExpanded((s) => {
-      const next = new Set(s);
-      if (!next.delete(id)) next.add(id);
-      return next;
-    });
-  }, []);
+  // Open sub-workflow nodes draw their child Workflow, followed live.
+  const { execs: childExecs, follow } = useChildExecutions(namespace);
+  const childNodes = useMemo(() => new Map([...childExecs].map(([n, e]) => [n, e.nodes])), [childExecs]);
+  const level = useMemo(
+    () => (nodes ? buildLevel(name, nodes, expanded, childNodes) : undefined),
+    [name, nodes, expanded, childNodes],
+  );
+  const exitLevel = useMemo(
+    () => (exitNodes.length ? buildLevel(name, exitNodes, expanded, childNodes) : undefined),
+    [name, exitNodes, expanded, childNodes],
+  );
+  const watched = [level, exitLevel].flatMap((l) => (l ? childrenToWatch(l, expanded) : []));
+  const watchedKey = watched.join(",");
+  useEffect(() => follow(watchedKey === "" ? [] : watchedKey.split(",")), [watchedKey, follow]);
+
+  // Open boxes that are not groups: arrays (their items as chips) and
+  // sub-workflows whose child is still loading.
+  const openBoxes = useMemo(() => openBoxesOf([level, exitLevel], expanded), [level, exitLevel, expanded]);
+  const chipTargets = useMemo(() => [...openBoxes.values()].filter((t) => !hasChildWorkflow(t.node)), [openBoxes]);
+  const chips = useChips(namespace, chipTargets);
+  const sizeOf = useCallback<PathSize>(
+    (path) => {
+      const t = openBoxes.get(path);
+      if (!t) return nodeSize(false, 0);
+      return nodeSize(true, hasChildWorkflow(t.node) ? 0 : (chips.get(path)?.length ?? (t.node.itemsTotal || 0)));
+    },
+    [openBoxes, chips],
+  );
+  const layout = useLayout(level, sizeOf);
+  const exitLayout = useLayout(exitLevel, sizeOf);
+
+  const open = useCallback(
+    (workflow: string, id: string) =>
+      // A node of a child drawn in a group opens on its own Workflow's page.
+      navigate(workflow === name ? nodeHref(namespace, name, id, opened) : nodeHref(namespace, workflow, id)),
+    [namespace, name, opened],
+  );
+  const toggle = useCallback(
+    (path: string, isOpen?: boolean) => {
+      const next = toggleExpand(opened, path, isOpen);
+      const href = node ? nodeHref(namespace, name, node, next) : workflowHref(namespace, name, next);
+      navigate(href, { replace: true });
+    },
+    [namespace, name, node, opened],
+  );
+  const closeHref = workflowHref(namespace, name, opened);
 
   const live = node ? allNodes.find((n) => n.id === node) : undefined;
-  useEscapeCloses(node, workflowHref(namespace, name));
+  useEscapeCloses(node, closeHref);
 
   return (
     <main className={`page workflow-page${node ? " with-panel" : ""}`}>
@@ -83,7 +140,7 @@ export function WorkflowPage({ namespace, name, node }: Props) {
             <>
               <DagView
                 label={`DAG of ${name}`}
-                nodes={nodes ?? NO_NODES}
+                level={level ?? EMPTY_LEVEL}
                 layout={layout}
                 namespace={namespace}
                 selected={node}
@@ -99,7 +156,7 @@ export function WorkflowPage({ namespace, name, node }: Props) {
                   <DagView
                     label="Exit handler nodes"
                     compact
-                    nodes={exitNodes}
+                    level={exitLevel ?? EMPTY_LEVEL}
                     layout={exitLayout}
                     namespace={namespace}
                     selected={node}
@@ -113,7 +170,7 @@ export function WorkflowPage({ namespace, name, node }: Props) {
             </>
           )}
           {exec !== null && view === "timeline" && (
-            <TimelineView nodes={allNodes} workflowStart={exec.startedAt} selected={node} onOpen={open} />
+            <TimelineView nodes={allNodes} workflowStart={exec.startedAt} selected={node} onOpen={(id) => open(name, id)} />
           )}
           {exec && <WorkflowData exec={exec} />}
         </div>
@@ -124,7 +181,7 @@ export function WorkflowPage({ namespace, name, node }: Props) {
             name={name}
             nodeId={node}
             live={live}
-            closeHref={workflowHref(namespace, name)}
+            closeHref={closeHref}
             onExecution={applyActionResult}
           />
         )}

@@ -1,18 +1,22 @@
-// What expanded boxes show: an array node's items (GetNode) or a child
-// workflow's nodes (GetExecution). Fetched when a box is expanded and again
-// when its live record changes, at most once a second.
+// What expanded array boxes show: the node's items (GetNode of the
+// Workflow the node belongs to: the page's, or a child drawn in a group).
+// Fetched when a box is expanded and again when its live record changes,
+// at most once a second. (Expanded sub-workflow nodes draw their child's
+// graph instead: see useChildExecutions.)
 import { useEffect, useRef, useState } from "react";
 import { admin, isAbort, type NodeExecution } from "../api";
 import { clearError, reportError } from "../errors";
-import { hasChildWorkflow } from "../phases";
 import type { Chip } from "./DagView";
 
-async function fetchChips(namespace: string, name: string, n: NodeExecution, signal: AbortSignal): Promise<Chip[]> {
-  if (hasChildWorkflow(n)) {
-    const child = await admin.getExecution({ id: { namespace, name: n.resource!.name } }, { signal });
-    return child.nodes.map((c) => ({ key: c.id, phase: c.phase, title: `${c.id}: ${c.phase || "Pending"}${c.message ? ` — ${c.message}` : ""}` }));
-  }
-  const d = await admin.getNode({ id: { namespace, name }, nodeId: n.id }, { signal });
+/** An expanded array box: its path in the drawn graph, its Workflow and its record. */
+export interface ChipTarget {
+  path: string;
+  workflow: string;
+  node: NodeExecution;
+}
+
+async function fetchChips(namespace: string, t: ChipTarget, signal: AbortSignal): Promise<Chip[]> {
+  const d = await admin.getNode({ id: { namespace, name: t.workflow }, nodeId: t.node.id }, { signal });
   return d.items.map((it) => ({
     key: String(it.index),
     phase: it.phase,
@@ -20,18 +24,14 @@ async function fetchChips(namespace: string, name: string, n: NodeExecution, sig
   }));
 }
 
-function liveSig(n: NodeExecution): string {
-  return `${n.id}:${n.phase}:${n.itemsSucceeded}:${n.itemsFailed}:${n.itemsRunning}:${n.resource?.name ?? ""}`;
+function liveSig(t: ChipTarget): string {
+  const n = t.node;
+  return `${t.path}:${n.phase}:${n.itemsSucceeded}:${n.itemsFailed}:${n.itemsRunning}`;
 }
 
-export function useChips(
-  namespace: string,
-  name: string,
-  nodes: readonly NodeExecution[] | undefined,
-  expanded: ReadonlySet<string>,
-): ReadonlyMap<string, readonly Chip[]> {
+/** Chips by path, for the expanded array boxes in `targets`. */
+export function useChips(namespace: string, targets: readonly ChipTarget[]): ReadonlyMap<string, readonly Chip[]> {
   const [chips, setChips] = useState<ReadonlyMap<string, readonly Chip[]>>(new Map());
-  const targets = (nodes ?? []).filter((n) => expanded.has(n.id));
   const sig = targets.map(liveSig).join("|");
   const latest = useRef(targets);
   latest.current = targets;
@@ -51,20 +51,20 @@ export function useChips(
         const c = new AbortController();
         ctl.current = c;
         const next = new Map<string, readonly Chip[]>();
-        for (const n of latest.current) {
+        for (const t of latest.current) {
           try {
-            next.set(n.id, await fetchChips(namespace, name, n, c.signal));
+            next.set(t.path, await fetchChips(namespace, t, c.signal));
             clearError("chips");
           } catch (e) {
             if (c.signal.aborted || isAbort(e)) return;
-            reportError("chips", e, `Expanding ${n.id}: `);
+            reportError("chips", e, `Expanding ${t.path}: `);
           }
         }
         if (!c.signal.aborted) setChips(next);
       },
       Math.max(0, 1000 - (Date.now() - lastRun.current)),
     );
-  }, [sig, namespace, name]);
+  }, [sig, namespace]);
 
   useEffect(
     () => () => {
@@ -77,6 +77,7 @@ export function useChips(
 
   // Collapsed boxes drop their chips at once (the fetch above is for expanded ones).
   const shown = new Map<string, readonly Chip[]>();
-  for (const [k, v] of chips) if (expanded.has(k)) shown.set(k, v);
+  const open = new Set(targets.map((t) => t.path));
+  for (const [k, v] of chips) if (open.has(k)) shown.set(k, v);
   return shown.size === chips.size ? chips : shown;
 }

@@ -50,11 +50,16 @@ export function useExecution(namespace: string, name: string) {
   return { exec, status, applyActionResult };
 }
 
-async function watch(
+/**
+ * Follows one Workflow's WatchExecution stream until it ends or `signal`
+ * aborts. `source` names the banner slot its errors take.
+ */
+export async function watch(
   id: { namespace: string; name: string },
   signal: AbortSignal,
   onExec: (e: Execution) => void,
   setStatus: (s: WatchStatus) => void,
+  source = "watch",
 ): Promise<void> {
   let backoff = 1000;
   let last: Execution | null = null;
@@ -64,7 +69,7 @@ async function watch(
         last = e;
         onExec(e);
         setStatus("live");
-        clearError("watch");
+        clearError(source);
         backoff = 1000;
       }
       // The server closes the stream when the workflow ended.
@@ -79,7 +84,7 @@ async function watch(
         await tokenAfterRefusal(e, signal);
         continue;
       }
-      reportError("watch", e, "Watching the workflow: ");
+      reportError(source, e, `Watching ${id.name}: `);
     }
     setStatus("reconnecting");
     await sleep(backoff, signal);

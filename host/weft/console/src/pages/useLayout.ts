@@ -1,32 +1,18 @@
-// Layout of a node set, computed in the layout worker once per structure
-// (node ids, edges, box sizes) and reused while only phases change.
+// Layout of a graph (with its open groups), computed in the layout worker
+// once per structure (node ids, edges, box sizes, which groups are open)
+// and reused while only phases change.
 import { useEffect, useMemo, useState } from "react";
-import type { NodeExecution } from "../api";
 import { layoutAsync } from "../graph/layoutClient";
-import { layoutInput, structureKey } from "../graph/model";
-import { nodeSize } from "../graph/sizes";
-import type { Layout } from "../graph/types";
+import { nestedInput, nestedKey, type GraphLevel, type NestedLayout, type PathSize } from "../graph/nested";
 import { reportError } from "../errors";
 
-export function useLayout(
-  nodes: readonly NodeExecution[] | undefined,
-  expanded: ReadonlySet<string>,
-  chipCount: (n: NodeExecution) => number,
-): Layout | null {
-  const [layout, setLayout] = useState<{ key: string; layout: Layout } | null>(null);
-  const byId = useMemo(() => new Map((nodes ?? []).map((n) => [n.id, n])), [nodes]);
-  const input = useMemo(
-    () =>
-      layoutInput(nodes ?? [], (id) => {
-        const n = byId.get(id)!;
-        return nodeSize(expanded.has(id), chipCount(n));
-      }),
-    [nodes, byId, expanded, chipCount],
-  );
-  const key = useMemo(() => structureKey(input), [input]);
+export function useLayout(level: GraphLevel | undefined, sizeOf: PathSize): NestedLayout | null {
+  const [layout, setLayout] = useState<{ key: string; layout: NestedLayout } | null>(null);
+  const input = useMemo(() => (level ? nestedInput(level, sizeOf) : null), [level, sizeOf]);
+  const key = useMemo(() => (input ? nestedKey(input) : ""), [input]);
 
   useEffect(() => {
-    if (nodes === undefined) return;
+    if (input === null) return;
     if (layout?.key === key) return;
     let stale = false;
     layoutAsync(input).then(
