@@ -25,14 +25,34 @@ struct Dev {
     _dir: tempfile::TempDir,
     kubeconfig: PathBuf,
     console: String,
+    /// The admin port's certificate (PEM), when it serves TLS.
+    cert: Option<String>,
 }
 
 /// `weft dev` with the request-id and auth-token middleware, the token
-/// `TOKEN` accepted (for the principal `tester`).
-async fn weft_dev() -> Dev {
+/// `TOKEN` accepted (for the principal `tester`); with `tls`, the admin
+/// port serves TLS with a certificate for 127.0.0.1 made here.
+async fn weft_dev(tls: bool) -> Dev {
     let dir = tempfile::tempdir().unwrap();
     let admin = dir.path().join("admin.yaml");
-    std::fs::write(&admin, "middleware: [request-id, auth-token]\n").unwrap();
+    let mut admin_yaml = "middleware: [request-id, auth-token]\n".to_string();
+    let mut cert = None;
+    if tls {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let pem = rcgen::CertificateParams::new(vec!["127.0.0.1".into(), "localhost".into()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap()
+            .pem();
+        std::fs::write(dir.path().join("admin.pem"), &pem).unwrap();
+        std::fs::write(dir.path().join("admin.key"), key.serialize_pem()).unwrap();
+        admin_yaml += &format!(
+            "tls: {{cert: {0}/admin.pem, key: {0}/admin.key}}\n",
+            dir.path().display()
+        );
+        cert = Some(pem);
+    }
+    std::fs::write(&admin, admin_yaml).unwrap();
     let registry = dir.path().join("registry.yaml");
     let config = json!({"plugins": {"auth-token": {"config": {"tokens": {TOKEN: "tester"}}}}});
     std::fs::write(&registry, config.to_string()).unwrap();
@@ -65,6 +85,7 @@ async fn weft_dev() -> Dev {
         kubeconfig: dir.path().join("data/kubeconfig"),
         _dir: dir,
         console,
+        cert,
     }
 }
 
@@ -100,7 +121,11 @@ async fn browser() -> Browser {
     ];
     let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
     args.push(format!("--user-data-dir={}", profile.path().display()));
-    let caps = json!({"goog:chromeOptions": {"binary": "/usr/bin/chromium", "args": args}});
+    // acceptInsecureCerts: the TLS scenario's certificate is self-signed.
+    let caps = json!({
+        "acceptInsecureCerts": true,
+        "goog:chromeOptions": {"binary": "/usr/bin/chromium", "args": args},
+    });
     let Value::Object(caps) = caps else {
         unreachable!()
     };
@@ -1085,10 +1110,116 @@ async fn theme_toggle_switches_and_persists(c: &Client, dev: &Dev) -> anyhow::Re
     nothing_left_the_host(c).await
 }
 
+/// The console of an admin port that serves TLS: the page, its files and
+/// its gRPC-Web calls all go over https to the same origin, as HTTP/2
+/// (ALPN); the token prompt and the live list work as over plain HTTP.
+/// A client that offers only HTTP/1.1 by ALPN (an Ingress re-encrypting
+/// to its backend, `curl --http1.1`) is served too.
+async fn console_over_tls(c: &Client, dev: &Dev) -> anyhow::Result<()> {
+    let origin = dev
+        .console
+        .strip_suffix('/')
+        .filter(|o| o.starts_with("https://127.0.0.1:"))
+        .ok_or_else(|| anyhow::anyhow!("weft dev printed the console at {}", dev.console))?
+        .to_string();
+    let hello = std::fs::read_to_string(root().join("examples/hello.yaml"))?;
+    let out = kubectl_create(&dev.kubeconfig, &hello).await;
+    let name = out
+        .split_whitespace()
+        .next()
+        .and_then(|s| s.strip_prefix("workflow.weft.dev/"))
+        .ok_or_else(|| anyhow::anyhow!("kubectl said {out:?}"))?
+        .to_string();
+    c.goto(&dev.console).await?;
+    find(c, "[data-testid=token-input]")
+        .await?
+        .send_keys(TOKEN)
+        .await?;
+    find(c, "[data-testid=token-submit]").await?.click().await?;
+    let row = format!("[data-testid=workflow-row][data-name='{name}']");
+    until(
+        c,
+        "the submitted workflow's row turns Succeeded",
+        &format!("return document.querySelector(\"{row}\")?.dataset.phase === 'Succeeded';"),
+    )
+    .await?;
+    let requests = c
+        .execute(
+            "return [...performance.getEntriesByType('navigation'), ...performance.getEntriesByType('resource')]\
+               .map(e => ({name: e.name, type: e.initiatorType ?? 'navigation', protocol: e.nextHopProtocol}));",
+            vec![],
+        )
+        .await?;
+    let requests = requests.as_array().cloned().unwrap_or_default();
+    anyhow::ensure!(
+        requests.iter().any(|r| r["type"] == "fetch"
+            && r["name"]
+                .as_str()
+                .is_some_and(|n| n.contains("/weft.admin.v1.AdminService/"))),
+        "the gRPC-Web calls are among the requests: {requests:?}"
+    );
+    for r in &requests {
+        anyhow::ensure!(
+            r["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with(&format!("{origin}/")))
+                && r["protocol"] == "h2",
+            "every request goes to {origin} over HTTP/2: {r}"
+        );
+    }
+    nothing_left_the_host(c).await?;
+    let port: u16 = origin.rsplit(':').next().unwrap_or("").parse()?;
+    let cert = dev.cert.as_deref().unwrap_or("");
+    let (alpn, head, body) = get_over_http1_tls(port, cert).await?;
+    anyhow::ensure!(
+        alpn.as_deref() == Some(&b"http/1.1"[..])
+            && head.starts_with("HTTP/1.1 200")
+            && body.contains("<div id=\"root\""),
+        "an HTTP/1.1-only client gets the console: ALPN {alpn:?}, {head:?}"
+    );
+    Ok(())
+}
+
+/// GET / over TLS offering only `http/1.1` by ALPN, trusting `cert_pem`:
+/// the protocol the server chose, the response head and body.
+async fn get_over_http1_tls(
+    port: u16,
+    cert_pem: &str,
+) -> anyhow::Result<(Option<Vec<u8>>, String, String)> {
+    use rustls_pki_types::pem::PemObject as _;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    use tokio_rustls::rustls;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pki_types::CertificateDer::pem_slice_iter(cert_pem.as_bytes()) {
+        roots.add(cert?)?;
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+    let server = rustls_pki_types::ServerName::try_from("127.0.0.1")?;
+    let mut tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+        .connect(server, tcp)
+        .await?;
+    let alpn = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
+    tls.write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        .await?;
+    let mut response = Vec::new();
+    // The server may close without close_notify once it answered.
+    let _ = tls.read_to_end(&mut response).await;
+    let response = String::from_utf8_lossy(&response);
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    Ok((alpn, head.to_string(), body.to_string()))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_console_in_a_real_browser() {
-    let dev = weft_dev().await;
-    let b = browser().await;
+    // The second `weft dev` serves its admin port (and so the console)
+    // over TLS; both start while the browser does.
+    let (dev, tls_dev, b) = tokio::join!(weft_dev(false), weft_dev(true), browser());
     let c = &b.c;
     scenario(c, "token_is_required", token_is_required(c, &dev)).await;
     scenario(c, "list", list_shows_a_submitted_workflow(c, &dev)).await;
@@ -1105,5 +1236,6 @@ async fn the_console_in_a_real_browser() {
     scenario(c, "keyboard", keyboard_opens_and_closes(c, &dev)).await;
     scenario(c, "sub_workflow", sub_workflow_opens_in_place(c, &dev)).await;
     scenario(c, "theme", theme_toggle_switches_and_persists(c, &dev)).await;
+    scenario(c, "tls", console_over_tls(c, &tls_dev)).await;
     b.c.clone().close().await.unwrap();
 }

@@ -15,7 +15,7 @@ use anyhow::Context as _;
 use http::HeaderValue;
 use kube::Client;
 use serde::Deserialize;
-use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
+use tonic::transport::Server;
 use weft_plugin::Registry;
 
 use crate::controller::metrics::Metrics;
@@ -24,6 +24,7 @@ pub mod assets;
 pub mod chain;
 pub mod console;
 pub mod service;
+pub mod tls;
 
 pub use chain::{Caller, Chain, Selection};
 pub use service::{AdminService, Authorization};
@@ -110,26 +111,6 @@ impl AdminConfig {
         serde_yaml::from_str(&text)
             .with_context(|| format!("admin config {}: invalid", path.display()))
     }
-
-    fn tls(&self) -> anyhow::Result<Option<ServerTlsConfig>> {
-        let Some(tls) = &self.tls else {
-            return Ok(None);
-        };
-        let read = |p: &Path, what: &str| {
-            std::fs::read(p)
-                .with_context(|| format!("admin TLS {what} {}: cannot read", p.display()))
-        };
-        let mut config = ServerTlsConfig::new().identity(Identity::from_pem(
-            read(&tls.cert, "certificate")?,
-            read(&tls.key, "key")?,
-        ));
-        if let Some(ca) = &tls.client_ca {
-            config = config
-                .client_ca_root(Certificate::from_pem(read(ca, "client CA")?))
-                .client_auth_optional(tls.client_auth_optional);
-        }
-        Ok(Some(config))
-    }
 }
 
 /// A running admin server.
@@ -193,13 +174,11 @@ pub async fn serve(
         .await
         .with_context(|| format!("admin API: cannot listen on {}", config.listen))?;
     let addr = listener.local_addr()?;
-    let mut builder = Server::builder();
-    if let Some(tls) = config.tls()? {
-        builder = builder.tls_config(tls).context("admin API: TLS")?;
-    }
+    let tls_config = config.tls.as_ref().map(tls::server_config).transpose()?;
     // HTTP/1.1 for browsers: the console's files and gRPC-Web calls,
-    // which go through the same services (and middleware) as gRPC.
-    let router = builder
+    // which go through the same services (and middleware) as gRPC. With
+    // TLS, ALPN offers both (see `tls`), so they work there too.
+    let router = Server::builder()
         .accept_http1(true)
         .layer(assets::ConsoleLayer)
         .layer(tonic_web::GrpcWebLayer::new())
@@ -210,8 +189,15 @@ pub async fn serve(
         .add_service(reflection)
         .add_service(reflection_v1alpha)
         .add_service(admin);
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
-    let task = tokio::spawn(router.serve_with_incoming_shutdown(incoming, shutdown));
+    let task = match tls_config {
+        Some(c) => tokio::spawn(
+            router.serve_with_incoming_shutdown(tls::incoming(listener, c), shutdown),
+        ),
+        None => tokio::spawn(router.serve_with_incoming_shutdown(
+            tokio_stream::wrappers::TcpListenerStream::new(listener),
+            shutdown,
+        )),
+    };
     tracing::info!(%addr, tls = config.tls.is_some(), "serving the admin API");
     Ok(AdminServer {
         addr,
