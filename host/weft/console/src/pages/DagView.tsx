@@ -454,7 +454,6 @@ const DagNode = memo(function DagNode({ node, path, box, selected, expanded, exp
       role="button"
       aria-label={`${node.id}, ${node.phase || "Pending"}${node.message ? `: ${node.message}` : ""}`}
       aria-expanded={expandable ? expanded : undefined}
-      aria-keyshortcuts={expandable ? "Space + -" : undefined}
       data-testid="dag-node"
       data-node={path}
       data-id={node.id}
