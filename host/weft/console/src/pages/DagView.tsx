@@ -357,7 +357,9 @@ function LevelLayer(props: DagViewProps & { level: GraphLevel<NodeExecution>; la
         <DagNode
           node={n}
           path={path}
-          box={group ? headerBox(box.width) : box}
+          // A group that just closed keeps its big box until the next
+          // layout lands: draw only its header meanwhile.
+          box={group || layout.groups.has(n.id) ? headerBox(box.width) : box}
           selected={selected === path}
           expanded={isExp && expandable}
           expandable={expandable}
