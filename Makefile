@@ -56,6 +56,7 @@ plugin-tests:
 	cd plugins && CARGO_TARGET_DIR=target-native cargo test --locked -q $(addprefix -p weft-plugin-,auth-token request-id rate-limit audit spark k8s-resource)
 	bash sdk/c/test.sh
 	cd sdk/python/examples/rayjob && PYTHONPATH=../.. python3 -m unittest -q
+	cd sdk/python && python3 -m unittest discover -q -s tests
 	cd sdk/js/examples/k8s-job && node --import ../../testing/register.js --test
 	cd sdk/js/template && node --import ../testing/register.js --test
 	cd host/weft/console && { test -d node_modules || npm ci --no-audit --no-fund; } && npm test

@@ -32,6 +32,9 @@
 import { log as hostLog } from 'weft:plugin/log@0.1.0';
 import * as hostClock from 'weft:plugin/clock@0.1.0';
 import * as hostState from 'weft:plugin/state@0.1.0';
+// What build.sh knows: whether this is the component (false under the native
+// test hooks) and the plugin's task.json (or null), for the warm-up.
+import { inComponent, sampleTask } from 'weft-plugin-sdk/build';
 
 // ---------------------------------------------------------------------------
 // Host imports
@@ -39,8 +42,13 @@ import * as hostState from 'weft:plugin/state@0.1.0';
 
 const LEVELS = ['trace', 'debug', 'info', 'warn', 'error'];
 
+// True while the build-time warm-up runs (see warmUp below): the host's
+// imports cannot be called yet, so log, clock and state answer without them.
+let warming = false;
+
 function logAt(level, message) {
-  hostLog(LEVELS.includes(level) ? level : 'info', String(message));
+  const line = String(message);
+  if (!warming) hostLog(LEVELS.includes(level) ? level : 'info', line);
 }
 
 /** Log lines that land in the host's log under the plugin's name, with a
@@ -57,9 +65,9 @@ export const log = {
 /** The host's clocks (a plugin needs no WASI for the time). */
 export const clock = {
   /** Wall-clock milliseconds since the Unix epoch, a Number. */
-  nowMillis: () => Number(hostClock.nowMillis()),
+  nowMillis: () => (warming ? 0 : Number(hostClock.nowMillis())),
   /** Monotonic nanoseconds, a BigInt (for durations inside one call). */
-  monotonicNanos: () => BigInt(hostClock.monotonicNanos()),
+  monotonicNanos: () => (warming ? 0n : BigInt(hostClock.monotonicNanos())),
 };
 
 const encoder = new TextEncoder();
@@ -70,6 +78,7 @@ const decoder = new TextDecoder();
 export const state = {
   /** The value (a Uint8Array), or undefined when missing or expired. */
   get(key) {
+    if (warming) return undefined;
     const v = hostState.get(key);
     return v == null ? undefined : v;
   },
@@ -82,6 +91,7 @@ export const state = {
    * `ttlMillis`. Throws an Error when the host refuses it (too large). */
   set(key, value, ttlMillis) {
     const bytes = typeof value === 'string' ? encoder.encode(value) : value;
+    if (warming) return;
     try {
       hostState.set(key, bytes, ttlMillis == null ? undefined : BigInt(ttlMillis));
     } catch (e) {
@@ -91,6 +101,7 @@ export const state = {
   },
   /** Removes a key; removing a missing key is not an error. */
   delete(key) {
+    if (warming) return;
     hostState['delete'](key);
   },
 };
@@ -362,17 +373,32 @@ const ABORTS = new Set(['delete', 'leave']);
  *   or a function returning it; the default deletes on abort and keeps the
  *   resource once the task finished.
  *
+ * - `warmUp` (optional): `false`, or a task as in task.json (see below).
+ *
  * Bind it as `export const k8sTask = definePlugin({...})` in the entry
  * module. The returned object keeps `spec` as `.impl` for unit tests.
+ *
+ * In the component, once the entry module has been evaluated (at build
+ * time, under wizer), the SDK warms the plugin up: it calls properties,
+ * buildResource and getTaskPhase a few times on a sample task (`spec.warmUp`
+ * when it is an object, else the plugin's task.json, else an empty task),
+ * so that the engine's first-run work on those paths (shapes, atoms,
+ * compiled regular expressions, the SDK's own paths) is in the snapshot
+ * every instance starts from rather than in every call. While it runs,
+ * log lines are dropped, the clocks read 0 and state is empty, and
+ * whatever the plugin throws is ignored. What the calls leave in module
+ * variables is in every instance: pass `warmUp: false` for a plugin that
+ * must start each call from its module as evaluated.
  */
 export function definePlugin(spec) {
   if (!spec || typeof spec.buildResource !== 'function' || typeof spec.getTaskPhase !== 'function') {
     throw new TypeError('definePlugin needs buildResource(ctx) and getTaskPhase(ctx, observed)');
   }
-  return {
+  const exported = {
     impl: spec,
 
     properties() {
+      served = true;
       const p = (typeof spec.properties === 'function' ? spec.properties() : spec.properties) ?? {};
       const abort = p.abort ?? 'delete';
       if (!ABORTS.has(abort)) throw new TypeError(`properties.abort must be 'delete' or 'leave', not ${abort}`);
@@ -380,6 +406,7 @@ export function definePlugin(spec) {
     },
 
     buildResource(ctx) {
+      served = true;
       return guarded('build-resource', () => {
         const obj = spec.buildResource(TaskContext.fromWit(ctx));
         if (typeof obj === 'string') return obj; // already serialized
@@ -389,6 +416,7 @@ export function definePlugin(spec) {
     },
 
     getTaskPhase(ctx, observed) {
+      served = true;
       return guarded('get-task-phase', () => {
         let obj;
         try {
@@ -411,4 +439,68 @@ export function definePlugin(spec) {
       });
     },
   };
+  if (inComponent && spec.warmUp !== false) {
+    const task = isObject(spec.warmUp) ? spec.warmUp : sampleTask;
+    // After the whole entry module has run (wizer runs pending jobs before
+    // it snapshots), so the plugin's own top-level bindings exist.
+    Promise.resolve().then(() => warmUp(exported, isObject(task) ? task : {}));
+  }
+  return exported;
+}
+
+// ---------------------------------------------------------------------------
+// The build-time warm-up
+// ---------------------------------------------------------------------------
+
+// Rounds of calls: enough for every path of a call to have run more than
+// once, as it has on an instance that served a few calls.
+const WARM_UP_ROUNDS = 4;
+
+// Set by every call of an export: a warm-up that did not run at build time
+// never runs later, inside an instance serving calls.
+let served = false;
+
+const WARM_UP_OBSERVED = JSON.stringify({
+  apiVersion: 'v1',
+  kind: 'Warmup',
+  metadata: { name: 'warm-up-task-0', namespace: 'default', labels: {} },
+  status: { phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }] },
+});
+
+// Calls the export as the host would, with a WIT-shaped context built from
+// `task` (a sample from the plugin's sources, never data of a real call).
+function warmUp(exported, task) {
+  if (served) return;
+  const text = (v, dflt) => (typeof v === 'string' && v !== '' ? v : dflt);
+  const json = (v) => JSON.stringify(isObject(v) ? v : {});
+  const ctx = {
+    workflow: text(task.workflow, 'warm-up'),
+    namespace: text(task.namespace, 'default'),
+    nodeId: text(task.nodeId, 'task'),
+    attempt: 0,
+    taskType: text(task.taskType, ''),
+    config: json(task.config),
+    inputs: json(task.inputs),
+    resourceName: 'warm-up-task-0',
+    labels: [['weft.dev/workflow', 'warm-up'], ['weft.dev/node', 'task']],
+    pluginConfig: '{}',
+  };
+  warming = true;
+  try {
+    for (let i = 0; i < WARM_UP_ROUNDS; i++) {
+      for (const call of [
+        () => exported.properties(),
+        () => exported.buildResource(ctx),
+        () => exported.getTaskPhase(ctx, WARM_UP_OBSERVED),
+      ]) {
+        try {
+          call();
+        } catch {
+          // A warm-up call may fail (a sample without the config it needs).
+        }
+      }
+    }
+  } finally {
+    warming = false;
+  }
 }

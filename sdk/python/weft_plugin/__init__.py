@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from . import _host, clock, log, state
+from . import _host, _warm, clock, log, state
 from ._host import in_component
 
 __all__ = [
@@ -441,13 +441,26 @@ def _guarded(call: str, fn: Callable[[], Any]) -> Any:
         raise
 
 
-def export(plugin: Any) -> type:
+def export(plugin: Any, warm_up: Any = True) -> type:
     """The class componentize-py exports for the ``k8s-task`` interface.
 
     ``plugin`` is a :class:`TaskPlugin` subclass (or instance). Bind the
-    result to the name ``K8sTask`` at the top level of the module you build::
+    result to the name ``K8sTask`` at the top level of the module you build,
+    below everything the plugin uses::
 
         K8sTask = weft_plugin.export(MyPlugin)
+
+    Inside the component (that is, at build time) it then warms the plugin
+    up: it calls ``properties``, ``build_resource`` and ``get_task_phase`` a
+    few times on a sample task, so that CPython's first-run work on those
+    code paths is in the snapshot every instance starts from rather than
+    in every call (see ``weft_plugin/_warm.py``). The sample is
+    ``warm_up`` when it is a dict (a task as in ``task.json``), else the
+    ``task.json`` next to the plugin's module, else an empty task. While it
+    runs, log lines are dropped, the clocks read 0 and state is empty, and
+    whatever the plugin raises is ignored. What the calls leave in module
+    globals is in every instance; pass ``warm_up=False`` for a plugin that
+    must start each call from its globals as imported.
     """
     impl = plugin() if isinstance(plugin, type) else plugin
     # Inside the component, the generated protocol; natively, nothing to export.
@@ -502,4 +515,6 @@ def export(plugin: Any) -> type:
 
     K8sTask.__qualname__ = K8sTask.__name__ = "K8sTask"
     K8sTask.plugin = impl  # for tests: weft_plugin.export(P).plugin
+    if warm_up is not False and in_component():
+        _warm.warm_up(K8sTask, impl, warm_up if isinstance(warm_up, dict) else None)
     return K8sTask

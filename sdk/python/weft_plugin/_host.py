@@ -24,6 +24,11 @@ except ImportError:
     _IN_COMPONENT = False
 
 
+# True while the build-time warm-up runs (see weft_plugin._warm): the host's
+# imports do not exist yet, so log, clock and state answer without them.
+warming = False
+
+
 def in_component() -> bool:
     """True inside the built component, False in plain Python (unit tests)."""
     return _IN_COMPONENT

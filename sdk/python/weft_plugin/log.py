@@ -22,8 +22,10 @@ def log(level: str, message: str) -> None:
     if level not in LEVELS:
         level = "info"
     if in_component():
-        _host.wit_log.log(getattr(_host.wit_types.Level, level.upper()), str(message))
-    else:
+        wit_level = getattr(_host.wit_types.Level, level.upper())
+        if not _host.warming:
+            _host.wit_log.log(wit_level, str(message))
+    elif not _host.warming:
         print(f"[{level}] {message}", file=sys.stderr)
 
 

@@ -24,6 +24,8 @@ def _now() -> int:
 
 def get(key: str) -> Optional[bytes]:
     """The value of ``key``; None when missing or expired."""
+    if _host.warming:
+        return None
     if in_component():
         return _host.wit_state.get(key)
     hit = _native.get(key)
@@ -42,6 +44,8 @@ def set(key: str, value: Union[bytes, str], ttl_millis: Optional[int] = None) ->
     or value larger than it allows)."""
     if isinstance(value, str):
         value = value.encode("utf-8")
+    if _host.warming:
+        return
     if in_component():
         try:
             _host.wit_state.set(key, bytes(value), ttl_millis)
@@ -53,6 +57,8 @@ def set(key: str, value: Union[bytes, str], ttl_millis: Optional[int] = None) ->
 
 def delete(key: str) -> None:
     """Removes ``key``; removing a missing key is not an error."""
+    if _host.warming:
+        return
     if in_component():
         _host.wit_state.delete(key)
         return
