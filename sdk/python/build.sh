@@ -121,8 +121,18 @@ if [ "$shim_ok" = 1 ] && shim=$(repro_shim "$work"); then
 elif [ "$shim_ok" = 0 ]; then
   echo "warning: $cpy is neither a Python script nor a binary: this build is not byte-reproducible" >&2
 fi
-${repro[@]+"${repro[@]}"} "${cpy_cmd[@]}" -q -d "$wit" -w "$world" componentize "$module" \
-  "${paths[@]}" -o "$out.tmp"
+# The same stdio whoever runs the build: CPython sets up sys.stdin/stdout/
+# stderr from what those are (a terminal, a pipe, /dev/null, a file) while
+# componentize-py snapshots it, so a caller's stdin or stdout used to change
+# the digest (a `while read` loop's here-string in .ci/build-sdk-examples.sh,
+# a log file in .ci/check-reproducible.sh). Its output is shown afterwards.
+log=$work/componentize.log
+if ! ${repro[@]+"${repro[@]}"} "${cpy_cmd[@]}" -q -d "$wit" -w "$world" componentize "$module" \
+    "${paths[@]}" -o "$out.tmp" </dev/null >"$log" 2>&1; then
+  cat "$log" >&2
+  exit 1
+fi
+cat "$log"
 wasm-tools validate "$out.tmp"
 mv "$out.tmp" "$out"
 cp "$manifest" "$out_dir/$name.yaml"
