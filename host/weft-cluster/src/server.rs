@@ -710,10 +710,20 @@ fn watch_response(
         ),
     };
     let (tx, rx) = mpsc::channel::<Bytes>(256);
+    /// What a watch sends before live changes, produced as it is sent.
+    type Backlog = Box<dyn Iterator<Item = Arc<WatchEvent>> + Send>;
     // Subscribe before reading state so nothing falls between the two.
     let (backlog, mut live, mut last) = match rv {
         Some(rv) => match cx.store.subscribe_from(rv) {
-            Ok(sub) => (sub.backlog, sub.rx, rv),
+            Ok(sub) => {
+                let (gr, ns) = (gr.clone(), ns_filter.clone());
+                let parsed = sub
+                    .backlog
+                    .into_iter()
+                    .filter(move |p| p.is_for(&gr, ns.as_deref()))
+                    .filter_map(|p| p.event().map(Arc::new));
+                (Box::new(parsed) as Backlog, sub.rx, rv)
+            }
             Err(oldest) => {
                 let status = ApiError::too_old(rv, oldest).to_status();
                 let line = event_line("ERROR", &status);
@@ -740,7 +750,7 @@ fn watch_response(
                     })
                 })
                 .collect();
-            (initial, live, rev)
+            (Box::new(initial.into_iter()) as Backlog, live, rev)
         }
     };
     tokio::spawn(async move {
@@ -776,8 +786,8 @@ fn watch_response(
             }
             Some(event_line(kind, &obj))
         };
-        for ev in &backlog {
-            if let Some(line) = send(ev)
+        for ev in backlog {
+            if let Some(line) = send(&ev)
                 && tx.send(line).await.is_err()
             {
                 return;

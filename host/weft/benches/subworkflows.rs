@@ -10,7 +10,11 @@
 //! `TREE_NODES=100000 TREE_CHILDREN=25` runs one large tree instead (no
 //! inline run: no single Workflow object holds 100,000 nodes), after the
 //! 1,000-node tree as its reference, and prints the nodes run per second
-//! of both and the largest Workflow object written.
+//! of both and the largest Workflow object written. It prints the
+//! process's resident memory every 30 s; with `HEAP_PROFILE=DIR` it also
+//! writes jemalloc heap profiles there (pprof, as `--profiling-addr`
+//! serves them) each time the resident memory passes another 2 GiB and at
+//! the end, and prints which functions hold the most of it.
 
 mod common;
 
@@ -19,6 +23,16 @@ use std::time::Duration;
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 use weft::api::{Workflow, WorkflowTemplate};
+
+/// The weft binary's allocator, so that memory is measured as it behaves
+/// there, and its heap profiles (inactive unless `HEAP_PROFILE` is set).
+#[global_allocator]
+static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// jemalloc's options, as the weft binary sets them (`src/main.rs`).
+#[allow(non_upper_case_globals, unsafe_code)]
+#[unsafe(export_name = "_rjem_malloc_conf")]
+pub static malloc_conf: &[u8] = b"prof:true,prof_active:false,lg_prof_sample:19\0";
 
 const NODES: usize = 1_000;
 const CHILDREN: usize = 10;
@@ -132,7 +146,13 @@ async fn main() -> anyhow::Result<()> {
         .collect();
     template(&client, "tree", json!({"nodes": children})).await?;
     if let Ok(total) = std::env::var("TREE_NODES") {
+        let heap = std::env::var_os("HEAP_PROFILE").map(std::path::PathBuf::from);
+        let watcher = tokio::spawn(memory::watch(heap.clone()));
         large(&api, total.parse()?).await?;
+        watcher.abort();
+        if let Some(dir) = heap {
+            memory::profile(&dir.join("end.pb.gz")).await?;
+        }
         sim.shutdown().await;
         return Ok(());
     }
@@ -151,4 +171,112 @@ async fn main() -> anyhow::Result<()> {
     );
     sim.shutdown().await;
     Ok(())
+}
+
+/// Resident memory and heap profiles of the bench process (dev cluster,
+/// controller and plugins together).
+mod memory {
+    use std::collections::{HashMap, HashSet};
+    use std::io::Read;
+    use std::path::{Path, PathBuf};
+    use std::time::{Duration, Instant};
+
+    use pprof::protos::{Message, Profile};
+
+    /// The process's resident set in MiB (`VmRSS`).
+    fn rss_mib() -> u64 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map_or(0, |kb| kb / 1024)
+    }
+
+    /// Prints the resident memory every 30 s; with a directory, switches
+    /// heap sampling on and writes a profile each time it passes another
+    /// 2 GiB.
+    pub async fn watch(heap: Option<PathBuf>) {
+        if heap.is_some() {
+            let ctl = jemalloc_pprof::PROF_CTL
+                .as_ref()
+                .expect("jemalloc profiling");
+            ctl.lock().await.activate().expect("heap sampling on");
+        }
+        let start = Instant::now();
+        let (mut peak, mut next_dump) = (0, 2048);
+        loop {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            let rss = rss_mib();
+            peak = peak.max(rss);
+            println!(
+                "memory after {:?}: {rss} MiB resident (peak {peak})",
+                start.elapsed()
+            );
+            if let Some(dir) = heap.as_ref().filter(|_| rss >= next_dump) {
+                let _ = profile(&dir.join(format!("{next_dump}mib.pb.gz"))).await;
+                next_dump += 2048;
+            }
+        }
+    }
+
+    /// Writes jemalloc's heap profile to `path` and prints the functions
+    /// whose stacks hold the most bytes (each function counted once per
+    /// stack, so callers include their callees).
+    pub async fn profile(path: &Path) -> anyhow::Result<()> {
+        let ctl = jemalloc_pprof::PROF_CTL
+            .as_ref()
+            .expect("jemalloc profiling");
+        let gz = ctl.lock().await.dump_pprof()?;
+        std::fs::create_dir_all(path.parent().unwrap_or(Path::new(".")))?;
+        std::fs::write(path, &gz)?;
+        let mut raw = Vec::new();
+        flate2::read::GzDecoder::new(gz.as_slice()).read_to_end(&mut raw)?;
+        let p = Profile::decode(raw.as_slice())?;
+        let total: i64 = p.sample.iter().map(|s| s.value[0]).sum();
+        println!(
+            "heap profile {}: {} MiB in use (sampled); the functions holding most:",
+            path.display(),
+            total >> 20
+        );
+        for (name, bytes) in top(&p, 40) {
+            println!("  {:>7} MiB  {name}", bytes >> 20);
+        }
+        Ok(())
+    }
+
+    /// The `n` functions with the most in-use bytes under them.
+    fn top(p: &Profile, n: usize) -> Vec<(String, i64)> {
+        let name = |f: u64| {
+            let func = p.function.iter().find(|x| x.id == f);
+            func.map_or_else(String::new, |x| p.string_table[x.name as usize].clone())
+        };
+        let loc: HashMap<u64, Vec<String>> = p
+            .location
+            .iter()
+            .map(|l| (l.id, l.line.iter().map(|x| name(x.function_id)).collect()))
+            .collect();
+        let mut held: HashMap<String, i64> = HashMap::new();
+        for s in &p.sample {
+            let names: HashSet<&String> = s
+                .location_id
+                .iter()
+                .filter_map(|id| loc.get(id))
+                .flatten()
+                .collect();
+            for f in names {
+                *held.entry(short(f)).or_default() += s.value[0];
+            }
+        }
+        let mut v: Vec<_> = held.into_iter().collect();
+        v.sort_by_key(|x| std::cmp::Reverse(x.1));
+        v.truncate(n);
+        v
+    }
+
+    /// A function's name without its hash suffix, at most 140 characters.
+    fn short(name: &str) -> String {
+        let n = name.rsplit_once("::h").map_or(name, |(a, _)| a);
+        n.chars().take(140).collect()
+    }
 }

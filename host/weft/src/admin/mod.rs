@@ -190,9 +190,9 @@ pub async fn serve(
         .add_service(reflection_v1alpha)
         .add_service(admin);
     let task = match tls_config {
-        Some(c) => tokio::spawn(
-            router.serve_with_incoming_shutdown(tls::incoming(listener, c), shutdown),
-        ),
+        Some(c) => {
+            tokio::spawn(router.serve_with_incoming_shutdown(tls::incoming(listener, c), shutdown))
+        }
         None => tokio::spawn(router.serve_with_incoming_shutdown(
             tokio_stream::wrappers::TcpListenerStream::new(listener),
             shutdown,

@@ -213,6 +213,8 @@ impl Children {
         let task = tokio::spawn(async move {
             let mut events = watcher(api, config)
                 .default_backoff()
+                // Unread, and as large as a pod's spec: not kept in the cache.
+                .modify(|o| o.metadata.managed_fields = None)
                 .reflect(writer)
                 .touched_objects()
                 .boxed();

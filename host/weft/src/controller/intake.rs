@@ -45,7 +45,10 @@ pub fn workflows(
         .filter_map(move |ev| {
             let (ctx, reported) = (ctx.clone(), reported.clone());
             async move { decode_event(ev, &ctx, &reported).await }
-        });
+        })
+        // Nothing reads them, and a large status's field list nearly
+        // doubles the cached object (controller-runtime strips them too).
+        .modify(|wf| wf.metadata.managed_fields = None);
     let (reader, writer) = reflector::store();
     let mut seen = std::collections::HashMap::new();
     let stream = reflector::reflector(writer, decoded)
