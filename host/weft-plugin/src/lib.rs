@@ -31,6 +31,7 @@
 pub mod bindings;
 pub mod breaker;
 pub mod conformance;
+pub mod egress;
 pub mod engine;
 pub mod fuzz;
 mod host;

@@ -1,0 +1,276 @@
+//! Outbound HTTP a plugin may make: denied unless allowed (issue 20).
+//!
+//! A web-API task plugin declares in its manifest which hosts, ports and
+//! methods it calls (`egress.allow`); the operator may narrow that in the
+//! plugin's settings (a request must then match both lists). Anything else
+//! is refused before a connection is opened, with an error that names the
+//! plugin, the method and the URL.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// One allowed destination, as written in a manifest or by an operator.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Rule {
+    /// A host name or address: exact (`api.example.com`, `127.0.0.1`), a
+    /// subdomain wildcard (`*.example.com`, which does not match
+    /// `example.com` itself), or `*` for any host.
+    pub host: String,
+    /// Allowed ports; empty means the scheme's default port only.
+    #[serde(default)]
+    pub ports: Vec<u16>,
+    /// Allowed methods, upper case; empty means GET only.
+    #[serde(default)]
+    pub methods: Vec<String>,
+    /// Allowed schemes; empty means https only.
+    #[serde(default)]
+    pub schemes: Vec<String>,
+}
+
+/// A request the policy judges.
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'a> {
+    /// `GET`, `POST`, ...
+    pub method: &'a str,
+    /// `http` or `https`.
+    pub scheme: &'a str,
+    /// The host, lower case, without the port.
+    pub host: &'a str,
+    /// The port, the scheme's default when the URL names none.
+    pub port: u16,
+}
+
+impl Rule {
+    /// Checks the rule's own fields; the problem names what is wrong.
+    pub fn validate(&self) -> Result<(), String> {
+        let h = &self.host;
+        let body = h.strip_prefix("*.").unwrap_or(h);
+        if h.is_empty() || (h != "*" && (body.is_empty() || body.contains(['*', '/', ':', ' ']))) {
+            return Err(format!(
+                "host {h:?} must be a name, an address, *.domain or *"
+            ));
+        }
+        if let Some(m) = self.methods.iter().find(|m| !is_method(m)) {
+            return Err(format!("method {m:?} is not an upper-case HTTP method"));
+        }
+        if let Some(s) = self
+            .schemes
+            .iter()
+            .find(|s| !matches!(s.as_str(), "http" | "https"))
+        {
+            return Err(format!("scheme {s:?} must be http or https"));
+        }
+        if self.ports.contains(&0) {
+            return Err("port 0 is not a port".into());
+        }
+        Ok(())
+    }
+
+    fn matches(&self, r: &Request<'_>) -> bool {
+        let scheme = if self.schemes.is_empty() {
+            r.scheme == "https"
+        } else {
+            self.schemes.iter().any(|s| s == r.scheme)
+        };
+        let port = if self.ports.is_empty() {
+            Some(r.port) == default_port(r.scheme)
+        } else {
+            self.ports.contains(&r.port)
+        };
+        let method = if self.methods.is_empty() {
+            r.method == "GET"
+        } else {
+            self.methods.iter().any(|m| m == r.method)
+        };
+        scheme && port && method && host_matches(&self.host, r.host)
+    }
+}
+
+fn is_method(m: &str) -> bool {
+    !m.is_empty() && m.bytes().all(|b| b.is_ascii_uppercase())
+}
+
+fn default_port(scheme: &str) -> Option<u16> {
+    match scheme {
+        "http" => Some(80),
+        "https" => Some(443),
+        _ => None,
+    }
+}
+
+fn host_matches(pattern: &str, host: &str) -> bool {
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    let pattern = pattern.to_ascii_lowercase();
+    match pattern.strip_prefix("*.") {
+        _ if pattern == "*" => true,
+        Some(domain) => host
+            .strip_suffix(domain)
+            .is_some_and(|sub| sub.len() > 1 && sub.ends_with('.')),
+        None => host == pattern,
+    }
+}
+
+/// Why a request was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("plugin {plugin} may not {method} {url}: {why}")]
+pub struct Denied {
+    /// The plugin that asked.
+    pub plugin: String,
+    /// The method it asked for.
+    pub method: String,
+    /// The URL it asked for.
+    pub url: String,
+    /// Which list refused it.
+    pub why: String,
+}
+
+/// The lists that decide a plugin's requests.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Policy {
+    /// The manifest's `egress.allow`: empty allows nothing.
+    pub manifest: Vec<Rule>,
+    /// The operator's narrowing; `None` leaves the manifest's list as is.
+    pub operator: Option<Vec<Rule>>,
+}
+
+impl Policy {
+    /// Allows the request or says which list refused it.
+    pub fn check(&self, plugin: &str, url: &str, r: &Request<'_>) -> Result<(), Denied> {
+        let denied = |why: &str| Denied {
+            plugin: plugin.into(),
+            method: r.method.into(),
+            url: url.into(),
+            why: why.into(),
+        };
+        if !self.manifest.iter().any(|rule| rule.matches(r)) {
+            return Err(denied(if self.manifest.is_empty() {
+                "its manifest allows no outbound HTTP (egress.allow)"
+            } else {
+                "not in its manifest's egress.allow"
+            }));
+        }
+        match &self.operator {
+            Some(rules) if !rules.iter().any(|rule| rule.matches(r)) => {
+                Err(denied("not in the operator's egress.allow for this plugin"))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let list = |v: &[String], d: &str| {
+            if v.is_empty() {
+                d.to_string()
+            } else {
+                v.join(",")
+            }
+        };
+        let ports: Vec<String> = self.ports.iter().map(u16::to_string).collect();
+        write!(
+            f,
+            "{} {}://{}:{}",
+            list(&self.methods, "GET"),
+            list(&self.schemes, "https"),
+            self.host,
+            list(&ports, "default")
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(host: &str, ports: &[u16], methods: &[&str], schemes: &[&str]) -> Rule {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect();
+        Rule {
+            host: host.into(),
+            ports: ports.to_vec(),
+            methods: s(methods),
+            schemes: s(schemes),
+        }
+    }
+
+    fn req<'a>(method: &'a str, scheme: &'a str, host: &'a str, port: u16) -> Request<'a> {
+        Request {
+            method,
+            scheme,
+            host,
+            port,
+        }
+    }
+
+    #[test]
+    fn defaults_are_get_over_https_on_443() {
+        let r = rule("api.example.com", &[], &[], &[]);
+        assert!(r.matches(&req("GET", "https", "api.example.com", 443)));
+        assert!(r.matches(&req("GET", "https", "API.Example.com.", 443)));
+        assert!(!r.matches(&req("POST", "https", "api.example.com", 443)));
+        assert!(!r.matches(&req("GET", "http", "api.example.com", 80)));
+        assert!(!r.matches(&req("GET", "https", "api.example.com", 8443)));
+        assert!(!r.matches(&req("GET", "https", "evil.com", 443)));
+    }
+
+    #[test]
+    fn wildcards_match_subdomains_only() {
+        let r = rule("*.example.com", &[443], &["GET"], &["https"]);
+        assert!(r.matches(&req("GET", "https", "a.example.com", 443)));
+        assert!(r.matches(&req("GET", "https", "a.b.example.com", 443)));
+        assert!(!r.matches(&req("GET", "https", "example.com", 443)));
+        assert!(!r.matches(&req("GET", "https", "badexample.com", 443)));
+        let any = rule("*", &[8265], &["GET", "POST"], &["http"]);
+        assert!(any.matches(&req("POST", "http", "10.0.0.1", 8265)));
+        assert!(!any.matches(&req("DELETE", "http", "10.0.0.1", 8265)));
+    }
+
+    #[test]
+    fn the_operator_narrows_and_denials_name_plugin_url_and_list() {
+        let mut p = Policy {
+            manifest: vec![rule("*", &[8265], &["GET", "POST"], &["http"])],
+            operator: None,
+        };
+        let url = "http://10.1.2.3:8265/api/jobs/";
+        let r = req("POST", "http", "10.1.2.3", 8265);
+        assert_eq!(p.check("ray-job", url, &r), Ok(()));
+        p.operator = Some(vec![rule(
+            "ray-head.ray",
+            &[8265],
+            &["GET", "POST"],
+            &["http"],
+        )]);
+        let e = p.check("ray-job", url, &r).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "plugin ray-job may not POST http://10.1.2.3:8265/api/jobs/: not in the operator's egress.allow for this plugin"
+        );
+        let ok = req("POST", "http", "ray-head.ray", 8265);
+        assert_eq!(p.check("ray-job", "http://ray-head.ray:8265/", &ok), Ok(()));
+        let none = Policy::default();
+        let e = none.check("http", "https://x.org/", &req("GET", "https", "x.org", 443));
+        assert!(e.unwrap_err().why.contains("allows no outbound HTTP"));
+    }
+
+    #[test]
+    fn bad_rules_are_refused_naming_the_field() {
+        for (r, what) in [
+            (rule("", &[], &[], &[]), "host"),
+            (rule("a*.com", &[], &[], &[]), "host"),
+            (rule("h:80", &[], &[], &[]), "host"),
+            (rule("h", &[], &["get"], &[]), "method"),
+            (rule("h", &[], &[], &["ftp"]), "scheme"),
+            (rule("h", &[0], &[], &[]), "port"),
+        ] {
+            let e = r.validate().unwrap_err();
+            assert!(e.contains(what), "{e}");
+        }
+        assert_eq!(rule("*.a.b", &[1], &["PUT"], &["http"]).validate(), Ok(()));
+        assert_eq!(
+            rule("h", &[], &[], &[]).to_string(),
+            "GET https://h:default"
+        );
+    }
+}
