@@ -7,8 +7,79 @@
 //! plugin, the method and the URL.
 
 use std::fmt;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+
+/// A web-API plugin's outbound HTTP, as its manifest's `egress` states it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Egress {
+    /// Where it may go (`egress.allow`); empty allows nothing.
+    pub allow: Vec<Rule>,
+    /// How long one request may take, connection to last byte.
+    pub timeout: Duration,
+    /// The largest response body the host reads, in bytes.
+    pub max_response: u64,
+    /// How many requests of this plugin may be open at once.
+    pub concurrency: u32,
+}
+
+impl Default for Egress {
+    fn default() -> Self {
+        Egress {
+            allow: Vec::new(),
+            timeout: Duration::from_secs(30),
+            max_response: 1 << 20,
+            concurrency: 4,
+        }
+    }
+}
+
+/// `egress` as written in a manifest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RawEgress {
+    #[serde(default)]
+    allow: Vec<Rule>,
+    #[serde(default)]
+    timeout: Option<String>,
+    #[serde(default)]
+    max_response: Option<String>,
+    #[serde(default)]
+    concurrency: Option<u32>,
+}
+
+impl RawEgress {
+    /// Validates it; an error names the field (`egress.allow[1]`, ...).
+    pub fn parse(self) -> Result<Egress, (String, String)> {
+        let mut e = Egress::default();
+        for (i, rule) in self.allow.iter().enumerate() {
+            rule.validate()
+                .map_err(|p| (format!("egress.allow[{i}]"), p))?;
+        }
+        e.allow = self.allow;
+        if let Some(t) = self.timeout {
+            e.timeout = humantime::parse_duration(&t)
+                .ok()
+                .filter(|d| !d.is_zero() && *d <= Duration::from_secs(600))
+                .ok_or_else(|| {
+                    let p = format!("{t:?} must be a duration above zero and at most 10m");
+                    ("egress.timeout".to_string(), p)
+                })?;
+        }
+        if let Some(m) = self.max_response {
+            e.max_response = crate::manifest::parse_quantity(&m)
+                .map_err(|p| ("egress.maxResponse".to_string(), p))?;
+        }
+        if let Some(c) = self.concurrency {
+            if c == 0 {
+                return Err(("egress.concurrency".into(), "must be at least 1".into()));
+            }
+            e.concurrency = c;
+        }
+        Ok(e)
+    }
+}
 
 /// One allowed destination, as written in a manifest or by an operator.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -252,6 +323,30 @@ mod tests {
         let none = Policy::default();
         let e = none.check("http", "https://x.org/", &req("GET", "https", "x.org", 443));
         assert!(e.unwrap_err().why.contains("allows no outbound HTTP"));
+    }
+
+    #[test]
+    fn manifest_settings_default_and_name_bad_fields() {
+        let raw: RawEgress = serde_yaml::from_str(
+            "allow: [{host: '*', ports: [8265], methods: [GET, POST], schemes: [http]}]",
+        )
+        .unwrap();
+        let e = raw.parse().unwrap();
+        assert_eq!(
+            (e.timeout, e.max_response, e.concurrency),
+            (Duration::from_secs(30), 1 << 20, 4)
+        );
+        assert_eq!(e.allow[0].ports, [8265]);
+        for (text, field) in [
+            ("allow: [{host: ok}, {host: 'a b'}]", "egress.allow[1]"),
+            ("timeout: soon", "egress.timeout"),
+            ("maxResponse: 1 banana", "egress.maxResponse"),
+            ("concurrency: 0", "egress.concurrency"),
+        ] {
+            let raw: RawEgress = serde_yaml::from_str(text).unwrap();
+            assert_eq!(raw.parse().unwrap_err().0, field, "{text}");
+        }
+        assert!(serde_yaml::from_str::<RawEgress>("alow: []").is_err());
     }
 
     #[test]

@@ -37,7 +37,7 @@ pub enum Error {
         /// Where the manifest came from.
         origin: String,
         /// The offending field, e.g. `limits.memory`.
-        field: &'static str,
+        field: std::borrow::Cow<'static, str>,
         /// What is wrong with it.
         problem: String,
     },
@@ -54,6 +54,10 @@ pub enum World {
     K8sTaskPlugin,
     /// `weft:plugin/middleware-plugin`: a gRPC request policy hook.
     MiddlewarePlugin,
+    /// `weft:plugin/webapi-task-plugin@0.2.0`: runs tasks as jobs of a
+    /// web API over allow-listed outbound HTTP (issue 20; the manifest is
+    /// read and checked, the host does not serve the world yet).
+    WebapiTaskPlugin,
 }
 
 impl World {
@@ -62,6 +66,7 @@ impl World {
         match self {
             World::K8sTaskPlugin => "k8s-task-plugin",
             World::MiddlewarePlugin => "middleware-plugin",
+            World::WebapiTaskPlugin => "webapi-task-plugin",
         }
     }
 
@@ -70,6 +75,7 @@ impl World {
         match self {
             World::K8sTaskPlugin => "weft:plugin/k8s-task@0.1.0",
             World::MiddlewarePlugin => "weft:plugin/middleware@0.1.0",
+            World::WebapiTaskPlugin => "weft:plugin/webapi-task@0.2.0",
         }
     }
 }
@@ -187,6 +193,39 @@ struct RawManifest {
     config: Option<serde_json::Value>,
     #[serde(default)]
     middleware: Option<MiddlewareSettings>,
+    #[serde(default)]
+    egress: Option<crate::egress::RawEgress>,
+    #[serde(default)]
+    poll: Option<RawPoll>,
+}
+
+/// `poll` as written in a manifest.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawPoll {
+    #[serde(default)]
+    initial: Option<String>,
+    #[serde(default)]
+    max: Option<String>,
+}
+
+/// How often the host asks a web-API plugin where a job stands: `initial`
+/// after `create`, doubling up to `max` (Flyte's agents poll the same way).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Poll {
+    /// The first wait.
+    pub initial: Duration,
+    /// The longest wait.
+    pub max: Duration,
+}
+
+impl Default for Poll {
+    fn default() -> Self {
+        Poll {
+            initial: Duration::from_secs(1),
+            max: Duration::from_secs(30),
+        }
+    }
 }
 
 /// A parsed and validated plugin manifest.
@@ -214,6 +253,10 @@ pub struct Manifest {
     pub config: serde_json::Map<String, serde_json::Value>,
     /// Middleware settings (middleware plugins only).
     pub middleware: MiddlewareSettings,
+    /// Outbound HTTP (web-API task plugins only; nothing for the others).
+    pub egress: crate::egress::Egress,
+    /// Polling of `get` (web-API task plugins only).
+    pub poll: Poll,
 }
 
 /// `config` with every `{valueFrom: ...}` value left out, so that no guest
@@ -266,7 +309,7 @@ impl Manifest {
         })?;
         let invalid = |field: &'static str, problem: String| Error::Invalid {
             origin: origin.to_string(),
-            field,
+            field: field.into(),
             problem,
         };
         if let Err(problem) = check_dns_label(&raw.name) {
@@ -307,7 +350,41 @@ impl Manifest {
                     ));
                 }
             }
+            World::WebapiTaskPlugin => {
+                if raw.task_types.is_empty() {
+                    return Err(invalid(
+                        "taskTypes",
+                        "a webapi-task-plugin must serve at least one task type".into(),
+                    ));
+                }
+                if !raw.resources.is_empty() || raw.middleware.is_some() {
+                    return Err(invalid(
+                        "resources",
+                        "a webapi-task-plugin creates no Kubernetes resources and takes no middleware settings".into(),
+                    ));
+                }
+            }
         }
+        if raw.world != World::WebapiTaskPlugin && (raw.egress.is_some() || raw.poll.is_some()) {
+            return Err(invalid(
+                "egress",
+                format!(
+                    "only a webapi-task-plugin makes outbound HTTP (egress, poll); this is a {}",
+                    raw.world
+                ),
+            ));
+        }
+        let egress = raw
+            .egress
+            .map(crate::egress::RawEgress::parse)
+            .transpose()
+            .map_err(|(field, problem)| Error::Invalid {
+                origin: origin.to_string(),
+                field: field.into(),
+                problem,
+            })?
+            .unwrap_or_default();
+        let poll = parse_poll(raw.poll).map_err(|(f, p)| invalid(f, p))?;
         for t in &raw.task_types {
             if let Err(problem) = check_dns_label(t) {
                 return Err(invalid("taskTypes", format!("{t:?}: {problem}")));
@@ -367,6 +444,8 @@ impl Manifest {
             limits,
             config,
             middleware: raw.middleware.unwrap_or_default(),
+            egress,
+            poll,
         })
     }
 
@@ -376,6 +455,31 @@ impl Manifest {
             .iter()
             .any(|r| r.api_version == api_version && r.kind == kind)
     }
+}
+
+/// `poll` with its defaults; `max` must not be below `initial`.
+fn parse_poll(raw: Option<RawPoll>) -> Result<Poll, (&'static str, String)> {
+    let mut poll = Poll::default();
+    let Some(raw) = raw else { return Ok(poll) };
+    let duration = |field: &'static str, text: &str| {
+        humantime::parse_duration(text)
+            .ok()
+            .filter(|d| !d.is_zero() && *d <= Duration::from_secs(3600))
+            .ok_or((
+                field,
+                format!("{text:?} must be a duration above zero and at most 1h"),
+            ))
+    };
+    if let Some(i) = raw.initial {
+        poll.initial = duration("poll.initial", &i)?;
+    }
+    if let Some(m) = raw.max {
+        poll.max = duration("poll.max", &m)?;
+    }
+    if poll.max < poll.initial {
+        return Err(("poll.max", format!("{:?} is below poll.initial", poll.max)));
+    }
+    Ok(poll)
 }
 
 /// Checks a Kubernetes DNS-1123 label (RFC 1123): lower-case alphanumerics
@@ -522,6 +626,47 @@ config: {imagePullGracePeriodSeconds: 300}
         assert_eq!(m.middleware.fail_strategy, FailStrategy::Open);
         let e = err("name: audit\nversion: 1.0.0\nworld: middleware-plugin\ntaskTypes: [x]\n");
         assert!(e.contains("middleware-plugin serves no task types"), "{e}");
+    }
+
+    const RAY: &str = r#"
+name: ray-job
+version: 0.1.0
+world: webapi-task-plugin
+taskTypes: [ray-job]
+egress:
+  allow: [{host: "*", ports: [8265], methods: [GET, POST], schemes: [http, https]}]
+  timeout: 10s
+  maxResponse: 2Mi
+poll: {initial: 500ms, max: 10s}
+"#;
+
+    #[test]
+    fn webapi_manifests_state_egress_and_polling() {
+        let m = Manifest::parse(RAY, "ray.yaml").unwrap();
+        assert_eq!(m.world.export_name(), "weft:plugin/webapi-task@0.2.0");
+        assert_eq!(m.egress.allow.len(), 1);
+        assert_eq!(m.egress.timeout, Duration::from_secs(10));
+        assert_eq!(m.egress.max_response, 2 << 20);
+        assert_eq!(m.poll.initial, Duration::from_millis(500));
+        assert_eq!(Manifest::parse(POD, "pod.yaml").unwrap().egress.allow, []);
+
+        let e = err(&RAY.replace("{initial: 500ms, max: 10s}", "{initial: 5s, max: 1s}"));
+        assert!(e.contains("poll.max") && e.contains("below"), "{e}");
+        let e = err(&RAY.replace("methods: [GET, POST]", "methods: [get]"));
+        assert!(
+            e.contains("egress.allow[0]") && e.contains("\"get\""),
+            "{e}"
+        );
+        let e = err(&RAY.replace(
+            "taskTypes: [ray-job]",
+            "taskTypes: [ray-job]\nresources: [{apiVersion: v1, kind: Pod}]",
+        ));
+        assert!(e.contains("creates no Kubernetes resources"), "{e}");
+        let e = err(&format!("{POD}egress: {{allow: []}}\n"));
+        assert!(
+            e.contains("only a webapi-task-plugin") && e.contains("k8s-task-plugin"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -79,6 +79,9 @@ pub enum LoadProblem {
     /// Asking the plugin for its properties failed.
     #[error("properties() failed: {0}")]
     Properties(Box<CallError>),
+    /// The manifest names a world this host reads but does not run yet.
+    #[error("world {0} is not served by this version of the host")]
+    Unserved(World),
 }
 
 /// Which budget a failure counts against, as in Flyte: a user failure is the
@@ -520,6 +523,9 @@ impl Plugin {
             Some([0, b'a', b's', b'm', ..]) => {}
             _ => return Err(fail(LoadProblem::NotWasm)),
         }
+        if manifest.world == World::WebapiTaskPlugin {
+            return Err(fail(LoadProblem::Unserved(manifest.world)));
+        }
         if manifest.limits.memory > engine.inner.max_memory {
             return Err(fail(LoadProblem::MemoryOverLimit {
                 asked: manifest.limits.memory,
@@ -575,6 +581,9 @@ impl Plugin {
                     .call_properties()
                     .map_err(|e| fail(LoadProblem::Properties(Box::new(e))))?;
                 Plugin::Task(Arc::new(plugin))
+            }
+            World::WebapiTaskPlugin => {
+                return Err(fail(LoadProblem::Unserved(World::WebapiTaskPlugin)));
             }
             World::MiddlewarePlugin => {
                 let pre = MiddlewarePluginPre::new(pre)

@@ -162,6 +162,7 @@ impl Rejection {
                 weft_plugin::plugin::LoadProblem::Link(_) => "link",
                 weft_plugin::plugin::LoadProblem::MemoryOverLimit { .. } => "memory_over_limit",
                 weft_plugin::plugin::LoadProblem::Properties(_) => "properties",
+                weft_plugin::plugin::LoadProblem::Unserved(_) => "unserved_world",
             },
             Rejection::Duplicate { .. } => "duplicate",
             Rejection::Conflict { .. } => "conflict",
