@@ -29,3 +29,20 @@ pub mod middleware {
         },
     });
 }
+
+/// Bindings of the `webapi-task-plugin` world of `weft:plugin@0.2.0`
+/// (issue 20, not served yet): generated so that the draft WIT is checked
+/// by every build. `wasi:http` and `wasi:io` are wasmtime's own.
+#[allow(missing_docs)]
+pub mod webapi {
+    wasmtime::component::bindgen!({
+        path: "../../wit/plugin-0.2",
+        world: "webapi-task-plugin",
+        imports: { default: trappable },
+        with: {
+            "wasi:http": wasmtime_wasi_http::p2::bindings::http,
+            "wasi:io": wasmtime_wasi::p2::bindings::io,
+        },
+        require_store_data_send: true,
+    });
+}
