@@ -201,6 +201,24 @@ async fn every_tick_runs_once_through_kills_and_failover_and_policies_hold() {
     b.kill();
     policies(&kc, &client).await;
     cli(&kc, &client).await;
+    // The leader counts its CronWorkflow reconciles as controller-runtime
+    // does; the queue it does not see has no series.
+    let metrics = a.metrics().await;
+    let count = |series: &str| {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(series))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+    };
+    let reconciles = count(
+        r#"controller_runtime_reconcile_total{controller="cronworkflow",result="requeue_after"}"#,
+    );
+    assert!(reconciles.is_some_and(|n| n >= 1.0), "{metrics}");
+    assert!(
+        count(r#"controller_runtime_max_concurrent_reconciles{controller="cronworkflow"}"#)
+            == Some(0.0)
+    );
+    assert!(!metrics.contains(r#"workqueue_depth{controller="cronworkflow""#));
     drop(a);
 }
 

@@ -23,6 +23,7 @@ use weft_dag::WorkflowPhase;
 use weft_dag::cron::{self, CronWorkflowStatus, PlanInput, Schedule};
 use weft_dag::status::{parse_timestamp, timestamp};
 
+use super::standard_metrics::CRON_CONTROLLER;
 use super::{Context, Error, MANAGER, record_event};
 use crate::api::{CronWorkflow, Workflow, WorkflowResourceSpec, WorkflowTemplate};
 
@@ -46,10 +47,12 @@ pub async fn run(
         ),
         None => (Api::all(ctx.client.clone()), Api::all(ctx.client.clone())),
     };
+    // kube-runtime's default: no limit on concurrent reconciles.
+    ctx.metrics.standard.controller_started(CRON_CONTROLLER, 0);
     Controller::new(crons, watcher::Config::default())
         .owns(workflows, watcher::Config::default().labels(LABEL))
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx)
+        .run(counted, error_policy, ctx)
         .for_each(|_| futures::future::ready(()))
         .await;
 }
@@ -57,6 +60,22 @@ pub async fn run(
 fn error_policy(cw: Arc<CronWorkflow>, err: &Error, _ctx: Arc<Context>) -> Action {
     tracing::warn!(cron_workflow = %cw.name_any(), "reconcile failed, retrying: {err}");
     Action::requeue(Duration::from_secs(1))
+}
+
+/// [`reconcile`], counted in controller-runtime's reconcile metrics
+/// under `controller="cronworkflow"`.
+async fn counted(cw: Arc<CronWorkflow>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let standard = &ctx.metrics.standard;
+    standard.worker_started(CRON_CONTROLLER);
+    let started = std::time::Instant::now();
+    let result = reconcile(cw, ctx.clone()).await;
+    let label = match &result {
+        Ok(action) if *action == Action::await_change() => "success",
+        Ok(_) => "requeue_after",
+        Err(_) => "error",
+    };
+    standard.worker_finished(CRON_CONTROLLER, label, started.elapsed());
+    result
 }
 
 /// One look at one CronWorkflow.

@@ -1054,9 +1054,9 @@ pub async fn run(
     });
     let (store, workflows) = intake::workflows(ctx.clone(), namespace.as_deref());
     let concurrency = ctx.concurrency.load(std::sync::atomic::Ordering::Relaxed);
-    ctx.metrics
-        .standard
-        .controller_started(WORKFLOW_CONTROLLER, concurrency);
+    let standard = &ctx.metrics.standard;
+    standard.controller_started(WORKFLOW_CONTROLLER, concurrency);
+    standard.queue_started(WORKFLOW_CONTROLLER);
     let queued = ctx.clone();
     let workflows = workflows.inspect(move |wf| {
         if let Ok(wf) = wf {

@@ -24,6 +24,8 @@ type Timings = Family<Labels, Histogram, fn() -> Histogram>;
 
 /// The controller label of the Workflow controller.
 pub const WORKFLOW_CONTROLLER: &str = "workflow";
+/// The controller label of the CronWorkflow controller.
+pub const CRON_CONTROLLER: &str = "cronworkflow";
 
 /// controller-runtime's reconcile-time buckets (5 ms to 60 s and beyond).
 fn reconcile_buckets() -> Histogram {
@@ -178,6 +180,14 @@ impl StandardMetrics {
             labels.push(("result".into(), result.into()));
             drop(self.reconcile_total.get_or_create(&labels));
         }
+    }
+
+    /// Queue `name`'s series exist from now on at zero. Only for a queue
+    /// Weft follows (the Workflow controller's, see `workqueue.rs`): the
+    /// CronWorkflow controller's queue is kube-runtime's own, unseen, so
+    /// it has no series rather than zeros that would look like an idle
+    /// queue.
+    pub fn queue_started(&self, name: &str) {
         let q = queue(name);
         drop(self.depth.get_or_create(&q));
         drop(self.adds.get_or_create(&q));
