@@ -449,8 +449,14 @@ pub struct ResourceRef {
     pub api_version: String,
     /// Kind.
     pub kind: String,
-    /// Name (in the workflow's namespace).
+    /// Name (in the workflow's namespace). For a web-API task, the
+    /// idempotency key its plugin created the remote job with.
     pub name: String,
+    /// A web-API task's `resource-meta`: what its plugin needs to find the
+    /// remote job again (kept here before anything else, so a restarted
+    /// controller polls the same job). At most 4 KiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<String>,
 }
 
 /// The plugin version that served a node.

@@ -125,6 +125,7 @@ impl Executor for Script {
             api_version: "weft.dev/v1alpha1".into(),
             kind: "Workflow".into(),
             name: attempt_key,
+            meta: None,
         });
         obs
     }

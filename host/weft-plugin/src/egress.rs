@@ -89,15 +89,88 @@ pub struct Rule {
     /// subdomain wildcard (`*.example.com`, which does not match
     /// `example.com` itself), or `*` for any host.
     pub host: String,
-    /// Allowed ports; empty means the scheme's default port only.
+    /// Allowed ports, each a number or a `"lo-hi"` range (a generic
+    /// plugin such as `ray-job` allows `"1-65535"` and the operator
+    /// narrows); empty means the scheme's default port only.
     #[serde(default)]
-    pub ports: Vec<u16>,
+    pub ports: Vec<Ports>,
     /// Allowed methods, upper case; empty means GET only.
     #[serde(default)]
     pub methods: Vec<String>,
     /// Allowed schemes; empty means https only.
     #[serde(default)]
     pub schemes: Vec<String>,
+}
+
+/// A port or an inclusive range of ports, written `8265` or `"1024-65535"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "RawPorts", into = "RawPorts")]
+pub struct Ports {
+    /// The first port.
+    pub lo: u16,
+    /// The last port.
+    pub hi: u16,
+}
+
+impl Ports {
+    /// One port.
+    pub fn one(p: u16) -> Self {
+        Ports { lo: p, hi: p }
+    }
+
+    fn contains(self, p: u16) -> bool {
+        (self.lo..=self.hi).contains(&p)
+    }
+}
+
+/// How ports are written.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+enum RawPorts {
+    One(u16),
+    Range(String),
+}
+
+impl TryFrom<RawPorts> for Ports {
+    type Error = String;
+
+    fn try_from(raw: RawPorts) -> Result<Self, String> {
+        let (lo, hi) = match &raw {
+            RawPorts::One(p) => (*p, *p),
+            RawPorts::Range(s) => {
+                let bad = || format!("ports {s:?} must be a port or a range \"lo-hi\"");
+                let (lo, hi) = s.split_once('-').unwrap_or((s, s));
+                let n = |t: &str| t.trim().parse::<u16>().map_err(|_| bad());
+                (n(lo)?, n(hi)?)
+            }
+        };
+        if lo == 0 || hi < lo {
+            return Err(format!(
+                "ports {lo}-{hi}: ports run from 1 to 65535, low to high"
+            ));
+        }
+        Ok(Ports { lo, hi })
+    }
+}
+
+impl From<Ports> for RawPorts {
+    fn from(p: Ports) -> Self {
+        if p.lo == p.hi {
+            RawPorts::One(p.lo)
+        } else {
+            RawPorts::Range(format!("{}-{}", p.lo, p.hi))
+        }
+    }
+}
+
+impl fmt::Display for Ports {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.lo == self.hi {
+            write!(f, "{}", self.lo)
+        } else {
+            write!(f, "{}-{}", self.lo, self.hi)
+        }
+    }
 }
 
 /// A request the policy judges.
@@ -133,8 +206,8 @@ impl Rule {
         {
             return Err(format!("scheme {s:?} must be http or https"));
         }
-        if self.ports.contains(&0) {
-            return Err("port 0 is not a port".into());
+        if let Some(p) = self.ports.iter().find(|p| p.lo == 0 || p.hi < p.lo) {
+            return Err(format!("ports {p} must run from 1 to 65535, low to high"));
         }
         Ok(())
     }
@@ -148,7 +221,7 @@ impl Rule {
         let port = if self.ports.is_empty() {
             Some(r.port) == default_port(r.scheme)
         } else {
-            self.ports.contains(&r.port)
+            self.ports.iter().any(|p| p.contains(r.port))
         };
         let method = if self.methods.is_empty() {
             r.method == "GET"
@@ -171,7 +244,7 @@ fn default_port(scheme: &str) -> Option<u16> {
     }
 }
 
-fn host_matches(pattern: &str, host: &str) -> bool {
+pub(crate) fn host_matches(pattern: &str, host: &str) -> bool {
     let host = host.trim_end_matches('.').to_ascii_lowercase();
     let pattern = pattern.to_ascii_lowercase();
     match pattern.strip_prefix("*.") {
@@ -240,7 +313,7 @@ impl fmt::Display for Rule {
                 v.join(",")
             }
         };
-        let ports: Vec<String> = self.ports.iter().map(u16::to_string).collect();
+        let ports: Vec<String> = self.ports.iter().map(Ports::to_string).collect();
         write!(
             f,
             "{} {}://{}:{}",
@@ -260,7 +333,7 @@ mod tests {
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect();
         Rule {
             host: host.into(),
-            ports: ports.to_vec(),
+            ports: ports.iter().map(|p| Ports::one(*p)).collect(),
             methods: s(methods),
             schemes: s(schemes),
         }
@@ -336,7 +409,22 @@ mod tests {
             (e.timeout, e.max_response, e.concurrency),
             (Duration::from_secs(30), 1 << 20, 4)
         );
-        assert_eq!(e.allow[0].ports, [8265]);
+        assert_eq!(e.allow[0].ports, [Ports::one(8265)]);
+        let raw: RawEgress =
+            serde_yaml::from_str("allow: [{host: '*', ports: ['1-65535', 80], schemes: [http]}]")
+                .unwrap();
+        let any = &raw.parse().unwrap().allow[0];
+        assert!(any.matches(&Request {
+            method: "GET",
+            scheme: "http",
+            host: "h",
+            port: 41234
+        }));
+        assert_eq!(any.to_string(), "GET http://*:1-65535,80");
+        for bad in ["'9-1'", "'x'", "0", "'1-70000'"] {
+            let text = format!("allow: [{{host: h, ports: [{bad}]}}]");
+            assert!(serde_yaml::from_str::<RawEgress>(&text).is_err(), "{bad}");
+        }
         for (text, field) in [
             ("allow: [{host: ok}, {host: 'a b'}]", "egress.allow[1]"),
             ("timeout: soon", "egress.timeout"),
@@ -357,7 +445,7 @@ mod tests {
             (rule("h:80", &[], &[], &[]), "host"),
             (rule("h", &[], &["get"], &[]), "method"),
             (rule("h", &[], &[], &["ftp"]), "scheme"),
-            (rule("h", &[0], &[], &[]), "port"),
+            (rule("h", &[0], &[], &[]), "ports"),
         ] {
             let e = r.validate().unwrap_err();
             assert!(e.contains(what), "{e}");

@@ -25,6 +25,19 @@ use crate::{
     prepared::Preparer,
 };
 
+/// The imports of `weft:plugin@0.2.0`'s web-API world: its log, clock and
+/// state, and `wasi:http` (whose hooks allow nothing but a web-API
+/// plugin's egress, so a task or middleware plugin that imports it gets
+/// every request denied, besides being refused at load).
+fn add_webapi_imports(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    use crate::bindings::webapi::weft::plugin as v02;
+    use wasmtime::component::HasSelf;
+    v02::log::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
+    v02::clock::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
+    v02::state::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
+    wasmtime_wasi_http::p2::add_only_http_to_linker_sync(linker)
+}
+
 /// Failures of the engine itself (not of a plugin).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -209,6 +222,7 @@ impl PluginEngine {
         .map_err(|e| Error::Link(format!("{e:#}")))?;
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
             .map_err(|e| Error::Link(format!("{e:#}")))?;
+        add_webapi_imports(&mut linker).map_err(|e| Error::Link(format!("{e:#}")))?;
         if let Some(dir) = &config.cache_dir {
             std::fs::create_dir_all(dir).map_err(|source| Error::CacheDir {
                 path: dir.display().to_string(),

@@ -14,6 +14,9 @@ use std::{
 
 use wasmtime::{ResourceLimiter, component::ResourceTable};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView, p2::pipe::MemoryOutputPipe};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+
+use crate::outbound::Hooks;
 
 use crate::bindings::task::weft::plugin::{clock, log, state, types::Level};
 
@@ -177,6 +180,17 @@ pub(crate) struct HostState {
     /// message there, and the host quotes it when the call traps.
     pub(crate) last_error: Option<String>,
     wasi: Option<Wasi>,
+    /// `wasi:http`: only a web-API plugin's hooks allow anything.
+    pub(crate) http: Http,
+    /// When the current call started, for a deadline that leaves out the
+    /// time spent waiting on the network.
+    pub(crate) started: Instant,
+}
+
+#[derive(Default)]
+pub(crate) struct Http {
+    ctx: WasiHttpCtx,
+    pub(crate) hooks: Hooks,
 }
 
 struct Wasi {
@@ -205,6 +219,8 @@ impl HostState {
             log_lines: 0,
             last_error: None,
             wasi: None,
+            http: Http::default(),
+            started: Instant::now(),
         }
     }
 
@@ -228,7 +244,33 @@ impl WasiView for HostState {
     /// captured stdio. No preopens, no environment, no arguments, no network
     /// (TCP/UDP/name lookup are off and every address is denied).
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        let wasi = self.wasi.get_or_insert_with(|| {
+        let wasi = self.wasi();
+        WasiCtxView {
+            ctx: &mut wasi.ctx,
+            table: &mut wasi.table,
+        }
+    }
+}
+
+impl WasiHttpView for HostState {
+    /// `wasi:http` shares WASI's resource table (its streams and pollables
+    /// are `wasi:io`'s); its hooks enforce the plugin's egress.
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        self.wasi();
+        let (Some(wasi), http) = (self.wasi.as_mut(), &mut self.http) else {
+            unreachable!("wasi() just made it")
+        };
+        WasiHttpCtxView {
+            ctx: &mut http.ctx,
+            table: &mut wasi.table,
+            hooks: &mut http.hooks,
+        }
+    }
+}
+
+impl HostState {
+    fn wasi(&mut self) -> &mut Wasi {
+        self.wasi.get_or_insert_with(|| {
             let stdout = MemoryOutputPipe::new(MAX_STDIO);
             let stderr = MemoryOutputPipe::new(MAX_STDIO);
             let ctx = WasiCtx::builder()
@@ -244,11 +286,7 @@ impl WasiView for HostState {
                 stdout,
                 stderr,
             }
-        });
-        WasiCtxView {
-            ctx: &mut wasi.ctx,
-            table: &mut wasi.table,
-        }
+        })
     }
 }
 
@@ -329,6 +367,59 @@ impl state::Host for HostState {
     fn delete(&mut self, key: String) -> wasmtime::Result<()> {
         self.state.delete(&key);
         Ok(())
+    }
+}
+
+/// The same imports as `weft:plugin@0.2.0` (its log, clock and state are
+/// 0.1's, unchanged): each delegates to the 0.1 implementation.
+mod v02 {
+    use super::HostState;
+    use crate::bindings::task::weft::plugin as v01;
+    use crate::bindings::webapi::weft::plugin::{clock, log, state, types};
+
+    impl types::Host for HostState {}
+
+    impl log::Host for HostState {
+        fn log(&mut self, level: types::Level, message: String) -> wasmtime::Result<()> {
+            use v01::types::Level as L;
+            let level = match level {
+                types::Level::Trace => L::Trace,
+                types::Level::Debug => L::Debug,
+                types::Level::Info => L::Info,
+                types::Level::Warn => L::Warn,
+                types::Level::Error => L::Error,
+            };
+            v01::log::Host::log(self, level, message)
+        }
+    }
+
+    impl clock::Host for HostState {
+        fn now_millis(&mut self) -> wasmtime::Result<u64> {
+            v01::clock::Host::now_millis(self)
+        }
+
+        fn monotonic_nanos(&mut self) -> wasmtime::Result<u64> {
+            v01::clock::Host::monotonic_nanos(self)
+        }
+    }
+
+    impl state::Host for HostState {
+        fn get(&mut self, key: String) -> wasmtime::Result<Option<Vec<u8>>> {
+            v01::state::Host::get(self, key)
+        }
+
+        fn set(
+            &mut self,
+            key: String,
+            value: Vec<u8>,
+            ttl_millis: Option<u64>,
+        ) -> wasmtime::Result<Result<(), String>> {
+            v01::state::Host::set(self, key, value, ttl_millis)
+        }
+
+        fn delete(&mut self, key: String) -> wasmtime::Result<()> {
+            v01::state::Host::delete(self, key)
+        }
     }
 }
 

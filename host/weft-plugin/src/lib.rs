@@ -36,10 +36,12 @@ pub mod engine;
 pub mod fuzz;
 mod host;
 pub mod manifest;
+pub mod outbound;
 pub mod plugin;
 mod prepared;
 pub mod registry;
 pub mod rollout;
+pub mod webapi;
 
 pub use engine::{Digest, EngineConfig, PluginEngine};
 pub use host::{PLUGIN_LOG_TARGET, StateLimits, StateStore};
@@ -49,3 +51,4 @@ pub use plugin::{
     TaskContext, TaskPlugin, Verdict, WarmTaskInstance, resource_name,
 };
 pub use registry::{Pinning, PluginSettings, Registry, RegistryConfig};
+pub use webapi::WebApiPlugin;

@@ -178,6 +178,21 @@ pub enum CallError {
         /// What it tried.
         problem: String,
     },
+    /// A web-API plugin's request was refused, too large or too slow: the
+    /// host's view, naming the URL, whatever the guest made of it.
+    #[error("{message}")]
+    Egress {
+        /// Plugin name.
+        plugin: String,
+        /// The call.
+        call: &'static str,
+        /// `egress_denied`, `response_too_large` or `egress_timeout`.
+        label: &'static str,
+        /// What happened, naming the plugin and the URL.
+        message: String,
+        /// Whether a retry may help (a timeout may pass; a denial will not).
+        retryable: bool,
+    },
     /// The plugin returned an error on purpose (a WIT `plugin-error`).
     #[error("plugin {plugin}: {call} failed: {message}")]
     Plugin {
@@ -197,6 +212,7 @@ impl CallError {
     pub fn kind(&self) -> FailureKind {
         match self {
             CallError::Plugin { .. } => FailureKind::User,
+            CallError::Egress { retryable, .. } if !retryable => FailureKind::User,
             _ => FailureKind::System,
         }
     }
@@ -206,7 +222,7 @@ impl CallError {
     /// contract or manifest will do so again.
     pub fn retryable(&self) -> bool {
         match self {
-            CallError::Plugin { retryable, .. } => *retryable,
+            CallError::Plugin { retryable, .. } | CallError::Egress { retryable, .. } => *retryable,
             CallError::InvalidOutput { .. }
             | CallError::Forbidden { .. }
             | CallError::OutputTooLarge { .. } => false,
@@ -226,6 +242,7 @@ impl CallError {
             CallError::InvalidOutput { .. } => "invalid_output",
             CallError::Forbidden { .. } => "forbidden",
             CallError::Plugin { .. } => "plugin_error",
+            CallError::Egress { label, .. } => label,
         }
     }
 
@@ -478,6 +495,8 @@ pub enum Plugin {
     Task(Arc<TaskPlugin>),
     /// A middleware plugin.
     Middleware(Arc<MiddlewarePlugin>),
+    /// A web-API task plugin.
+    WebApi(Arc<crate::webapi::WebApiPlugin>),
 }
 
 /// `base` with `overrides` winning key by key (top level only).
@@ -504,6 +523,11 @@ impl Plugin {
                 m.set_config(config);
                 Plugin::Middleware(Arc::new(m))
             }
+            Plugin::WebApi(w) => {
+                let mut w = crate::webapi::WebApiPlugin::clone(w);
+                w.set_config(config);
+                Plugin::WebApi(Arc::new(w))
+            }
         }
     }
 
@@ -522,9 +546,6 @@ impl Plugin {
             Some([0, b'a', b's', b'm', 1, 0, 0, 0]) => return Err(fail(LoadProblem::CoreModule)),
             Some([0, b'a', b's', b'm', ..]) => {}
             _ => return Err(fail(LoadProblem::NotWasm)),
-        }
-        if manifest.world == World::WebapiTaskPlugin {
-            return Err(fail(LoadProblem::Unserved(manifest.world)));
         }
         if manifest.limits.memory > engine.inner.max_memory {
             return Err(fail(LoadProblem::MemoryOverLimit {
@@ -549,6 +570,17 @@ impl Plugin {
                 found: exports.join(", "),
             }));
         }
+        if manifest.world != World::WebapiTaskPlugin {
+            let imports = ty
+                .imports(&engine.inner.engine)
+                .map(|(name, _)| name.to_string());
+            if let Some(http) = imports.into_iter().find(|i| i.starts_with("wasi:http/")) {
+                return Err(fail(LoadProblem::Link(format!(
+                    "it imports {http}, but only a webapi-task-plugin may make outbound HTTP (this is a {})",
+                    manifest.world
+                ))));
+            }
+        }
         let pre = engine
             .inner
             .linker
@@ -562,6 +594,7 @@ impl Plugin {
             digest,
             size: bytes.len(),
             engine: engine.clone(),
+            outbound: None,
         };
         let plugin = match common.manifest.world {
             World::K8sTaskPlugin => {
@@ -583,7 +616,9 @@ impl Plugin {
                 Plugin::Task(Arc::new(plugin))
             }
             World::WebapiTaskPlugin => {
-                return Err(fail(LoadProblem::Unserved(World::WebapiTaskPlugin)));
+                let pre = crate::bindings::webapi::WebapiTaskPluginPre::new(pre)
+                    .map_err(|e| fail(LoadProblem::Link(format!("{e:#}"))))?;
+                Plugin::WebApi(Arc::new(crate::webapi::WebApiPlugin::new(common, pre)))
             }
             World::MiddlewarePlugin => {
                 let pre = MiddlewarePluginPre::new(pre)
@@ -618,6 +653,7 @@ impl Plugin {
         match self {
             Plugin::Task(p) => &p.common,
             Plugin::Middleware(p) => &p.common,
+            Plugin::WebApi(p) => &p.common,
         }
     }
 }
@@ -629,21 +665,23 @@ impl fmt::Debug for Plugin {
     }
 }
 
-/// What both kinds of plugin carry.
+/// What every kind of plugin carries.
 #[derive(Clone)]
-struct Common {
-    name: Arc<str>,
-    manifest: Arc<Manifest>,
-    digest: Digest,
+pub(crate) struct Common {
+    pub(crate) name: Arc<str>,
+    pub(crate) manifest: Arc<Manifest>,
+    pub(crate) digest: Digest,
     size: usize,
     state: Arc<StateStore>,
     /// The plugin config as JSON, serialized once at load instead of per call.
-    config_json: String,
+    pub(crate) config_json: String,
     engine: PluginEngine,
+    /// A web-API plugin's outbound HTTP (`None`: every request is denied).
+    pub(crate) outbound: Option<Arc<crate::outbound::Outbound>>,
 }
 
 impl Common {
-    fn set_config(&mut self, config: Map<String, Value>) {
+    pub(crate) fn set_config(&mut self, config: Map<String, Value>) {
         self.config_json = Value::Object(config).to_string();
     }
 
@@ -653,16 +691,39 @@ impl Common {
 
     fn store(&self, call: &'static str) -> Store<HostState> {
         let limits = self.limits();
-        let data = HostState::new(self.name.clone(), call, limits.memory, self.state.clone());
+        let mut data = HostState::new(self.name.clone(), call, limits.memory, self.state.clone());
+        data.http.hooks.outbound = self.outbound.clone();
         let mut store = Store::new(&self.engine.inner.engine, data);
         store.limiter(|s| &mut s.limiter);
         self.arm_deadline(&mut store);
-        store.epoch_deadline_trap();
+        if self.outbound.is_some() {
+            self.deadline_leaving_out_network(&mut store);
+        } else {
+            store.epoch_deadline_trap();
+        }
         store
     }
 
+    /// A web-API plugin waits on the network inside its calls: its
+    /// deadline counts only the guest's own time. (Each request is bounded
+    /// apart by `egress.timeout`.)
+    fn deadline_leaving_out_network(&self, store: &mut Store<HostState>) {
+        let deadline = self.limits().deadline;
+        let tick = self.engine.inner.tick.as_nanos().max(1);
+        store.epoch_deadline_callback(move |ctx| {
+            let data = ctx.data();
+            let waited = data.http.hooks.waited();
+            let used = data.started.elapsed().saturating_sub(waited);
+            let Some(left) = deadline.checked_sub(used).filter(|l| !l.is_zero()) else {
+                return Err(Trap::Interrupt.into());
+            };
+            let ticks = u64::try_from(left.as_nanos().div_ceil(tick)).unwrap_or(u64::MAX);
+            Ok(wasmtime::UpdateDeadline::Continue(ticks.saturating_add(1)))
+        });
+    }
+
     /// Spares of this version, if the engine keeps any.
-    fn spares<B: Send + 'static>(&self, make: Make<B>) -> Arc<Spares<B>> {
+    pub(crate) fn spares<B: Send + 'static>(&self, make: Make<B>) -> Arc<Spares<B>> {
         let inner = &self.engine.inner;
         Spares::new(inner.preparer.clone(), inner.spares, make)
     }
@@ -670,7 +731,7 @@ impl Common {
     /// A fresh instance for one call: a spare prepared ahead of time when
     /// one is ready, else one instantiated now. Either way it was never
     /// called before, and its deadline starts now.
-    fn fresh<B: Send + 'static>(
+    pub(crate) fn fresh<B: Send + 'static>(
         &self,
         spares: &Arc<Spares<B>>,
         call: &'static str,
@@ -696,6 +757,7 @@ impl Common {
 
     /// Sets the store's epoch deadline to the manifest's deadline from now.
     fn arm_deadline(&self, store: &mut Store<HostState>) {
+        store.data_mut().started = std::time::Instant::now();
         let tick = self.engine.inner.tick.as_nanos().max(1);
         let ticks =
             u64::try_from(self.limits().deadline.as_nanos().div_ceil(tick)).unwrap_or(u64::MAX);
@@ -705,7 +767,7 @@ impl Common {
     }
 
     /// Turns a wasmtime error from instantiating or calling into a typed failure.
-    fn classify(
+    pub(crate) fn classify(
         &self,
         store: &mut Store<HostState>,
         call: &'static str,
@@ -751,7 +813,7 @@ impl Common {
         }
     }
 
-    fn check_output(&self, call: &'static str, s: &str) -> Result<(), CallError> {
+    pub(crate) fn check_output(&self, call: &'static str, s: &str) -> Result<(), CallError> {
         let limit = self.limits().output;
         if s.len() as u64 > limit {
             return Err(CallError::OutputTooLarge {
@@ -767,7 +829,7 @@ impl Common {
 
 /// How the preparer makes a spare of a version: a store like a call's,
 /// instantiated from the version's `InstancePre`.
-fn prepare<P, B: 'static>(
+pub(crate) fn prepare<P, B: 'static>(
     common: &Common,
     pre: &P,
     instantiate: fn(&P, &mut Store<HostState>) -> wasmtime::Result<B>,

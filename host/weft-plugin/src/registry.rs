@@ -21,6 +21,7 @@ use crate::{
     engine::{CompileSource, Digest, PluginEngine},
     manifest::{Manifest, World},
     plugin::{CallError, LoadError, MiddlewarePlugin, Plugin, TaskPlugin},
+    webapi::WebApiPlugin,
 };
 
 /// The middleware slot of the admin API's unary calls.
@@ -208,6 +209,8 @@ pub struct Snapshot {
     plugins: BTreeMap<String, Plugin>,
     versions: Versions,
     task_types: BTreeMap<String, Arc<TaskPlugin>>,
+    /// Task types served by web-API plugins (none a k8s-task plugin serves).
+    webapi: BTreeMap<String, Arc<WebApiPlugin>>,
     conflicts: BTreeMap<String, Conflict>,
     config: RegistryConfig,
     slots: BTreeMap<String, Vec<Arc<MiddlewarePlugin>>>,
@@ -223,6 +226,7 @@ impl Snapshot {
         let enabled = |name: &str| config.enabled.as_ref().is_none_or(|e| e.contains(name));
         let mut claims: BTreeMap<String, Vec<Arc<TaskPlugin>>> = BTreeMap::new();
         let mut slots: BTreeMap<String, Vec<Arc<MiddlewarePlugin>>> = BTreeMap::new();
+        let mut webapi: BTreeMap<String, Arc<WebApiPlugin>> = BTreeMap::new();
         for (name, p) in &plugins {
             if !enabled(name) {
                 continue;
@@ -238,6 +242,15 @@ impl Snapshot {
                         .entry(UNARY_MIDDLEWARE.into())
                         .or_default()
                         .push(m.clone());
+                }
+                Plugin::WebApi(w) => {
+                    // The highest priority serves, then the first by name.
+                    for tt in &w.manifest().task_types {
+                        let e = webapi.entry(tt.clone()).or_insert_with(|| w.clone());
+                        if w.manifest().priority > e.manifest().priority {
+                            *e = w.clone();
+                        }
+                    }
                 }
             }
         }
@@ -294,10 +307,13 @@ impl Snapshot {
                 });
             }
         }
+        // A k8s-task plugin claiming the same type serves it.
+        webapi.retain(|tt, _| !task_types.contains_key(tt));
         Snapshot {
             plugins,
             versions,
             task_types,
+            webapi,
             conflicts,
             config: config.clone(),
             slots,
@@ -439,7 +455,7 @@ impl Snapshot {
             .filter(|r| r.mode == RolloutMode::Shadow)?;
         match self.version(r.candidate)? {
             Plugin::Task(t) => Some((t, r)),
-            Plugin::Middleware(_) => None,
+            _ => None,
         }
     }
 
@@ -486,9 +502,25 @@ impl Snapshot {
         &self.plugins
     }
 
-    /// Served task types.
+    /// Served task types, by either kind of task plugin.
     pub fn task_types(&self) -> impl Iterator<Item = &str> {
-        self.task_types.keys().map(String::as_str)
+        self.task_types
+            .keys()
+            .chain(self.webapi.keys())
+            .map(String::as_str)
+    }
+
+    /// The web-API plugin that serves a task type, preferring a version in
+    /// `pins` that still serves it (a running workflow keeps its version).
+    pub fn webapi_plugin_for(&self, task_type: &str, pins: &[Digest]) -> Option<Arc<WebApiPlugin>> {
+        for digest in pins {
+            if let Some(Plugin::WebApi(p)) = self.version(*digest)
+                && p.manifest().task_types.iter().any(|t| t == task_type)
+            {
+                return Some(p);
+            }
+        }
+        self.webapi.get(task_type).cloned()
     }
 
     /// Configuration problems (defaults pointing at plugins that do not serve).
@@ -664,6 +696,11 @@ impl Registry {
         pins: &[Digest],
     ) -> Result<Arc<TaskPlugin>, Error> {
         self.current.load().task_plugin_pinned(task_type, pins)
+    }
+
+    /// [`Snapshot::webapi_plugin_for`] on the current snapshot.
+    pub fn webapi_plugin_for(&self, task_type: &str, pins: &[Digest]) -> Option<Arc<WebApiPlugin>> {
+        self.current.load().webapi_plugin_for(task_type, pins)
     }
 
     /// [`Snapshot::task_plugin_for`] on the current snapshot.

@@ -211,6 +211,7 @@ pub async fn plugins(
             let (kind, task_types, digest) = match p {
                 Plugin::Task(t) => ("task", t.manifest().task_types.clone(), t.digest()),
                 Plugin::Middleware(m) => ("middleware", Vec::new(), m.digest()),
+                Plugin::WebApi(w) => ("webapi", w.manifest().task_types.clone(), w.digest()),
             };
             let hot = status_of(name);
             let (calls, traps, mean) = metrics.plugin_figures(name);
@@ -256,5 +257,6 @@ fn plugin_name(p: &Plugin) -> &str {
     match p {
         Plugin::Task(t) => t.name(),
         Plugin::Middleware(m) => m.name(),
+        Plugin::WebApi(w) => w.name(),
     }
 }

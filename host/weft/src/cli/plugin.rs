@@ -590,7 +590,7 @@ fn inspect(args: InspectArgs) -> anyhow::Result<ExitCode> {
     let m = plugin.manifest();
     let properties = match &plugin {
         Plugin::Task(t) => Some(t.properties()),
-        Plugin::Middleware(_) => None,
+        Plugin::Middleware(_) | Plugin::WebApi(_) => None,
     };
     let out = json!({
         "file": args.file.display().to_string(),

@@ -113,6 +113,13 @@ impl Children {
             .remove(key)
     }
 
+    /// Puts a Workflow in the queue (something it waits on changed).
+    pub fn wake(&self, namespace: &str, name: &str) {
+        let _ = self
+            .wake
+            .unbounded_send(ObjectRef::new(name).within(namespace));
+    }
+
     /// Forgets a child (it finished or went away).
     pub fn forget(&self, key: &str) {
         self.observed

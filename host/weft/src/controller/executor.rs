@@ -84,6 +84,8 @@ pub struct PluginExecutor {
     cache: Option<(Arc<super::cache::TaskCache>, bool)>,
     /// Cache entries to store after the round.
     pub cache_writes: Vec<super::cache::CacheWrite>,
+    /// Web-API attempts in flight (none served without it).
+    webapi: Option<Arc<super::webapi::WebApiTasks>>,
 }
 
 /// How deep a Workflow is nested: its label, set on the children of
@@ -121,7 +123,46 @@ impl PluginExecutor {
             max_depth: DEFAULT_MAX_DEPTH,
             cache: None,
             cache_writes: Vec::new(),
+            webapi: None,
         }
+    }
+
+    /// Serve web-API task types through `tasks`.
+    pub fn with_webapi(mut self, tasks: Arc<super::webapi::WebApiTasks>) -> Self {
+        self.webapi = Some(tasks);
+        self
+    }
+
+    /// The web-API plugin of a task, if a web-API plugin serves its type.
+    fn webapi_plugin(
+        &self,
+        req: &TaskRequest<'_>,
+    ) -> Option<(
+        Arc<super::webapi::WebApiTasks>,
+        Arc<weft_plugin::WebApiPlugin>,
+    )> {
+        let tasks = self.webapi.clone()?;
+        let own = req.plugin.and_then(|p| Digest::parse(&p.digest));
+        let pins: Vec<Digest> = own.into_iter().chain(self.pins.iter().copied()).collect();
+        let plugin = self
+            .registry
+            .webapi_plugin_for(&req.task.task_type, &pins)?;
+        Some((tasks, plugin))
+    }
+
+    /// A web-API task's attempt: the remote job's state, as last polled.
+    fn webapi_task(
+        &mut self,
+        req: &TaskRequest<'_>,
+        tasks: &Arc<super::webapi::WebApiTasks>,
+        plugin: &Arc<weft_plugin::WebApiPlugin>,
+    ) -> TaskObservation {
+        tasks.observe(super::webapi::Attempt {
+            plugin,
+            ctx: self.context(req),
+            workflow: &self.workflow,
+            meta: req.resource.and_then(|r| r.meta.as_deref()),
+        })
     }
 
     /// Serve cached task nodes from `cache` (`read`: look entries up, not
@@ -278,7 +319,7 @@ impl PluginExecutor {
     }
 }
 
-fn capitalise(s: &str) -> String {
+pub(super) fn capitalise(s: &str) -> String {
     s.split('_')
         .map(|w| {
             let mut c = w.chars();
@@ -302,6 +343,7 @@ fn resource_ref(obj: &Value) -> ResourceRef {
         api_version: s(&obj["apiVersion"]),
         kind: s(&obj["kind"]),
         name: s(&obj["metadata"]["name"]),
+        meta: None,
     }
 }
 
@@ -350,6 +392,7 @@ impl Executor for PluginExecutor {
             api_version: crate::api::API_VERSION.into(),
             kind: "Workflow".into(),
             name: name.clone(),
+            meta: None,
         };
         let with_ref = |mut obs: TaskObservation| {
             obs.resource = Some(r.clone());
@@ -477,6 +520,9 @@ impl Executor for PluginExecutor {
             attempt = req.attempt
         )
         .entered();
+        if let Some((tasks, plugin)) = self.webapi_plugin(req) {
+            return self.webapi_task(req, &tasks, &plugin);
+        }
         let plugin = match self.plugin(req) {
             Ok(p) => p,
             Err(obs) => return *obs,
@@ -614,6 +660,11 @@ impl Executor for PluginExecutor {
     }
 
     fn abort(&mut self, req: &TaskRequest<'_>) {
+        if let Some((tasks, plugin)) = self.webapi_plugin(req) {
+            let meta = req.resource.and_then(|r| r.meta.as_deref());
+            tasks.abort(&plugin, self.context(req), meta);
+            return;
+        }
         let Ok(plugin) = self.plugin(req) else { return };
         if plugin.properties().abort == weft_plugin::plugin::AbortBehaviour::Leave {
             return;

@@ -23,6 +23,7 @@ pub mod shadow;
 pub mod shard;
 pub mod standard_metrics;
 pub mod templates;
+pub mod webapi;
 pub mod workqueue;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -83,6 +84,8 @@ pub struct Context {
     client: Client,
     registry: Arc<Registry>,
     children: Arc<Children>,
+    /// Web-API task attempts in flight.
+    webapi: Arc<webapi::WebApiTasks>,
     /// Prometheus metrics.
     pub metrics: Arc<Metrics>,
     /// The shard this controller reconciles (all Workflows when `None`).
@@ -165,6 +168,7 @@ impl Context {
             queue,
             client,
             registry,
+            webapi: webapi::WebApiTasks::new(children.clone(), metrics.clone()),
             children,
             metrics,
             shadow,
@@ -535,6 +539,7 @@ async fn reconcile_owned(wf: Arc<Workflow>, ctx: Arc<Context>) -> Result<Requeue
         &ns,
     )
     .with_pins(pins)
+    .with_webapi(ctx.webapi.clone())
     .with_depth(
         wf.labels()
             .get(executor::DEPTH_LABEL)

@@ -1,0 +1,514 @@
+//! Web-API task plugins (`webapi-task-plugin`, `weft:plugin@0.2.0`): tasks
+//! that run in a remote service (a Ray cluster, BigQuery, an HTTP API)
+//! through create / get / delete, as Flyte's agents do, with outbound HTTP
+//! held to the plugin's egress ([`crate::outbound`]).
+//!
+//! Every call gets a fresh instance, as task calls do. After the call, what
+//! the host saw of its requests wins over what the guest says: a denied
+//! request, an oversized response or a timeout fails the call naming the
+//! URL, even if the guest swallowed the error. Secret header values are cut
+//! out of everything the guest returns.
+
+use std::{fmt, sync::Arc};
+
+use serde_json::{Map, Value};
+use wasmtime::Store;
+
+use crate::{
+    bindings::webapi::{
+        WebapiTaskPlugin as Bindings, WebapiTaskPluginPre, weft::plugin::types as wit,
+    },
+    egress::Rule,
+    host::HostState,
+    manifest::{Manifest, Poll},
+    outbound::{Credential, Outbound},
+    plugin::{CallError, CallStats, Common, LogLink, Phase, PhaseInfo, TaskContext, prepare},
+    prepared::{CallStore, Spares},
+};
+
+/// Largest `resource-meta` a plugin may return: it is kept in the node's
+/// status.
+pub const MAX_META: usize = 4 << 10;
+
+/// The plugin config keys the host keeps for itself: the guest never sees
+/// them.
+pub const HOST_KEYS: [&str; 2] = ["credentials", "egress"];
+
+/// A loaded web-API task plugin version.
+#[derive(Clone)]
+pub struct WebApiPlugin {
+    pub(crate) common: Common,
+    pub(crate) pre: WebapiTaskPluginPre<HostState>,
+    pub(crate) spares: Arc<Spares<Bindings>>,
+    /// What is wrong with the host's keys of the plugin config, if anything:
+    /// every call fails with it rather than run without credentials.
+    config_problem: Option<String>,
+    /// Recording or replaying exchanges (`weft plugin test`), if so.
+    tape: Option<crate::outbound::Tape>,
+}
+
+impl fmt::Debug for WebApiPlugin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let c = &self.common;
+        write!(
+            f,
+            "WebApiPlugin({}@{} {:?})",
+            c.name, c.manifest.version, c.digest
+        )
+    }
+}
+
+/// One `credentials` entry of a web-API plugin's config, once its
+/// `value` is resolved from its Secret.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawCredential {
+    header: String,
+    #[serde(default)]
+    prefix: String,
+    #[serde(default)]
+    hosts: Vec<String>,
+    /// Missing while its Secret is not read yet.
+    #[serde(default)]
+    value: Value,
+}
+
+/// The operator's narrowing: `egress: {allow: [...]}` in the plugin config.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OperatorEgress {
+    allow: Vec<Rule>,
+}
+
+impl WebApiPlugin {
+    pub(crate) fn new(common: Common, pre: WebapiTaskPluginPre<HostState>) -> Self {
+        let config = common.manifest.config_without_secret_refs();
+        Self::configured(common, pre, config, None)
+    }
+
+    /// This version with `config`; its spares are made with the outbound
+    /// HTTP the config's host keys give.
+    fn configured(
+        mut common: Common,
+        pre: WebapiTaskPluginPre<HostState>,
+        mut config: Map<String, Value>,
+        tape: Option<crate::outbound::Tape>,
+    ) -> Self {
+        let creds = config.remove("credentials");
+        let egress = config.remove("egress");
+        common.set_config(config);
+        let (credentials, operator, problem) = match host_keys(creds, egress) {
+            Ok((c, o)) => (c, o, None),
+            Err(p) => (Vec::new(), None, Some(p)),
+        };
+        let config_problem = problem.map(|p| format!("plugin {}: config {p}", common.name));
+        let mut outbound = Outbound::new(
+            common.name.clone(),
+            common.manifest.egress.clone(),
+            operator,
+            credentials,
+        );
+        if let Some(t) = &tape {
+            outbound = outbound.with_tape(t.clone());
+        }
+        common.outbound = Some(Arc::new(outbound));
+        let spares = common.spares(prepare(&common, &pre, |p, s| p.instantiate(s)));
+        WebApiPlugin {
+            common,
+            pre,
+            spares,
+            config_problem,
+            tape,
+        }
+    }
+
+    /// The plugin's manifest.
+    pub fn manifest(&self) -> &Manifest {
+        &self.common.manifest
+    }
+
+    /// The plugin's name.
+    pub fn name(&self) -> &str {
+        &self.common.name
+    }
+
+    /// The component digest of this version.
+    pub fn digest(&self) -> crate::Digest {
+        self.common.digest
+    }
+
+    /// How often the host polls `get`.
+    pub fn poll(&self) -> Poll {
+        self.common.manifest.poll
+    }
+
+    /// Replace the whole plugin configuration (Secret references resolved).
+    /// `credentials` and `egress` are the host's: they become request
+    /// headers and the operator's allow-list, and the guest never sees them.
+    pub fn set_config(&mut self, config: Map<String, Value>) {
+        let tape = self.tape.clone();
+        *self = Self::configured(self.common.clone(), self.pre.clone(), config, tape);
+    }
+
+    /// The same version, its requests recorded on or replayed from `tape`
+    /// (`weft plugin test --record / --replay`). The allow-list still applies.
+    pub fn set_tape(&mut self, tape: crate::outbound::Tape) {
+        if let Some(o) = &self.common.outbound {
+            self.common.outbound = Some(Arc::new(Outbound::clone(o).with_tape(tape.clone())));
+        }
+        self.tape = Some(tape);
+        self.spares = self
+            .common
+            .spares(prepare(&self.common, &self.pre, |p, s| p.instantiate(s)));
+    }
+
+    /// Starts the job: `key` is the same on every attempt to create this
+    /// task's job (the resource name), so a create repeated after a crash
+    /// finds the job instead of starting another.
+    pub fn create(&self, ctx: &TaskContext, key: &str) -> Result<(String, CallStats), CallError> {
+        const CALL: &str = "create";
+        let (meta, stats) = self.call(
+            CALL,
+            |b, s, c| b.weft_plugin_webapi_task().call_create(s, c, key),
+            ctx,
+        )?;
+        if meta.len() > MAX_META {
+            return Err(CallError::OutputTooLarge {
+                plugin: self.name().into(),
+                call: CALL,
+                size: meta.len(),
+                limit: MAX_META as u64,
+            });
+        }
+        Ok((meta, stats))
+    }
+
+    /// Where the job stands.
+    pub fn get(&self, ctx: &TaskContext, meta: &str) -> Result<(PhaseInfo, CallStats), CallError> {
+        const CALL: &str = "get";
+        let meta = meta.to_string();
+        let (info, stats) = self.call(
+            CALL,
+            |b, s, c| b.weft_plugin_webapi_task().call_get(s, c, &meta),
+            ctx,
+        )?;
+        Ok((self.phase_info(CALL, info)?, stats))
+    }
+
+    /// Stops the job (on abort).
+    pub fn delete(&self, ctx: &TaskContext, meta: &str) -> Result<CallStats, CallError> {
+        const CALL: &str = "delete";
+        let meta = meta.to_string();
+        self.call(
+            CALL,
+            |b, s, c| b.weft_plugin_webapi_task().call_delete(s, c, &meta),
+            ctx,
+        )
+        .map(|((), stats)| stats)
+    }
+
+    /// One call on a fresh instance, with the host's view of its requests
+    /// and secrets applied to the result.
+    fn call<R: Redact>(
+        &self,
+        call: &'static str,
+        f: impl FnOnce(
+            &Bindings,
+            &mut Store<HostState>,
+            &wit::TaskContext,
+        ) -> wasmtime::Result<Result<R, wit::PluginError>>,
+        ctx: &TaskContext,
+    ) -> Result<(R, CallStats), CallError> {
+        if let Some(p) = &self.config_problem {
+            return Err(CallError::Plugin {
+                plugin: self.name().into(),
+                call,
+                message: p.clone(),
+                retryable: false,
+            });
+        }
+        let wctx = self.wit_context(ctx);
+        let (mut store, instance): (CallStore<Bindings>, _) =
+            self.common
+                .fresh(&self.spares, call, |s| self.pre.instantiate(s));
+        let result = instance.and_then(|b| f(&b, &mut store, &wctx));
+        let stats = CallStats {
+            memory_peak: store.data().limiter.peak,
+        };
+        store.data_mut().flush_stdio();
+        if let Some(e) = self.incident(call, &store) {
+            return Err(e);
+        }
+        let out = match result {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => {
+                return Err(CallError::Plugin {
+                    plugin: self.name().into(),
+                    call,
+                    message: self.redact(e.message),
+                    retryable: e.retryable,
+                });
+            }
+            Err(e) => return Err(self.common.classify(&mut store, call, e)),
+        };
+        drop(store);
+        Ok((out.redact(&|s| self.redact(s)), stats))
+    }
+
+    /// The first thing that went wrong with the call's requests, as the host saw it.
+    fn incident(&self, call: &'static str, store: &Store<HostState>) -> Option<CallError> {
+        let i = store.data().http.hooks.incidents();
+        let plugin = self.name().to_string();
+        if let Some(d) = &i.denied {
+            return Some(CallError::Egress {
+                plugin,
+                call,
+                label: "egress_denied",
+                message: d.to_string(),
+                retryable: false,
+            });
+        }
+        if let Some((url, limit)) = &i.too_large {
+            return Some(CallError::Egress {
+                plugin: plugin.clone(),
+                call,
+                label: "response_too_large",
+                message: format!(
+                    "plugin {plugin}: the response of {url} is over the limit of {limit} bytes (egress.maxResponse)"
+                ),
+                retryable: false,
+            });
+        }
+        i.timed_out.as_ref().map(|(url, t)| CallError::Egress {
+            plugin: plugin.clone(),
+            call,
+            label: "egress_timeout",
+            message: format!("plugin {plugin}: {url} did not answer within {t:?} (egress.timeout)"),
+            retryable: true,
+        })
+    }
+
+    /// Cuts secret values out of what the guest returns (a server may echo
+    /// a header back), so they never reach a status, an Event or a log.
+    fn redact(&self, s: String) -> String {
+        let Some(out) = &self.common.outbound else {
+            return s;
+        };
+        let mut s = s;
+        for secret in out.secrets() {
+            let Ok(secret) = std::str::from_utf8(secret) else {
+                continue;
+            };
+            if secret.len() >= 4 && s.contains(secret) {
+                s = s.replace(secret, "[redacted]");
+            }
+        }
+        s
+    }
+
+    fn wit_context(&self, ctx: &TaskContext) -> wit::TaskContext {
+        wit::TaskContext {
+            workflow: ctx.workflow.clone(),
+            namespace: ctx.namespace.clone(),
+            node_id: ctx.node_id.clone(),
+            attempt: ctx.attempt,
+            task_type: ctx.task_type.clone(),
+            config: ctx.config.to_string(),
+            inputs: ctx.inputs.to_string(),
+            resource_name: ctx.resource_name.clone(),
+            labels: ctx
+                .labels
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            plugin_config: self.common.config_json.clone(),
+        }
+    }
+
+    fn phase_info(&self, call: &'static str, info: wit::PhaseInfo) -> Result<PhaseInfo, CallError> {
+        let invalid = |problem: String| CallError::InvalidOutput {
+            plugin: self.name().into(),
+            call,
+            problem,
+        };
+        let outputs = match info.outputs {
+            None => None,
+            Some(s) => {
+                self.common.check_output(call, &s)?;
+                match serde_json::from_str::<Value>(&s) {
+                    Ok(Value::Object(m)) => Some(m),
+                    Ok(_) => return Err(invalid("outputs must be a JSON object".into())),
+                    Err(e) => return Err(invalid(format!("outputs are not JSON: {e}"))),
+                }
+            }
+        };
+        for s in [&info.message, &info.reason].into_iter().flatten() {
+            self.common.check_output(call, s)?;
+        }
+        Ok(PhaseInfo {
+            phase: phase(info.phase),
+            reason: info.reason,
+            message: info.message,
+            outputs,
+            log_links: info
+                .log_links
+                .into_iter()
+                .map(|l| LogLink {
+                    name: l.name,
+                    uri: l.uri,
+                })
+                .collect(),
+        })
+    }
+}
+
+/// Reads `credentials` and `egress` of a web-API plugin's config.
+fn host_keys(
+    creds: Option<Value>,
+    egress: Option<Value>,
+) -> Result<(Vec<Credential>, Option<Vec<Rule>>), String> {
+    let mut out = Vec::new();
+    let raw: Vec<RawCredential> = match creds {
+        None => Vec::new(),
+        Some(v) => serde_json::from_value(v).map_err(|e| format!("credentials: {e}"))?,
+    };
+    for (i, c) in raw.into_iter().enumerate() {
+        let field = |f: &str| format!("credentials[{i}].{f}");
+        let header = http::HeaderName::from_bytes(c.header.as_bytes())
+            .map_err(|_| format!("{}: {:?} is not a header name", field("header"), c.header))?;
+        let value = match c.value {
+            Value::String(s) => s,
+            // Not resolved (yet): the Secret is read by the host first.
+            _ => return Err(format!("{}: not resolved from its Secret", field("value"))),
+        };
+        let mut value = http::HeaderValue::from_str(&format!("{}{value}", c.prefix))
+            .map_err(|_| format!("{}: not a valid header value", field("value")))?;
+        value.set_sensitive(true);
+        for (j, h) in c.hosts.iter().enumerate() {
+            let rule = Rule {
+                host: h.clone(),
+                ports: Vec::new(),
+                methods: Vec::new(),
+                schemes: Vec::new(),
+            };
+            rule.validate()
+                .map_err(|p| format!("{}: {p}", field(&format!("hosts[{j}]"))))?;
+        }
+        out.push(Credential {
+            hosts: c.hosts,
+            header,
+            value,
+        });
+    }
+    let operator = match egress {
+        None => None,
+        Some(v) => {
+            let e: OperatorEgress =
+                serde_json::from_value(v).map_err(|e| format!("egress: {e}"))?;
+            for (i, r) in e.allow.iter().enumerate() {
+                r.validate()
+                    .map_err(|p| format!("egress.allow[{i}]: {p}"))?;
+            }
+            Some(e.allow)
+        }
+    };
+    Ok((out, operator))
+}
+
+/// Strings a guest returns, with secrets cut out.
+trait Redact {
+    fn redact(self, f: &dyn Fn(String) -> String) -> Self;
+}
+
+impl Redact for () {
+    fn redact(self, _: &dyn Fn(String) -> String) -> Self {}
+}
+
+impl Redact for String {
+    fn redact(self, f: &dyn Fn(String) -> String) -> Self {
+        f(self)
+    }
+}
+
+impl Redact for wit::PhaseInfo {
+    fn redact(self, f: &dyn Fn(String) -> String) -> Self {
+        wit::PhaseInfo {
+            phase: self.phase,
+            reason: self.reason.map(f),
+            message: self.message.map(f),
+            outputs: self.outputs.map(f),
+            log_links: self
+                .log_links
+                .into_iter()
+                .map(|l| wit::LogLink {
+                    name: l.name,
+                    uri: f(l.uri),
+                })
+                .collect(),
+        }
+    }
+}
+
+fn phase(p: wit::Phase) -> Phase {
+    match p {
+        wit::Phase::NotReady => Phase::NotReady,
+        wit::Phase::Queued => Phase::Queued,
+        wit::Phase::WaitingForResources => Phase::WaitingForResources,
+        wit::Phase::Initializing => Phase::Initializing,
+        wit::Phase::Running => Phase::Running,
+        wit::Phase::Success => Phase::Success,
+        wit::Phase::RetryableFailure => Phase::RetryableFailure,
+        wit::Phase::PermanentFailure => Phase::PermanentFailure,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_keys_name_what_is_wrong() {
+        let ok = host_keys(
+            Some(serde_json::json!([{"header": "Authorization", "prefix": "Bearer ", "value": "s3cret"}])),
+            Some(serde_json::json!({"allow": [{"host": "ray.internal", "ports": [8265], "methods": ["GET", "POST"], "schemes": ["http"]}]})),
+        )
+        .unwrap();
+        assert_eq!(ok.0.len(), 1);
+        assert!(ok.0[0].value.is_sensitive());
+        assert_eq!(
+            format!("{:?}", ok.0[0]),
+            "Credential(authorization for []: ***)"
+        );
+        assert_eq!(ok.1.unwrap()[0].host, "ray.internal");
+        for (creds, egress, want) in [
+            (
+                serde_json::json!([{"header": "a b", "value": "x"}]),
+                None,
+                "credentials[0].header",
+            ),
+            (
+                serde_json::json!([{"header": "X", "value": {"valueFrom": {}}}]),
+                None,
+                "credentials[0].value: not resolved",
+            ),
+            (
+                serde_json::json!([{"header": "X", "value": "v", "hosts": ["a b"]}]),
+                None,
+                "credentials[0].hosts[0]",
+            ),
+            (
+                serde_json::json!([]),
+                Some(serde_json::json!({"allow": [{"host": "h", "methods": ["get"]}]})),
+                "egress.allow[0]",
+            ),
+            (
+                serde_json::json!([{"header": "X", "valu": "v"}]),
+                None,
+                "credentials: unknown field `valu`",
+            ),
+        ] {
+            let e = host_keys(Some(creds), egress).unwrap_err();
+            assert!(e.contains(want), "{e} lacks {want}");
+        }
+    }
+}
