@@ -39,7 +39,7 @@ pub mod log {
             Level::Warn => L::Warn,
             Level::Error => L::Error,
         };
-        crate::wit::host::log::log(level, message);
+        super::imports::log(level, message);
     }
 
     /// Writes one log line (natively: to stderr).
@@ -88,7 +88,7 @@ pub mod clock {
     pub fn now_millis() -> u64 {
         #[cfg(target_arch = "wasm32")]
         {
-            crate::wit::host::clock::now_millis()
+            super::imports::now_millis()
         }
         #[cfg(not(target_arch = "wasm32"))]
         {
@@ -102,7 +102,7 @@ pub mod clock {
     pub fn monotonic_nanos() -> u64 {
         #[cfg(target_arch = "wasm32")]
         {
-            crate::wit::host::clock::monotonic_nanos()
+            super::imports::monotonic_nanos()
         }
         #[cfg(not(target_arch = "wasm32"))]
         {
@@ -132,7 +132,7 @@ pub mod state {
     pub fn get(key: &str) -> Option<Vec<u8>> {
         #[cfg(target_arch = "wasm32")]
         {
-            crate::wit::host::state::get(key)
+            super::imports::get(key)
         }
         #[cfg(not(target_arch = "wasm32"))]
         {
@@ -145,7 +145,7 @@ pub mod state {
     pub fn set(key: &str, value: &[u8], ttl_millis: Option<u64>) -> Result<(), String> {
         #[cfg(target_arch = "wasm32")]
         {
-            crate::wit::host::state::set(key, value, ttl_millis)
+            super::imports::set(key, value, ttl_millis)
         }
         #[cfg(not(target_arch = "wasm32"))]
         {
@@ -158,7 +158,7 @@ pub mod state {
     pub fn delete(key: &str) {
         #[cfg(target_arch = "wasm32")]
         {
-            crate::wit::host::state::delete(key)
+            super::imports::delete(key)
         }
         #[cfg(not(target_arch = "wasm32"))]
         {
@@ -217,4 +217,95 @@ pub(crate) fn install_panic_hook() {
             log::log(log::Level::Error, &format!("panic: {info}"));
         }));
     });
+}
+
+/// The host imports the functions above call in a component: those of
+/// `weft:plugin@0.1.0` (`log`, `clock`, `state`), directly.
+#[cfg(all(target_arch = "wasm32", not(feature = "webapi")))]
+mod imports {
+    pub(super) use crate::wit::host::clock::{monotonic_nanos, now_millis};
+    pub(super) use crate::wit::host::log::log;
+    pub(super) use crate::wit::host::state::{delete, get, set};
+}
+
+/// With the `webapi` feature, the imports of the world a call entered by.
+///
+/// A component of a 0.1 world (task, middleware) imports
+/// `weft:plugin/{log,clock,state}@0.1.0`; one of the web-API world imports
+/// the same interfaces of `weft:plugin@0.2.0`. Each export glue selects its
+/// world's [`world::Imports`] before it runs the plugin, and these functions
+/// call through it, so a component imports only its own world's interfaces
+/// (the other table is never referenced, and the linker drops it). Without
+/// the feature, the 0.1 imports are called directly, as before the feature
+/// existed.
+#[cfg(all(target_arch = "wasm32", feature = "webapi"))]
+mod imports {
+    use super::world::{current, NOT_ENTERED};
+    use crate::wit::host::types::Level;
+
+    pub(super) fn log(level: Level, message: &str) {
+        if let Some(imports) = current() {
+            (imports.log)(level, message)
+        }
+    }
+
+    pub(super) fn now_millis() -> u64 {
+        current().map_or(0, |imports| (imports.now_millis)())
+    }
+
+    pub(super) fn monotonic_nanos() -> u64 {
+        current().map_or(0, |imports| (imports.monotonic_nanos)())
+    }
+
+    pub(super) fn get(key: &str) -> Option<Vec<u8>> {
+        current().and_then(|imports| (imports.get)(key))
+    }
+
+    pub(super) fn set(key: &str, value: &[u8], ttl_millis: Option<u64>) -> Result<(), String> {
+        match current() {
+            Some(imports) => (imports.set)(key, value, ttl_millis),
+            None => Err(NOT_ENTERED.to_string()),
+        }
+    }
+
+    pub(super) fn delete(key: &str) {
+        if let Some(imports) = current() {
+            (imports.delete)(key)
+        }
+    }
+}
+
+/// The world a call entered by (the `webapi` feature in a component): a
+/// component serves one world, so the first selection holds for the
+/// instance's life. Before any (impossible through the exports), log
+/// lines are dropped, the clocks read 0, and state is empty and refuses
+/// writes.
+#[cfg(all(target_arch = "wasm32", feature = "webapi"))]
+pub(crate) mod world {
+    use std::sync::OnceLock;
+
+    /// One world's log, clock and state imports (the level is the 0.1
+    /// type, the same enum in both versions).
+    pub(crate) struct Imports {
+        pub(crate) log: fn(crate::wit::host::types::Level, &str),
+        pub(crate) now_millis: fn() -> u64,
+        pub(crate) monotonic_nanos: fn() -> u64,
+        pub(crate) get: fn(&str) -> Option<Vec<u8>>,
+        pub(crate) set: fn(&str, &[u8], Option<u64>) -> Result<(), String>,
+        pub(crate) delete: fn(&str),
+    }
+
+    static CURRENT: OnceLock<&'static Imports> = OnceLock::new();
+
+    pub(crate) const NOT_ENTERED: &str =
+        "no host world selected: state is only reachable inside a plugin call";
+
+    /// Selects the imports of the world whose export was called.
+    pub(crate) fn enter(imports: &'static Imports) {
+        let _ = CURRENT.set(imports);
+    }
+
+    pub(crate) fn current() -> Option<&'static Imports> {
+        CURRENT.get().copied()
+    }
 }

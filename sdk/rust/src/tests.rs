@@ -160,3 +160,88 @@ fn phases_and_errors() {
         json!({"phase": "queued"})
     );
 }
+
+#[cfg(feature = "webapi")]
+mod webapi {
+    use crate::wit::webapi::weft::plugin::types as wit;
+    use crate::*;
+
+    struct Agent;
+
+    impl WebApiPlugin for Agent {
+        fn create(ctx: TaskContext, key: &str) -> Result<String, PluginError> {
+            match ctx.config["mode"].as_str() {
+                Some("bad") => Err(PluginError::permanent("config.mode is bad")),
+                _ => Ok(format!("{}/{key}/{}", ctx.namespace, ctx.inputs["n"])),
+            }
+        }
+
+        fn get(_ctx: TaskContext, meta: &str) -> Result<PhaseInfo, PluginError> {
+            Ok(match meta {
+                "done" => PhaseInfo::success(json!({"rows": 1}).as_object().cloned())
+                    .with_log_link("Job", "http://svc/#/jobs/done"),
+                "failed" => PhaseInfo::permanent("Failed", "boom"),
+                _ => return Err(PluginError::retryable("the service did not answer")),
+            })
+        }
+
+        fn delete(_ctx: TaskContext, meta: &str) -> Result<(), PluginError> {
+            (meta == "gone")
+                .then_some(())
+                .ok_or_else(|| PluginError::retryable("still running"))
+        }
+    }
+
+    fn ctx(config: &str) -> wit::TaskContext {
+        wit::TaskContext {
+            workflow: "wf".into(),
+            namespace: "team-a".into(),
+            node_id: "n".into(),
+            attempt: 0,
+            task_type: "agent".into(),
+            config: config.into(),
+            inputs: r#"{"n": 3}"#.into(),
+            resource_name: "wf-n-0".into(),
+            labels: vec![],
+            plugin_config: "{}".into(),
+        }
+    }
+
+    #[test]
+    fn create_gets_the_typed_context_and_the_key() {
+        let meta = crate::wit::webapi_glue::create::<Agent>(ctx("{}"), "wf-n-0".into()).unwrap();
+        assert_eq!(meta, "team-a/wf-n-0/3");
+        let e = crate::wit::webapi_glue::create::<Agent>(ctx(r#"{"mode": "bad"}"#), "k".into())
+            .unwrap_err();
+        assert_eq!(e.message, "config.mode is bad");
+        assert!(!e.retryable);
+        let e = crate::wit::webapi_glue::create::<Agent>(ctx("{oops"), "k".into()).unwrap_err();
+        assert!(
+            e.message.contains("not JSON") && !e.retryable,
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn get_translates_phases_outputs_and_links() {
+        let info = crate::wit::webapi_glue::get::<Agent>(ctx("{}"), "done".into()).unwrap();
+        assert!(matches!(info.phase, wit::Phase::Success));
+        assert_eq!(info.outputs.as_deref(), Some(r#"{"rows":1}"#));
+        assert_eq!(info.log_links[0].name, "Job");
+        assert_eq!(info.log_links[0].uri, "http://svc/#/jobs/done");
+        let info = crate::wit::webapi_glue::get::<Agent>(ctx("{}"), "failed".into()).unwrap();
+        assert!(matches!(info.phase, wit::Phase::PermanentFailure));
+        assert_eq!(info.reason.as_deref(), Some("Failed"));
+        assert_eq!(info.message.as_deref(), Some("boom"));
+        let e = crate::wit::webapi_glue::get::<Agent>(ctx("{}"), "?".into()).unwrap_err();
+        assert!(e.retryable);
+    }
+
+    #[test]
+    fn delete_passes_the_meta_and_errors() {
+        assert!(crate::wit::webapi_glue::delete::<Agent>(ctx("{}"), "gone".into()).is_ok());
+        let e = crate::wit::webapi_glue::delete::<Agent>(ctx("{}"), "x".into()).unwrap_err();
+        assert!(e.retryable && e.message == "still running");
+    }
+}
