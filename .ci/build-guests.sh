@@ -5,15 +5,20 @@
 # <name> and the .yaml are the crate's weft-plugin.yaml manifest.
 #
 # One cargo invocation per target triple, so std (built from source on the
-# Debian route) is compiled once per triple and cached in plugins/target.
+# Debian route) is compiled once per triple and cached in plugins/target;
+# web-API plugins (world webapi-task-plugin) get an invocation of their
+# own, so the SDK's `webapi` feature they enable is not unified into the
+# 0.1 components (which stay byte-for-byte what they were without it).
 # A crate builds for wasm32-unknown-unknown (no WASI at all) unless its
 # Cargo.toml says `[package.metadata.weft] target = "wasm32-wasip1"`; such a
 # core module is wrapped with the WASI preview1 reactor adapter.
 #
 # Each component is validated and checked against its manifest: it must
-# export the manifest's world and import only weft:plugin interfaces (and
-# WASI, for the wasm32-wasip1 guests). Incremental: with nothing changed a
-# run takes about a second.
+# export the manifest's world and import only the weft:plugin interfaces of
+# that world's version (and WASI, for the wasm32-wasip1 guests; a web-API
+# plugin also wasi:http, the wasi:io streams and pollables it works with,
+# and wasi:clocks/monotonic-clock, whose duration wasi:http's types use).
+# Incremental: with nothing changed a run takes about a second.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -81,12 +86,19 @@ print("adapter", adapter)
 adapter=$(awk '$1 == "adapter" {print $2}' <<<"$guests")
 guests=$(grep -v '^adapter' <<<"$guests" | sort -k4,4 -k5,5)
 
-# One cargo invocation per target triple.
+# One cargo invocation per target triple and contract version (0.1 worlds,
+# the 0.2 web-API world).
 for target in $(awk '{print $1}' <<<"$guests" | sort -u); do
-  pkgs=()
-  for p in $(awk -v t="$target" '$1 == t {print $2}' <<<"$guests"); do pkgs+=(-p "$p"); done
-  cargo_for "$target"
-  (cd plugins && "${cargo_cmd[@]}" build --quiet --release --locked "${std_args[@]}" --target "$target" "${pkgs[@]}")
+  for family in v01 webapi; do
+    pkgs=()
+    for p in $(awk -v t="$target" -v f="$family" \
+        '$1 == t && (($6 == "webapi-task-plugin") == (f == "webapi")) {print $2}' <<<"$guests"); do
+      pkgs+=(-p "$p")
+    done
+    [ ${#pkgs[@]} -gt 0 ] || continue
+    cargo_for "$target"
+    (cd plugins && "${cargo_cmd[@]}" build --quiet --release --locked "${std_args[@]}" --target "$target" "${pkgs[@]}")
+  done
 done
 
 mkdir -p target/plugins target/test-guests
@@ -117,11 +129,15 @@ while read -r target pkg crate out name world; do
   case "$world" in
     k8s-task-plugin) want="weft:plugin/k8s-task@0.1.0" ;;
     middleware-plugin) want="weft:plugin/middleware@0.1.0" ;;
+    webapi-task-plugin) want="weft:plugin/webapi-task@0.2.0" ;;
     *) want="?" ;;
   esac
   exports=$(sed -n 's/^ *export \([^;]*\);$/\1/p' <<<"$wit" | tr '\n' ' ')
-  allowed='^weft:plugin/'
-  [ "$target" = wasm32-wasip1 ] && allowed='^(weft:plugin/|wasi:)'
+  version=${want##*@}
+  allowed="^weft:plugin/[a-z-]+@${version//./\\.}\$"
+  [ "$world" = webapi-task-plugin ] &&
+    allowed="$allowed|^wasi:(http/[a-z-]+|io/[a-z-]+|clocks/monotonic-clock)@0\\.2\\.[0-9]+\$"
+  [ "$target" = wasm32-wasip1 ] && allowed="$allowed|^wasi:"
   stray=$(sed -n 's/^ *import \([^;]*\);$/\1/p' <<<"$wit" | grep -Ev "$allowed" | tr '\n' ' ' || true)
   if [ "$exports" != "$want " ] || [ -n "$stray" ]; then
     echo "$dest.wasm: exports [$exports] (manifest world $world wants $want), unexpected imports [$stray]" >&2
