@@ -55,9 +55,12 @@
 //! (`GET {address}/api/jobs/{id}/logs`) once it succeeded: the last line
 //! that is a JSON object `{"weft.outputs": {...}}` is the task's outputs,
 //! e.g. `print(json.dumps({"weft.outputs": {"answer": 42}}))`. No such
-//! line: empty outputs. A log larger than the manifest's
-//! `egress.maxResponse` (4 MiB) cannot be read: the task succeeds without
-//! outputs and says so.
+//! line: empty outputs. Ray serves the whole driver log at once, so a log
+//! larger than the manifest's `egress.maxResponse` (4 MiB) cannot be read:
+//! the plugin then answers success without outputs, saying why, but a
+//! host that fails every call with an oversized response (Weft's does, as
+//! `response_too_large`) fails the task instead; chatty jobs need a larger
+//! `maxResponse`.
 //!
 //! # delete
 //!
