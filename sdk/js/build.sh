@@ -4,14 +4,20 @@
 #   sdk/js/build.sh <plugin-dir> <out-dir> [entry]
 #
 # <plugin-dir> holds the entry module (default plugin.js, which exports
-# `k8sTask = definePlugin({...})`; it imports the SDK as `weft-plugin-sdk`
+# `k8sTask = definePlugin({...})`, or for a web-API plugin
+# `webapiTask = defineWebApiPlugin({...})`; it imports the SDK as `weft-plugin-sdk`
 # and may import relative modules and npm packages: bundle.mjs bundles them)
 # and its weft-plugin.yaml. Writes <out-dir>/<name>.wasm and
 # <out-dir>/<name>.yaml, <name> being the manifest's `name`, then validates
 # the component with wasm-tools.
 #
-# Environment: WEFT_WIT (default: the repo's wit/plugin), WEFT_WORLD
-# (default: k8s-task-plugin), SOURCE_DATE_EPOCH (the build-time clock, default
+# The manifest's `world:` picks the WIT: webapi-task-plugin builds against
+# wit/plugin-0.2 (weft:plugin@0.2.0, with wasi:http and fetch), every other
+# world against wit/plugin (0.1.0).
+#
+# Environment: WEFT_WIT (default: the repo's wit/plugin, or wit/plugin-0.2 for
+# webapi-task-plugin), WEFT_WORLD (default: the manifest's world, else
+# k8s-task-plugin), SOURCE_DATE_EPOCH (the build-time clock, default
 # 315532800), WEFT_REPRODUCIBLE=0 (skip sdk/repro-shim.c), CC (default: cc).
 #
 # Reproducible: the same sources give a byte-identical component (see README,
@@ -27,11 +33,25 @@ plugin_dir=$(cd "$1" && pwd)
 mkdir -p "$2"
 out_dir=$(cd "$2" && pwd)
 entry=$plugin_dir/${3:-plugin.js}
-wit=$(cd "${WEFT_WIT:-$here/../../wit/plugin}" && pwd)
-world=${WEFT_WORLD:-k8s-task-plugin}
-
 manifest=$plugin_dir/weft-plugin.yaml
 [ -f "$manifest" ] || { echo "$manifest: missing" >&2; exit 1; }
+# The world: WEFT_WORLD, else the manifest's top-level `world:`, else
+# k8s-task-plugin. webapi-task-plugin is new in weft:plugin@0.2.0
+# (wit/plugin-0.2, with wasi:http); the other worlds build against 0.1.0 as
+# they always have.
+world=${WEFT_WORLD:-$(sed -n -E 's/^world:[[:space:]]*["'\'']?([a-z0-9-]+)["'\'']?[[:space:]]*(#.*)?$/\1/p' "$manifest" | head -n1)}
+world=${world:-k8s-task-plugin}
+case $world in
+  webapi-task-plugin) default_wit=$here/../../wit/plugin-0.2
+    # fetch() is StarlingMonkey's over wasi:http/outgoing-handler, which
+    # this world imports: keep it; only the incoming handler goes.
+    disable=(fetch-event) ;;
+  *) default_wit=$here/../../wit/plugin
+    # Without them the component imports wasi:http, which only a
+    # webapi-task-plugin may.
+    disable=(http fetch-event) ;;
+esac
+wit=$(cd "${WEFT_WIT:-$default_wit}" && pwd)
 [ -f "$entry" ] || { echo "$entry: missing" >&2; exit 1; }
 # The manifest's top-level `name:` (quotes and a trailing comment stripped).
 name=$(sed -n -E 's/^name:[[:space:]]*["'\'']?([A-Za-z0-9._-]+)["'\'']?[[:space:]]*(#.*)?$/\1/p' "$manifest" | head -n1)
@@ -47,8 +67,9 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir "$tmp/src"
 # One ES module: the entry, its relative imports, its npm packages and the
-# SDK (imported as `weft-plugin-sdk`); the host's weft:plugin/* stay imports.
-node "$here/bundle.mjs" "$entry" "$tmp/src/bundle.js"
+# SDK (imported as `weft-plugin-sdk`); the host's weft:plugin/* (and, in
+# webapi-task-plugin, wasi:http/*) stay imports.
+node "$here/bundle.mjs" "$entry" "$tmp/src/bundle.js" "$world"
 # Reproducible builds: wizer runs the bundle's top level in SpiderMonkey and
 # snapshots the engine's memory, so whatever it saw of the host ends up in
 # the component. What varies from build to build:
@@ -100,11 +121,9 @@ printf '%s' "$input" | env -u PWD -u OLDPWD -u SHLVL -u _ ${repro_env[@]+"${repr
 SH
 } >"$tmp/wizer"
 chmod +x "$tmp/wizer"
-# -d http fetch-event: without them the component imports wasi:http, which
-# the Weft host (wasmtime-wasi only) does not link. The entry comes first:
-# -d takes several values.
+# -d (see $disable above): the entry comes first, -d takes several values.
 (cd "$tmp/src" && "$cjs" bundle.js --wit "$wit" --world-name "$world" -o "$out.tmp" \
-  --wizer-bin "$tmp/wizer" -d http fetch-event)
+  --wizer-bin "$tmp/wizer" -d "${disable[@]}")
 wasm-tools validate "$out.tmp"
 mv "$out.tmp" "$out"
 cp "$manifest" "$out_dir/$name.yaml"

@@ -4,12 +4,18 @@
 #   sdk/python/build.sh <plugin-dir> <out-dir> [module]
 #
 # <plugin-dir> holds the plugin's module (default `plugin`, i.e. plugin.py, which
-# binds `K8sTask = weft_plugin.export(MyPlugin)`) and its weft-plugin.yaml.
+# binds `K8sTask = weft_plugin.export(MyPlugin)`, or for a web-API plugin
+# `WebapiTask = weft_plugin.export_webapi(MyPlugin)`) and its weft-plugin.yaml.
 # Writes <out-dir>/<name>.wasm and <out-dir>/<name>.yaml, <name> being the
 # manifest's `name`, then validates the component with wasm-tools.
 #
-# Environment: WEFT_WIT (default: the repo's wit/plugin), WEFT_WORLD
-# (default: k8s-task-plugin), SOURCE_DATE_EPOCH (the build-time clock, default
+# The manifest's `world:` picks the WIT: webapi-task-plugin builds against
+# wit/plugin-0.2 (weft:plugin@0.2.0, with wasi:http), every other world
+# against wit/plugin (0.1.0).
+#
+# Environment: WEFT_WIT (default: the repo's wit/plugin, or wit/plugin-0.2 for
+# webapi-task-plugin), WEFT_WORLD (default: the manifest's world, else
+# k8s-task-plugin), SOURCE_DATE_EPOCH (the build-time clock, default
 # 315532800), WEFT_REPRODUCIBLE=0 (skip sdk/repro-shim.c), CC (default: cc).
 #
 # Reproducible: the same sources give a byte-identical component (see README,
@@ -28,11 +34,18 @@ plugin_dir=$(cd "$1" && pwd)
 mkdir -p "$2"
 out_dir=$(cd "$2" && pwd)
 module=${3:-plugin}
-wit=$(cd "${WEFT_WIT:-$here/../../wit/plugin}" && pwd)
-world=${WEFT_WORLD:-k8s-task-plugin}
-
 manifest=$plugin_dir/weft-plugin.yaml
 [ -f "$manifest" ] || { echo "$manifest: missing" >&2; exit 1; }
+# The world: WEFT_WORLD, else the manifest's top-level `world:`, else
+# k8s-task-plugin. webapi-task-plugin is new in weft:plugin@0.2.0
+# (wit/plugin-0.2); the other worlds build against 0.1.0 as they always have.
+world=${WEFT_WORLD:-$(sed -n -E 's/^world:[[:space:]]*["'\'']?([a-z0-9-]+)["'\'']?[[:space:]]*(#.*)?$/\1/p' "$manifest" | head -n1)}
+world=${world:-k8s-task-plugin}
+case $world in
+  webapi-task-plugin) default_wit=$here/../../wit/plugin-0.2 ;;
+  *) default_wit=$here/../../wit/plugin ;;
+esac
+wit=$(cd "${WEFT_WIT:-$default_wit}" && pwd)
 [ -f "$plugin_dir/$module.py" ] || [ -d "$plugin_dir/$module" ] || {
   echo "$plugin_dir: no module $module (looked for $module.py)" >&2; exit 1; }
 # The manifest's top-level `name:` (quotes and a trailing comment stripped).

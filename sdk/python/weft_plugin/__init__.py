@@ -66,9 +66,12 @@ __all__ = [
     "TaskContext",
     "TaskPlugin",
     "TaskProperties",
+    "WebApiPlugin",
     "clock",
     "dig",
     "export",
+    "export_webapi",
+    "http",
     "in_component",
     "log",
     "state",
@@ -428,6 +431,23 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
+def _wit_phase_info(call: str, info: Any) -> Any:
+    """A :class:`PhaseInfo` as the WIT record."""
+    wit = _host.wit_types
+    if not isinstance(info, PhaseInfo):
+        raise TypeError(f"{call} must return a PhaseInfo, not {type(info).__name__}")
+    outputs = info.outputs
+    if outputs is not None and not isinstance(outputs, dict):
+        raise TypeError("PhaseInfo.outputs must be a dict (a JSON object)")
+    return wit.PhaseInfo(
+        phase=getattr(wit.Phase, Phase(info.phase).name),
+        reason=info.reason,
+        message=info.message,
+        outputs=None if outputs is None else _dumps(outputs),
+        log_links=[wit.LogLink(name=l.name, uri=l.uri) for l in info.log_links],
+    )
+
+
 def _guarded(call: str, fn: Callable[[], Any]) -> Any:
     """Runs ``fn``: a PluginError becomes the WIT error; anything else is a
     bug, logged through the host at error level (the host's trap error
@@ -464,7 +484,12 @@ def export(plugin: Any, warm_up: Any = True) -> type:
     """
     impl = plugin() if isinstance(plugin, type) else plugin
     # Inside the component, the generated protocol; natively, nothing to export.
-    base: type = _host.wit_exports.K8sTask if in_component() else object
+    base: type = object
+    if in_component():
+        if _host.wit_task is None:
+            raise TypeError("weft_plugin.export: this component is not of the k8s-task-plugin world "
+                            "(a webapi-task-plugin exports with weft_plugin.export_webapi)")
+        base = _host.wit_exports.K8sTask
 
     class K8sTask(base):  # type: ignore[misc, valid-type]
         def properties(self):  # noqa: D401 - WIT glue
@@ -490,26 +515,13 @@ def export(plugin: Any, warm_up: Any = True) -> type:
             return _guarded("build-resource", run)
 
         def get_task_phase(self, ctx, observed):
-            wit = _host.wit_types
-
             def run():
                 try:
                     obj = json.loads(observed)
                 except ValueError as e:
                     raise PluginError.permanent(f"the observed resource is not JSON: {e}")
                 info = impl.get_task_phase(_context(ctx), obj if isinstance(obj, dict) else {})
-                if not isinstance(info, PhaseInfo):
-                    raise TypeError(f"get_task_phase must return a PhaseInfo, not {type(info).__name__}")
-                outputs = info.outputs
-                if outputs is not None and not isinstance(outputs, dict):
-                    raise TypeError("PhaseInfo.outputs must be a dict (a JSON object)")
-                return wit.PhaseInfo(
-                    phase=getattr(wit.Phase, Phase(info.phase).name),
-                    reason=info.reason,
-                    message=info.message,
-                    outputs=None if outputs is None else _dumps(outputs),
-                    log_links=[wit.LogLink(name=l.name, uri=l.uri) for l in info.log_links],
-                )
+                return _wit_phase_info("get_task_phase", info)
 
             return _guarded("get-task-phase", run)
 
@@ -518,3 +530,96 @@ def export(plugin: Any, warm_up: Any = True) -> type:
     if warm_up is not False and in_component():
         _warm.warm_up(K8sTask, impl, warm_up if isinstance(warm_up, dict) else None)
     return K8sTask
+
+
+# --------------------------------------------------------------------------
+# Web-API task plugins (webapi-task-plugin, weft:plugin@0.2.0)
+# --------------------------------------------------------------------------
+
+
+class WebApiPlugin:
+    """A web-API task plugin: Flyte's async agent. The task runs as a job
+    of a service the plugin calls over HTTP (:mod:`weft_plugin.http`).
+    Subclass it, implement :meth:`create`, :meth:`get` and :meth:`delete`,
+    and export it with ``WebapiTask = weft_plugin.export_webapi(MyPlugin)``
+    in the module you build; its manifest says ``world:
+    webapi-task-plugin``.
+
+    Every call gets a fresh instance: what ``get`` and ``delete`` need must
+    be in the *meta* ``create`` returns (or in :mod:`weft_plugin.state`).
+    """
+
+    def create(self, ctx: TaskContext, idempotency_key: str) -> str:
+        """Starts the job and returns its *meta*: what identifies it (a job
+        id, a URL, a small JSON text), opaque to the host, which keeps it in
+        the node's status (at most 4 KiB) and hands it to :meth:`get` and
+        :meth:`delete`. ``idempotency_key`` is the same for every create of
+        this attempt, across controller restarts: give it to the service
+        (as the job's id, an ``Idempotency-Key`` header) so that a create
+        repeated after a crash finds the job instead of starting another.
+        Raise :class:`PluginError` to refuse (a bad config: permanent; a
+        service that did not answer: retryable)."""
+        raise NotImplementedError
+
+    def get(self, ctx: TaskContext, meta: str) -> PhaseInfo:
+        """Where the job stands: a phase, outputs on success, log links to
+        the service's UI. A :class:`PluginError` is about *asking* (the host
+        polls again when it is retryable); a failed job is a failure phase."""
+        raise NotImplementedError
+
+    def delete(self, ctx: TaskContext, meta: str) -> None:
+        """Stops the job (workflow aborted, node timed out). Stopping one that
+        already ended, or that the service no longer knows, is not an error."""
+        raise NotImplementedError
+
+
+def export_webapi(plugin: Any, warm_up: Any = True) -> type:
+    """The class componentize-py exports for the ``webapi-task`` interface.
+
+    ``plugin`` is a :class:`WebApiPlugin` subclass (or instance). Bind the
+    result to the name ``WebapiTask`` at the top level of the module you
+    build, below everything the plugin uses::
+
+        WebapiTask = weft_plugin.export_webapi(MyJob)
+
+    At build time it warms the plugin up as :func:`export` does, calling
+    ``create``, ``get`` and ``delete`` on the sample task; no request
+    leaves the build: :func:`weft_plugin.http.request` answers each with
+    ``200`` and the body ``{}`` while the warm-up runs.
+    """
+    impl = plugin() if isinstance(plugin, type) else plugin
+    base: type = object
+    if in_component():
+        if _host.wit_webapi is None:
+            raise TypeError("weft_plugin.export_webapi: this component is not of the "
+                            "webapi-task-plugin world (set `world: webapi-task-plugin` in weft-plugin.yaml)")
+        base = _host.wit_exports.WebapiTask
+
+    class WebapiTask(base):  # type: ignore[misc, valid-type]
+        def create(self, ctx, idempotency_key):
+            def run() -> str:
+                meta = impl.create(_context(ctx), idempotency_key)
+                if not isinstance(meta, str):
+                    raise TypeError(f"create must return the meta as a str, not {type(meta).__name__}")
+                return meta
+
+            return _guarded("create", run)
+
+        def get(self, ctx, meta):
+            return _guarded("get", lambda: _wit_phase_info("get", impl.get(_context(ctx), meta)))
+
+        def delete(self, ctx, meta):
+            def run() -> None:
+                impl.delete(_context(ctx), meta)
+
+            return _guarded("delete", run)
+
+    WebapiTask.__qualname__ = WebapiTask.__name__ = "WebapiTask"
+    WebapiTask.plugin = impl  # for tests: weft_plugin.export_webapi(P).plugin
+    if warm_up is not False and in_component():
+        _warm.warm_up_webapi(WebapiTask, impl, warm_up if isinstance(warm_up, dict) else None)
+    return WebapiTask
+
+
+# Last: weft_plugin.http needs PluginError from above.
+from . import http  # noqa: E402
