@@ -185,6 +185,8 @@ pub(crate) struct Incidents {
     pub(crate) too_large: Option<(String, u64)>,
     /// The first request that ran out of time: its URL and the timeout.
     pub(crate) timed_out: Option<(String, Duration)>,
+    /// The first request a replay had no recording for.
+    pub(crate) unrecorded: Option<String>,
     /// Requests in flight, since when, and the time spent waiting on the
     /// network so far (a union of intervals: two requests at once count once).
     in_flight: u32,
@@ -321,8 +323,18 @@ async fn send(
         .await
         .map_err(|_| timed_out())?
         .map_err(|_| Error::InternalError(Some("the plugin's request limit is closed".into())))?;
-    let sent = tokio::time::timeout_at(deadline, send_on_tape(&out, request, options)).await;
-    let (response, io) = sent.map_err(|_| timed_out())??;
+    let sent =
+        tokio::time::timeout_at(deadline, send_on_tape(&out, request, options, &incidents)).await;
+    let (response, io) = match sent {
+        Err(_) => return Err(timed_out()),
+        // The connection's own timeouts, clamped to egress.timeout above.
+        Ok(Err(
+            Error::ConnectionTimeout | Error::ConnectionReadTimeout | Error::HttpResponseTimeout,
+        )) => {
+            return Err(timed_out());
+        }
+        Ok(r) => r?,
+    };
     let limit = out.egress.max_response;
     let length = response
         .headers()
@@ -355,6 +367,7 @@ async fn send_on_tape(
     out: &Outbound,
     request: http::Request<WasiBody>,
     options: RequestOptions,
+    incidents: &Mutex<Incidents>,
 ) -> Result<(http::Response<WasiBody>, Sent), Error> {
     use http_body_util::{BodyExt, Full};
     let Some(tape) = &out.tape else {
@@ -383,6 +396,7 @@ async fn send_on_tape(
                     "no recorded exchange left for {} {}",
                     recorded.method, recorded.url
                 );
+                lock(incidents).unrecorded.get_or_insert(why.clone());
                 return Err(Error::InternalError(Some(why)));
             };
             let mut b = http::Response::builder().status(e.response.status);
@@ -489,6 +503,14 @@ impl Body for Capped {
         };
         let frame = match Pin::new(inner).poll_frame(cx) {
             Poll::Ready(Some(Ok(f))) => f,
+            Poll::Ready(Some(Err(Error::ConnectionReadTimeout))) => {
+                if let Some(i) = &this.waiting {
+                    lock(i)
+                        .timed_out
+                        .get_or_insert((this.url.clone(), this.timeout));
+                }
+                return Poll::Ready(Some(Err(Error::ConnectionReadTimeout)));
+            }
             Poll::Ready(None) => {
                 drop(Waiting(this.waiting.take()));
                 return Poll::Ready(None);

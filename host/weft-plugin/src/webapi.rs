@@ -97,7 +97,8 @@ impl WebApiPlugin {
         let creds = config.remove("credentials");
         let egress = config.remove("egress");
         common.set_config(config);
-        let (credentials, operator, problem) = match host_keys(creds, egress) {
+        let manifest_rules = &common.manifest.egress.allow;
+        let (credentials, operator, problem) = match host_keys(creds, egress, manifest_rules) {
             Ok((c, o)) => (c, o, None),
             Err(p) => (Vec::new(), None, Some(p)),
         };
@@ -279,6 +280,15 @@ impl WebApiPlugin {
                 retryable: false,
             });
         }
+        if let Some(why) = &i.unrecorded {
+            return Some(CallError::Egress {
+                plugin: plugin.clone(),
+                call,
+                label: "unrecorded",
+                message: format!("plugin {plugin}: {why} (--replay)"),
+                retryable: false,
+            });
+        }
         i.timed_out.as_ref().map(|(url, t)| CallError::Egress {
             plugin: plugin.clone(),
             call,
@@ -366,7 +376,17 @@ impl WebApiPlugin {
 fn host_keys(
     creds: Option<Value>,
     egress: Option<Value>,
+    manifest: &[Rule],
 ) -> Result<(Vec<Credential>, Option<Vec<Rule>>), String> {
+    let operator = operator_rules(egress)?;
+    // Where a credential without `hosts` would go: everywhere the rules
+    // in force allow. With a `*` host that is anywhere a workflow's
+    // config points the plugin, so the credential must name its hosts.
+    let open = operator
+        .as_deref()
+        .unwrap_or(manifest)
+        .iter()
+        .any(|r| r.host == "*");
     let mut out = Vec::new();
     let raw: Vec<RawCredential> = match creds {
         None => Vec::new(),
@@ -384,6 +404,12 @@ fn host_keys(
         let mut value = http::HeaderValue::from_str(&format!("{}{value}", c.prefix))
             .map_err(|_| format!("{}: not a valid header value", field("value")))?;
         value.set_sensitive(true);
+        if c.hosts.is_empty() && open {
+            return Err(format!(
+                "{}: required, since the egress in force allows any host (*): name the hosts this credential is for, or narrow egress.allow",
+                field("hosts")
+            ));
+        }
         for (j, h) in c.hosts.iter().enumerate() {
             let rule = Rule {
                 host: h.clone(),
@@ -400,19 +426,18 @@ fn host_keys(
             value,
         });
     }
-    let operator = match egress {
-        None => None,
-        Some(v) => {
-            let e: OperatorEgress =
-                serde_json::from_value(v).map_err(|e| format!("egress: {e}"))?;
-            for (i, r) in e.allow.iter().enumerate() {
-                r.validate()
-                    .map_err(|p| format!("egress.allow[{i}]: {p}"))?;
-            }
-            Some(e.allow)
-        }
-    };
     Ok((out, operator))
+}
+
+/// The operator's `egress: {allow: [...]}`, checked.
+fn operator_rules(egress: Option<Value>) -> Result<Option<Vec<Rule>>, String> {
+    let Some(v) = egress else { return Ok(None) };
+    let e: OperatorEgress = serde_json::from_value(v).map_err(|e| format!("egress: {e}"))?;
+    for (i, r) in e.allow.iter().enumerate() {
+        r.validate()
+            .map_err(|p| format!("egress.allow[{i}]: {p}"))?;
+    }
+    Ok(Some(e.allow))
 }
 
 /// Strings a guest returns, with secrets cut out.
@@ -468,9 +493,11 @@ mod tests {
 
     #[test]
     fn host_keys_name_what_is_wrong() {
+        let any: Rule = serde_json::from_value(serde_json::json!({"host": "*"})).unwrap();
         let ok = host_keys(
             Some(serde_json::json!([{"header": "Authorization", "prefix": "Bearer ", "value": "s3cret"}])),
             Some(serde_json::json!({"allow": [{"host": "ray.internal", "ports": [8265], "methods": ["GET", "POST"], "schemes": ["http"]}]})),
+            std::slice::from_ref(&any),
         )
         .unwrap();
         assert_eq!(ok.0.len(), 1);
@@ -506,8 +533,15 @@ mod tests {
                 None,
                 "credentials: unknown field `valu`",
             ),
+            (
+                // Any host allowed and no `hosts`: the credential could
+                // go wherever a workflow points the plugin.
+                serde_json::json!([{"header": "X", "value": "v"}]),
+                None,
+                "credentials[0].hosts: required",
+            ),
         ] {
-            let e = host_keys(Some(creds), egress).unwrap_err();
+            let e = host_keys(Some(creds), egress, std::slice::from_ref(&any)).unwrap_err();
             assert!(e.contains(want), "{e} lacks {want}");
         }
     }

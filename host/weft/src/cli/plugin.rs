@@ -154,6 +154,17 @@ pub struct TestArgs {
     /// Plugin config overrides, a JSON object merged over the manifest's defaults.
     #[arg(long, value_name = "JSON")]
     pub plugin_config: Option<String>,
+    /// Web-API plugins: go live and write every HTTP exchange (request
+    /// without its headers, response) to this JSON file.
+    #[arg(long, value_name = "FILE", conflicts_with = "replay")]
+    pub record: Option<PathBuf>,
+    /// Web-API plugins: answer every HTTP request from this file (written
+    /// by --record), never going live. The allow-list still applies.
+    #[arg(long, value_name = "FILE")]
+    pub replay: Option<PathBuf>,
+    /// Web-API plugins: how many `get` polls at most before giving up.
+    #[arg(long, default_value_t = 600)]
+    pub max_polls: u32,
 }
 
 /// A task as the harness reads it: the fields of the WIT `task-context`
@@ -644,11 +655,17 @@ fn read_task(path: &Path) -> anyhow::Result<TaskFile> {
 
 impl TaskFile {
     fn context(self, plugin: &weft_plugin::TaskPlugin) -> TaskContext {
-        let task_type = self
-            .task_type
-            .clone()
-            .or_else(|| plugin.manifest().task_types.first().cloned())
-            .unwrap_or_default();
+        let first = plugin.manifest().task_types.first().cloned();
+        self.context_of(first)
+    }
+
+    fn webapi_context(self, plugin: &weft_plugin::WebApiPlugin) -> TaskContext {
+        let first = plugin.manifest().task_types.first().cloned();
+        self.context_of(first)
+    }
+
+    fn context_of(self, first_type: Option<String>) -> TaskContext {
+        let task_type = self.task_type.clone().or(first_type).unwrap_or_default();
         TaskContext::for_attempt(
             &self.workflow,
             &self.workflow_uid,
@@ -689,6 +706,13 @@ fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
         },
     };
     let (plugin, _, _, _) = load(&args.file, manifest)?;
+    if let Plugin::WebApi(w) = plugin {
+        let task = tasks.into_iter().next().context("--task is required")?;
+        return super::webapi_test::run(&args, &w, task.webapi_context(&w), overrides);
+    }
+    if args.record.is_some() || args.replay.is_some() {
+        bail!("--record and --replay are for web-API plugins (world webapi-task-plugin)");
+    }
     let Plugin::Task(plugin) = plugin else {
         bail!(
             "{}: a middleware plugin; `weft plugin test` runs task plugins",
