@@ -8,7 +8,8 @@
 #
 #   .ci/check-reproducible.sh        (part of `make plugin-tests`)
 #
-# About 30 s: four builds of ~7 s. Nothing is written into the repository.
+# About a minute: eight builds of ~7 s (a k8s-task-plugin and a
+# webapi-task-plugin example per SDK). Nothing is written into the repository.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 unset WEFT_REPRODUCIBLE # the default build is what is checked
@@ -19,7 +20,9 @@ trap 'rm -rf "$tmp"' EXIT
 
 # lang  example-dir                       component
 examples="python sdk/python/examples/rayjob py-rayjob
-js sdk/js/examples/k8s-job js-job"
+js sdk/js/examples/k8s-job js-job
+python sdk/python/examples/http-job py-http-job
+js sdk/js/examples/http-job js-http-job"
 
 failed=()
 while read -r lang dir name; do
@@ -47,7 +50,7 @@ while read -r lang dir name; do
   sum_a=$(sha256sum "$a/$name.wasm" | cut -c1-64)
   sum_b=$(sha256sum "$b/$name.wasm" | cut -c1-64)
   if [ "$sum_a" = "$sum_b" ]; then
-    printf '  ok   %-10s %-32s sha256 %s (%d bytes)\n' "$name" "$dir" "$sum_a" "$(stat -c %s "$a/$name.wasm")"
+    printf '  ok   %-12s %-32s sha256 %s (%d bytes)\n' "$name" "$dir" "$sum_a" "$(stat -c %s "$a/$name.wasm")"
     continue
   fi
   # cmp: "differ: byte N, line L" (N counts from 1) or "EOF on <file>" when

@@ -25,7 +25,10 @@
 //   });
 //
 // The entry module must export `k8sTask` (the WIT interface `k8s-task`,
-// camel-cased). The host's imports are wrapped in `log`, `clock` and
+// camel-cased). A web-API task plugin (the `webapi-task-plugin` world of
+// `weft:plugin@0.2.0`: a task run as a job of a remote service) exports
+// `webapiTask = defineWebApiPlugin({create, get, delete})` instead and talks
+// to the service with `http` (see the end of this file). The host's imports are wrapped in `log`, `clock` and
 // `state` below. Natively (node --test with testing/register.js) the same
 // code runs against stand-ins: see testing/host.js.
 

@@ -8,6 +8,10 @@
 //! manifest's egress allow-list fails the call with the host's egress
 //! error naming the URL while the server there sees no connection.
 //!
+//! The warm-up guests (sdk/python/tests/webapi-warm,
+//! sdk/js/tests/webapi-warm) show that the build-time warm-up called the
+//! plugin with its requests answered by the SDK, never the network.
+//!
 //! Each example is built once per run of this file, and not at all when
 //! its sources and SDK are those of the last build (a stamp beside the
 //! component in target/sdk-webapi); compiled components are cached in
@@ -51,6 +55,19 @@ const JAVASCRIPT: Example = Example {
     sdk: "js",
     dir: "sdk/js/examples/http-job",
     name: "js-http-job",
+};
+
+/// The warm-up guests (sdk/*/tests/webapi-warm).
+const PYTHON_WARM: Example = Example {
+    sdk: "python",
+    dir: "sdk/python/tests/webapi-warm",
+    name: "py-webapi-warm",
+};
+
+const JAVASCRIPT_WARM: Example = Example {
+    sdk: "js",
+    dir: "sdk/js/tests/webapi-warm",
+    name: "js-webapi-warm",
 };
 
 /// A digest of what the build reads: the SDK (the example is inside it),
@@ -480,6 +497,28 @@ fn a_refused_connection_is_a_retryable_plugin_error(ex: &Example) {
         }) => assert!(retryable, "{}: {message}", ex.name),
         other => panic!("{}: want a retryable plugin error, got {other:?}", ex.name),
     }
+}
+
+/// The build-time warm-up called create four times, each of its requests
+/// answered by the SDK itself (the build has no network), and the first
+/// real call starts from that snapshot.
+fn the_warm_up_ran_without_network(ex: &Example) {
+    let plugin = load(ex);
+    let ctx = task("http://127.0.0.1:9");
+    let (meta, _) = plugin
+        .create(&ctx, &ctx.resource_name)
+        .unwrap_or_else(|e| panic!("{}: create: {e}", ex.name));
+    assert_eq!(meta, "creates=5 stood_in=4", "{}", ex.name);
+}
+
+#[test]
+fn python_warm_up_calls_the_plugin_without_network() {
+    the_warm_up_ran_without_network(&PYTHON_WARM);
+}
+
+#[test]
+fn javascript_warm_up_calls_the_plugin_without_network() {
+    the_warm_up_ran_without_network(&JAVASCRIPT_WARM);
 }
 
 #[test]

@@ -14,7 +14,7 @@ from typing import List, Tuple
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import weft_plugin as weft  # noqa: E402
-from weft_plugin import _host, _warm, clock, log, state  # noqa: E402
+from weft_plugin import _host, _warm, clock, http, log, state  # noqa: E402
 
 
 @dataclass
@@ -86,6 +86,75 @@ class WarmUpTest(unittest.TestCase):
         cls = weft.export(Recorder)
         _warm.warm_up(cls, cls.plugin)
         self.assertEqual(cls.plugin.seen[0][1:3], ({}, {}))
+
+
+class WebApiRecorder(weft.WebApiPlugin):
+    def __init__(self):
+        self.seen = []
+
+    def create(self, ctx, idempotency_key):
+        resp = http.post("http://127.0.0.1:9/jobs", json={"id": idempotency_key})
+        self.seen.append(("create", idempotency_key, ctx.config, resp.status, resp.json()))
+        return "meta-" + idempotency_key
+
+    def get(self, ctx, meta):
+        self.seen.append(("get", meta, http.get(meta).status))
+        raise RuntimeError("a bug the warm-up must swallow")
+
+    def delete(self, ctx, meta):
+        self.seen.append(("delete", meta))
+
+
+class WebApiWarmUpTest(unittest.TestCase):
+    def setUp(self):
+        self.saved = _host.wit_types
+        _host.wit_types = types.SimpleNamespace(TaskContext=WitTaskContext)
+        self.asked = []
+        http.set_responder(lambda req: self.asked.append(req))  # must never be asked
+
+    def tearDown(self):
+        _host.wit_types = self.saved
+        http.set_responder(None)
+
+    def test_calls_create_get_delete_with_requests_answered_by_the_sdk(self):
+        cls = weft.export_webapi(WebApiRecorder)  # natively: no warm-up here
+        self.assertEqual(cls.plugin.seen, [])
+        _warm.warm_up_webapi(cls, cls.plugin, {"config": {"command": "x"}})
+        seen = cls.plugin.seen
+        self.assertEqual(seen.count(("create", "warm-up-task-0", {"command": "x"}, 200, {})), _warm.ROUNDS)
+        self.assertEqual(seen.count(("get", "meta-warm-up-task-0", 200)), _warm.ROUNDS)
+        self.assertEqual(seen.count(("delete", "meta-warm-up-task-0")), _warm.ROUNDS)
+        self.assertEqual(self.asked, [])
+        self.assertFalse(_host.warming)
+
+
+class HttpTest(unittest.TestCase):
+    def tearDown(self):
+        http.set_responder(None)
+
+    def test_json_bodies_and_headers(self):
+        got = []
+        http.set_responder(lambda req: got.append(req) or http.Response(201, {"X-A": "b"}, b'{"ok": true}'))
+        resp = http.request("POST", "http://svc/jobs", headers={"Idempotency-Key": "k"}, json={"a": 1})
+        self.assertEqual((resp.status, resp.ok, resp.json(), resp.headers), (201, True, {"ok": True}, {"x-a": "b"}))
+        self.assertEqual(resp.url, "http://svc/jobs")
+        req = got[0]
+        self.assertEqual((req.method, req.body), ("POST", b'{"a":1}'))
+        self.assertIn(("content-type", "application/json"), req.headers)
+        self.assertIn(("content-length", "7"), req.headers)
+
+    def test_raise_for_status(self):
+        for status, retryable in ((400, False), (404, False), (408, True), (429, True), (500, True)):
+            with self.assertRaises(weft.PluginError) as e:
+                http.Response(status, {}, b"no", "http://svc/x").raise_for_status()
+            self.assertEqual(e.exception.retryable, retryable, status)
+            self.assertIn(f"http://svc/x answered {status}", e.exception.message)
+
+    def test_not_a_url(self):
+        http.set_responder(None)
+        with self.assertRaises(http.HttpError) as e:
+            http.get("ftp://svc/x")
+        self.assertFalse(e.exception.retryable)
 
 
 if __name__ == "__main__":

@@ -36,6 +36,13 @@ This package hides the generated bindings behind plain Python values
     # componentize-py looks for a class named after the exported interface.
     K8sTask = weft.export(Hello)
 
+A *web-API* task plugin (the ``webapi-task-plugin`` world of
+``weft:plugin@0.2.0``) runs a task as a job of a remote service instead:
+subclass :class:`WebApiPlugin` (``create`` / ``get`` / ``delete``), talk to
+the service with :mod:`weft_plugin.http`, and bind
+``WebapiTask = weft.export_webapi(MyJob)``; its manifest says
+``world: webapi-task-plugin``.
+
 The host's imports are plain functions: :mod:`weft_plugin.log`,
 :mod:`weft_plugin.clock` and :mod:`weft_plugin.state` (a small key/value
 store per plugin: instances are fresh for every call, so it is the only
