@@ -3,10 +3,12 @@
 //! source with each SDK's build.sh and run through the host's own
 //! create / get / delete against a real HTTP server on loopback: create
 //! sends the request the example documents (body included), get maps the
-//! server's answers to phases and outputs, delete reaches the server, a
-//! refused connection is a retryable plugin error, and a URL outside the
-//! manifest's egress allow-list fails the call with the host's egress
-//! error naming the URL while the server there sees no connection.
+//! server's answers to phases and outputs, delete reaches the server,
+//! service errors become plugin errors, a refused connection is a
+//! retryable plugin error, a response over the manifest's size cap fails
+//! with the host's error, and a URL outside the manifest's egress
+//! allow-list fails the call with the host's egress error naming the URL
+//! while the server there sees no connection.
 //!
 //! The warm-up guests (sdk/python/tests/webapi-warm,
 //! sdk/js/tests/webapi-warm) show that the build-time warm-up called the
@@ -246,7 +248,11 @@ fn serve(
                 .unwrap_or_default();
             (201, json!({"id": id, "state": "PENDING"}))
         }
-        ("GET", p) if p.starts_with("/jobs/") => (200, job.lock().unwrap().clone()),
+        // `"big"`: a job of 2 MiB, over the examples' egress.maxResponse (1Mi).
+        ("GET", p) if p.starts_with("/jobs/") => match job.lock().unwrap().clone() {
+            Value::String(s) if s == "big" => (200, json!({"state": "x".repeat(2 << 20)})),
+            j => (200, j),
+        },
         ("DELETE", p) if p.starts_with("/jobs/") => (204, Value::Null),
         _ => (404, json!({"error": "no such route"})),
     };
@@ -415,6 +421,24 @@ fn creates_polls_and_deletes(ex: &Example) {
     );
 }
 
+/// A response over the manifest's `egress.maxResponse` fails get with the
+/// host's error naming the URL (the SDK's read of the body ends without
+/// a trap or a hang).
+fn a_response_over_the_cap_is_refused(ex: &Example) {
+    let plugin = load(ex);
+    let server = Server::start();
+    let ctx = task(&server.url);
+    let (meta, _) = plugin.create(&ctx, &ctx.resource_name).unwrap();
+    server.set_job(json!("big"));
+    match plugin.get(&ctx, &meta) {
+        Err(CallError::Egress { label, message, .. }) => {
+            assert_eq!(label, "response_too_large", "{}: {message}", ex.name);
+            assert!(message.contains(&meta), "{}: {message}", ex.name);
+        }
+        other => panic!("{}: want the host's size error, got {other:?}", ex.name),
+    }
+}
+
 /// The service's answers to create, as the examples read them: 409 (the
 /// job exists: a create repeated after a crash) adopts it, a 4xx is a
 /// permanent error, a 5xx a retryable one, each naming the URL and status.
@@ -539,6 +563,16 @@ fn python_example_reports_a_refused_connection_as_retryable() {
 #[test]
 fn python_example_turns_service_errors_into_plugin_errors() {
     service_errors_become_plugin_errors(&PYTHON);
+}
+
+#[test]
+fn python_example_is_refused_a_response_over_the_cap() {
+    a_response_over_the_cap_is_refused(&PYTHON);
+}
+
+#[test]
+fn javascript_example_is_refused_a_response_over_the_cap() {
+    a_response_over_the_cap_is_refused(&JAVASCRIPT);
 }
 
 #[test]
