@@ -138,6 +138,11 @@ impl WebApiPlugin {
         self.common.digest
     }
 
+    /// How many prepared instances are ready now.
+    pub fn spares_ready(&self) -> usize {
+        self.spares.ready()
+    }
+
     /// How often the host polls `get`.
     pub fn poll(&self) -> Poll {
         self.common.manifest.poll

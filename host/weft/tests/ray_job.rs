@@ -300,6 +300,42 @@ async fn ray_jobs_run_fail_abort_survive_a_crash_and_stay_in_their_lane() {
         head.job("ray-abort-long-0")
     );
 
+    // 2b. The node's timeout counts the remote job's time: the attempt
+    // fails and its job is stopped.
+    let timed = format!(
+        "    - {{id: slow, timeout: 4s, task: {{type: ray-job, config: {{address: '{url}', entrypoint: 'sleep 300'}}}}}}\n"
+    );
+    kubectl(
+        &kubeconfig,
+        &["create", "-f", "-"],
+        Some(&workflow_yaml("ray-timeout", &timed)),
+    )
+    .await;
+    let wf = wait_workflow(&api, "ray-timeout", 90, terminal).await;
+    let n = &wf.status.unwrap().nodes["slow"];
+    assert_eq!(n.phase, NodePhase::Failed);
+    assert!(
+        n.message.as_deref().unwrap_or_default().contains("4s"),
+        "{:?}",
+        n.message
+    );
+    let mut stopped = false;
+    for _ in 0..150 {
+        if head
+            .job("ray-timeout-slow-0")
+            .is_some_and(|j| j["status"] == "STOPPED")
+        {
+            stopped = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        stopped,
+        "timed-out job not stopped: {:?}",
+        head.job("ray-timeout-slow-0")
+    );
+
     // 3. SIGKILL once Ray has the job, before the first get (1 s later):
     // the restarted controller adopts the job instead of submitting again.
     let before = head.jobs().len();
