@@ -757,7 +757,8 @@ function send(method, url, headers, body) {
 export const http = {
   /** One request: `options` has `headers` (an object), and `body` (a
    * string or Uint8Array) or `json` (serialized, with content-type
-   * application/json). Answers an HttpResponse. */
+   * application/json); a content-length is set for any body. Answers an
+   * HttpResponse. */
   request(method, url, options = {}) {
     method = String(method).toUpperCase();
     url = String(url);
@@ -771,6 +772,12 @@ export const http = {
       }
     }
     const bytes = body === undefined || body === null ? new Uint8Array() : typeof body === 'string' ? encoder.encode(body) : body;
+    // A length, not a chunked body: many servers (Python's http.server,
+    // some proxies) do not read chunked requests.
+    if ((bytes.length || ['POST', 'PUT', 'PATCH'].includes(method)) &&
+        !Object.keys(headers).some((k) => k.toLowerCase() === 'content-length')) {
+      headers['content-length'] = String(bytes.length);
+    }
     if (warming) return new HttpResponse(200, { 'content-type': 'application/json' }, '{}', url);
     return send(method, url, headers, bytes);
   },

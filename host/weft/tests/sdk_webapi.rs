@@ -360,6 +360,14 @@ fn creates_polls_and_deletes(ex: &Example) {
         "{}",
         ex.name
     );
+    // A length, not a chunked body: many servers do not read chunked requests.
+    assert_eq!(
+        post.headers.get("content-length"),
+        Some(&post.body.len().to_string()),
+        "{}: {:?}",
+        ex.name,
+        post.headers
+    );
     assert_eq!(
         post.headers.get("idempotency-key"),
         Some(&key),
