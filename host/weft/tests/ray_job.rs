@@ -170,7 +170,7 @@ async fn ray_jobs_run_fail_abort_survive_a_crash_and_stay_in_their_lane() {
     std::fs::write(
         &registry_config,
         format!(
-            "plugins:\n  ray-job:\n    config:\n      credentials:\n        - header: Authorization\n          prefix: 'Bearer '\n          value: {{valueFrom: {{secretKeyRef: {{name: ray-token, key: token}}}}}}\n      egress:\n        allow: [{{host: 127.0.0.1, ports: [{port}], methods: [GET, POST], schemes: [http]}}]\n"
+            "plugins:\n  ray-job: &ray\n    config:\n      credentials:\n        - header: Authorization\n          prefix: 'Bearer '\n          value: {{valueFrom: {{secretKeyRef: {{name: ray-token, key: token}}}}}}\n      egress:\n        allow: [{{host: 127.0.0.1, ports: [{port}], methods: [GET, POST], schemes: [http]}}]\n  ray-hot: *ray\n"
         ),
     )
     .unwrap();
@@ -454,6 +454,42 @@ async fn ray_jobs_run_fail_abort_survive_a_crash_and_stay_in_their_lane() {
             && msg.contains("over the limit of 4194304 bytes"),
         "{msg}"
     );
+
+    // 5b. Hot-loaded: the same component under another name, pushed as a
+    // ConfigMap with `weft plugin push`, serves its task type at once.
+    let hot_wasm = dir.path().join("ray-hot.wasm");
+    std::fs::copy(
+        common::root().join("target/plugins/ray-job.wasm"),
+        &hot_wasm,
+    )
+    .unwrap();
+    let manifest =
+        std::fs::read_to_string(common::root().join("target/plugins/ray-job.yaml")).unwrap();
+    let manifest = manifest
+        .replacen("name: ray-job", "name: ray-hot", 1)
+        .replacen("taskTypes: [ray-job]", "taskTypes: [ray-hot]", 1);
+    assert!(manifest.contains("taskTypes: [ray-hot]"), "{manifest}");
+    std::fs::write(dir.path().join("ray-hot.yaml"), manifest).unwrap();
+    let pushed = common::weft_ok(
+        &kubeconfig,
+        &["plugin", "push", hot_wasm.to_str().unwrap(), "--wait"],
+    )
+    .await;
+    assert!(pushed.contains("ray-hot"), "{pushed}");
+    let hot = format!(
+        "    - {{id: h, task: {{type: ray-hot, config: {{address: '{url}', entrypoint: {ok:?}}}}}}}\n"
+    );
+    kubectl(
+        &kubeconfig,
+        &["create", "-f", "-"],
+        Some(&workflow_yaml("ray-hot", &hot)),
+    )
+    .await;
+    let wf = wait_workflow(&api, "ray-hot", 120, terminal).await;
+    let st = wf.status.unwrap();
+    assert_eq!(st.phase, WorkflowPhase::Succeeded, "{:?}", st.message);
+    assert_eq!(st.nodes["h"].outputs.as_ref().unwrap()["answer"], 42);
+    assert_eq!(head.job("ray-hot-h-0").unwrap()["status"], "SUCCEEDED");
 
     // 6. The token is nowhere a user or operator reads.
     let status = kubectl(&kubeconfig, &["get", "workflows", "-o", "yaml"], None).await;
