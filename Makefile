@@ -53,7 +53,7 @@ test: guests helm-tools grpc-tools browser ray
 ## The plugins' and SDK examples' own logic, natively (the host's tests run the components), the console's unit tests (vitest), and byte-reproducible Python and JS SDK builds.
 plugin-tests:
 	cd plugins && cargo fmt --all --check
-	cd plugins && CARGO_TARGET_DIR=target-native cargo test --locked -q $(addprefix -p weft-plugin-,auth-token request-id rate-limit audit spark k8s-resource ray-job)
+	cd plugins && CARGO_TARGET_DIR=target-native cargo test --locked -q $(addprefix -p weft-plugin-,auth-token request-id rate-limit audit spark k8s-resource ray-job http)
 	cd sdk/rust && CARGO_TARGET_DIR=../../plugins/target-native cargo test --locked -q --all-features
 	bash sdk/c/test.sh
 	cd sdk/python/examples/rayjob && PYTHONPATH=../.. python3 -m unittest -q
