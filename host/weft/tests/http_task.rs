@@ -1,0 +1,403 @@
+//! The `http` web-API plugin (plugins/http, Argo's HTTP template) end to
+//! end: a real loopback HTTP server in the test, a real dev cluster and a
+//! real `weft controller` process with the first-party plugins, Workflows
+//! created with kubectl.
+//!
+//! Checked from the server's side (what it received, and how often) and
+//! from the Workflow's status: a POST with a JSON body whose outputs come
+//! from CEL over the JSON answer feeds a downstream node's URL and body
+//! through `${nodes.a.outputs.x}`; each attempt sends its request exactly
+//! once, with the attempt's `Idempotency-Key`; a failing successCondition
+//! fails the node naming the URL and status (and a retry sends a new
+//! request with its own key); bad CEL fails before anything is sent; a
+//! request outside the operator's narrowed allow-list is denied naming
+//! the URL while the server there sees no connection.
+
+mod common;
+
+use std::{
+    collections::BTreeMap,
+    io::{BufRead, BufReader, Write},
+    net::{TcpListener, TcpStream},
+    path::Path,
+    sync::{Arc, Mutex},
+    thread,
+    time::Duration,
+};
+
+use kube::api::Api;
+use serde_json::{Value, json};
+use weft::api::Workflow;
+use weft_dag::{NodePhase, WorkflowPhase};
+
+/// One request the server received.
+#[derive(Debug, Clone)]
+struct Seen {
+    method: String,
+    path: String,
+    /// Header names lower-cased.
+    headers: BTreeMap<String, String>,
+    body: Vec<u8>,
+}
+
+impl Seen {
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+
+    fn key(&self) -> &str {
+        self.headers
+            .get("idempotency-key")
+            .map(String::as_str)
+            .unwrap_or_default()
+    }
+}
+
+/// A loopback HTTP/1.1 server answering JSON, keeping every request.
+struct Server {
+    port: u16,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl Server {
+    fn start() -> Server {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s = seen.clone();
+        thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { continue };
+                let s = s.clone();
+                thread::spawn(move || serve(stream, &s));
+            }
+        });
+        Server { port, seen }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// The requests to `method path` so far.
+    fn seen(&self, method: &str, path: &str) -> Vec<Seen> {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.method == method && r.path == path)
+            .cloned()
+            .collect()
+    }
+
+    fn count(&self) -> usize {
+        self.seen.lock().unwrap().len()
+    }
+}
+
+/// The server's API: orders are created, confirmed; `/busy` is never ready.
+fn serve(stream: TcpStream, seen: &Mutex<Vec<Seen>>) {
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let mut r = BufReader::new(stream);
+    let Some(req) = read_request(&mut r) else {
+        return;
+    };
+    let (status, reason, body) = match (req.method.as_str(), req.path.as_str()) {
+        ("POST", "/orders") => (
+            201,
+            "Created",
+            json!({"id": 7, "total": 42.5, "state": "accepted", "item": req.json()["item"]}),
+        ),
+        ("PUT", "/orders/7/confirm") => (
+            200,
+            "OK",
+            json!({"confirmed": true, "total": req.json()["total"]}),
+        ),
+        ("POST", "/busy") => (
+            503,
+            "Service Unavailable",
+            json!({"error": "busy, try later"}),
+        ),
+        _ => (404, "Not Found", json!({"error": "no such route"})),
+    };
+    seen.lock().unwrap().push(req);
+    let body = body.to_string();
+    let _ = write!(
+        writer,
+        "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+}
+
+/// One HTTP/1.1 request, its body read by content-length or chunked.
+fn read_request(r: &mut impl BufRead) -> Option<Seen> {
+    let mut line = String::new();
+    r.read_line(&mut line).ok()?;
+    let mut parts = line.split_whitespace();
+    let (method, path) = (parts.next()?.to_string(), parts.next()?.to_string());
+    let mut headers = BTreeMap::new();
+    loop {
+        let mut h = String::new();
+        r.read_line(&mut h).ok()?;
+        let h = h.trim_end();
+        if h.is_empty() {
+            break;
+        }
+        let (k, v) = h.split_once(':')?;
+        headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
+    }
+    let mut body = Vec::new();
+    if headers
+        .get("transfer-encoding")
+        .is_some_and(|t| t.eq_ignore_ascii_case("chunked"))
+    {
+        loop {
+            let mut size = String::new();
+            r.read_line(&mut size).ok()?;
+            let n = usize::from_str_radix(size.trim().split(';').next()?, 16).ok()?;
+            let mut chunk = vec![0; n + 2];
+            r.read_exact(&mut chunk).ok()?;
+            if n == 0 {
+                break;
+            }
+            body.extend_from_slice(&chunk[..n]);
+        }
+    } else if let Some(n) = headers.get("content-length") {
+        body = vec![0; n.parse().ok()?];
+        r.read_exact(&mut body).ok()?;
+    }
+    Some(Seen {
+        method,
+        path,
+        headers,
+        body,
+    })
+}
+
+async fn create(kubeconfig: &Path, name: &str, spec: &str) {
+    let yaml = format!(
+        "apiVersion: weft.dev/v1alpha1\nkind: Workflow\nmetadata: {{name: {name}, namespace: default}}\nspec:\n{spec}"
+    );
+    common::kubectl_ok(kubeconfig, &["create", "-f", "-"], Some(&yaml)).await;
+}
+
+async fn finished(api: &Api<Workflow>, name: &str) -> Workflow {
+    for _ in 0..60 * 5 {
+        if let Ok(wf) = api.get(name).await
+            && wf.status.as_ref().is_some_and(|s| s.phase.is_terminal())
+        {
+            return wf;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!(
+        "{name}: not finished in 60 s: {:?}",
+        api.get(name).await.ok().and_then(|w| w.status)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_tasks_send_once_chain_outputs_fail_by_condition_and_stay_in_their_lane() {
+    let server = Server::start();
+    let port = server.port;
+    let (dir, _cluster, kubeconfig, client) = common::dev_cluster().await;
+    // The operator narrows the plugin to the server: GET, POST and PUT on
+    // its port only.
+    let registry_config = dir.path().join("registry.yaml");
+    std::fs::write(
+        &registry_config,
+        format!(
+            "plugins:\n  http:\n    config:\n      egress:\n        allow: [{{host: 127.0.0.1, ports: [{port}], methods: [GET, POST, PUT], schemes: [http]}}]\n"
+        ),
+    )
+    .unwrap();
+    let args = [
+        "--plugin-namespace",
+        "default",
+        "--registry-config",
+        registry_config.to_str().unwrap(),
+    ];
+    let controller = common::ControllerProcess::start(&kubeconfig, "http", &args);
+    controller.metrics().await;
+    let api: Api<Workflow> = Api::namespaced(client.clone(), "default");
+
+    // 1. A POST with a JSON body; its outputs, CEL over the JSON answer,
+    // feed the next node's URL and body through its inputs.
+    let chain = r#"  inputs:
+    item: {type: string, default: widget}
+  nodes:
+    - id: a
+      inputs: {item: '${inputs.item}'}
+      task:
+        type: http
+        config:
+          method: POST
+          url: 'http://127.0.0.1:PORT/orders'
+          headers: {X-Team: ml}
+          body: {item: '${inputs.item}', qty: 3}
+          successCondition: "response.status == 201 && response.json.state == 'accepted'"
+          outputs:
+            id: response.json.id
+            total: response.json.total + 0.25
+            type: "response.headers['content-type']"
+    - id: b
+      dependsOn: [a]
+      inputs: {id: '${nodes.a.outputs.id}', total: '${nodes.a.outputs.total}'}
+      task:
+        type: http
+        config:
+          method: PUT
+          url: 'http://127.0.0.1:PORT/orders/${inputs.id}/confirm'
+          body: {total: '${inputs.total}', note: 'order ${inputs.id}'}
+          outputs: {confirmed: response.json.confirmed, echoed: response.json.total, id: inputs.id}
+"#
+    .replace("PORT", &port.to_string());
+    create(&kubeconfig, "http-chain", &chain).await;
+    let wf = finished(&api, "http-chain").await;
+    let st = wf.status.unwrap();
+    assert_eq!(st.phase, WorkflowPhase::Succeeded, "{st:?}");
+    let a = &st.nodes["a"];
+    assert_eq!(
+        Value::Object(a.outputs.clone().unwrap()),
+        json!({"id": 7, "total": 42.75, "type": "application/json"})
+    );
+    let r = a.resource.as_ref().unwrap();
+    assert_eq!(
+        (r.kind.as_str(), r.name.as_str()),
+        ("http", "http-chain-a-0")
+    );
+    assert_eq!(
+        Value::Object(st.nodes["b"].outputs.clone().unwrap()),
+        json!({"confirmed": true, "echoed": 42.75, "id": 7})
+    );
+    let posts = server.seen("POST", "/orders");
+    assert_eq!(posts.len(), 1, "one request for a's one attempt: {posts:?}");
+    let post = &posts[0];
+    assert_eq!(post.key(), "http-chain-a-0");
+    assert_eq!(post.headers["x-team"], "ml");
+    assert_eq!(post.headers["content-type"], "application/json");
+    assert_eq!(post.json(), json!({"item": "widget", "qty": 3}));
+    let puts = server.seen("PUT", "/orders/7/confirm");
+    assert_eq!(puts.len(), 1, "{puts:?}");
+    assert_eq!(puts[0].key(), "http-chain-b-0");
+    assert_eq!(puts[0].json(), json!({"total": 42.75, "note": "order 7"}));
+    // get only reads the verdict: nothing more reaches the server.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(server.count(), 2);
+    let out = common::kubectl_ok(
+        &kubeconfig,
+        &[
+            "get",
+            "workflow",
+            "http-chain",
+            "-o",
+            "jsonpath={.status.nodes.b.outputs.echoed}",
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(out.trim(), "42.75");
+
+    // 2. A failing successCondition fails the node naming the URL, the
+    // status and the condition; a retry is a new attempt: one new request
+    // with its own key.
+    let busy = r#"  nodes:
+    - id: c
+      retries: {limit: 1, backoff: 1s}
+      task:
+        type: http
+        config: {method: POST, url: 'http://127.0.0.1:PORT/busy', body: ping}
+"#
+    .replace("PORT", &port.to_string());
+    create(&kubeconfig, "http-busy", &busy).await;
+    let wf = finished(&api, "http-busy").await;
+    let st = wf.status.unwrap();
+    assert_eq!(st.phase, WorkflowPhase::Failed);
+    let c = &st.nodes["c"];
+    assert_eq!(c.phase, NodePhase::Failed);
+    let msg = c.message.as_deref().unwrap_or_default();
+    assert!(
+        msg.contains(&format!(
+            "POST {} answered 503: successCondition \"response.status >= 200 && response.status < 300\" is false",
+            server.url("/busy")
+        )) && msg.contains("busy, try later"),
+        "{msg}"
+    );
+    let tries = server.seen("POST", "/busy");
+    let keys: Vec<&str> = tries.iter().map(Seen::key).collect();
+    assert_eq!(keys, ["http-busy-c-0", "http-busy-c-1"], "once per attempt");
+    for t in &tries {
+        assert_eq!(t.body, b"ping");
+        assert!(!t.headers.contains_key("content-type"), "{t:?}");
+    }
+
+    // 3. Bad CEL fails the node naming the field, before anything is sent.
+    let bad = r#"  nodes:
+    - id: d
+      task:
+        type: http
+        config: {url: 'http://127.0.0.1:PORT/bad', outputs: {total: 'response.json.total +'}}
+"#
+    .replace("PORT", &port.to_string());
+    create(&kubeconfig, "http-bad-cel", &bad).await;
+    let wf = finished(&api, "http-bad-cel").await;
+    let d = &wf.status.unwrap().nodes["d"];
+    assert_eq!(d.phase, NodePhase::Failed);
+    let msg = d.message.as_deref().unwrap_or_default();
+    assert!(
+        msg.contains("outputs.total: \"response.json.total +\" is not valid CEL"),
+        "{msg}"
+    );
+    assert!(server.seen("GET", "/bad").is_empty());
+
+    // 4. Outside the operator's allow-list: another address, and a method
+    // the operator left out on the server's own port. Both are denied
+    // naming the URL; neither reaches a server.
+    let trap = TcpListener::bind("127.0.0.2:0").unwrap();
+    trap.set_nonblocking(true).unwrap();
+    let elsewhere = format!("http://127.0.0.2:{}/x", trap.local_addr().unwrap().port());
+    create(
+        &kubeconfig,
+        "http-denied",
+        &format!(
+            "  nodes:\n    - {{id: e, task: {{type: http, config: {{url: '{elsewhere}'}}}}}}\n"
+        ),
+    )
+    .await;
+    create(
+        &kubeconfig,
+        "http-denied-method",
+        &format!(
+            "  nodes:\n    - {{id: f, task: {{type: http, config: {{method: DELETE, url: '{}'}}}}}}\n",
+            server.url("/orders/7")
+        ),
+    )
+    .await;
+    for (name, id, denied) in [
+        ("http-denied", "e", format!("may not GET {elsewhere}")),
+        (
+            "http-denied-method",
+            "f",
+            format!("may not DELETE {}", server.url("/orders/7")),
+        ),
+    ] {
+        let wf = finished(&api, name).await;
+        let n = &wf.status.unwrap().nodes[id];
+        assert_eq!(n.phase, NodePhase::Failed);
+        let msg = n.message.as_deref().unwrap_or_default();
+        assert!(
+            msg.contains(&denied) && msg.contains("operator's egress.allow"),
+            "{msg}"
+        );
+    }
+    assert!(
+        trap.accept().is_err(),
+        "a connection reached the denied address"
+    );
+    assert!(server.seen("DELETE", "/orders/7").is_empty());
+    assert_eq!(server.count(), 4, "nothing but the allowed requests");
+    drop(controller);
+}
