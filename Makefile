@@ -57,8 +57,10 @@ plugin-tests:
 	cd sdk/rust && CARGO_TARGET_DIR=../../plugins/target-native cargo test --locked -q --all-features
 	bash sdk/c/test.sh
 	cd sdk/python/examples/rayjob && PYTHONPATH=../.. python3 -m unittest -q
+	cd sdk/python/examples/http-job && PYTHONPATH=../.. python3 -m unittest -q
 	cd sdk/python && python3 -m unittest discover -q -s tests
 	cd sdk/js/examples/k8s-job && node --import ../../testing/register.js --test
+	cd sdk/js/examples/http-job && node --import ../../testing/register.js --test
 	cd sdk/js/template && node --import ../testing/register.js --test
 	cd host/weft/console && { test -d node_modules || npm ci --no-audit --no-fund; } && npm test
 	bash .ci/check-reproducible.sh

@@ -437,6 +437,168 @@ fn run_ok(dir: &Path, cmd: &str, args: &[&str], envs: &[(&str, &Path)]) -> Strin
     stdout(&out) + &stderr(&out)
 }
 
+/// `weft plugin new --world webapi`: each language's web-API scaffold
+/// passes its own unit tests, and the Python and JavaScript ones, built by
+/// their SDKs, run a job of a real jobs API (the toy server in
+/// sdk/python/examples) to success through `weft plugin test`, live. C
+/// has no HTTP client: refused with a clear error.
+#[test]
+fn plugin_new_webapi_scaffolds_plugins_that_run_a_job() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let sdk = root().join("sdk");
+    let new = |lang: &str, name: &str| {
+        let out = weft(&[
+            "plugin",
+            "new",
+            name,
+            "--lang",
+            lang,
+            "--world",
+            "webapi",
+            "--dir",
+            dir.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+        assert!(stdout(&out).contains("web-API plugin"), "{}", stdout(&out));
+        let manifest = std::fs::read_to_string(dir.join(name).join("weft-plugin.yaml")).unwrap();
+        assert!(
+            manifest.contains("world: webapi-task-plugin")
+                && manifest.contains(&format!("taskTypes: [{name}]")),
+            "{manifest}"
+        );
+        dir.join(name)
+    };
+    let refused = weft(&[
+        "plugin",
+        "new",
+        "c-api",
+        "--lang",
+        "c",
+        "--world",
+        "webapi",
+        "--dir",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        stderr(&refused).contains("C SDK has no HTTP client"),
+        "{}",
+        stderr(&refused)
+    );
+
+    let rs = new("rust", "rs-api");
+    let log = run_ok(
+        &rs,
+        env!("CARGO"),
+        &["test", "-q"],
+        &[("CARGO_TARGET_DIR", &root().join("target/scaffold-test"))],
+    );
+    assert!(log.contains("3 passed"), "{log}");
+
+    // The jobs API, on a free port.
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    /// Killed however the test ends (it holds the test's stderr open).
+    struct Server(std::process::Child);
+    impl Drop for Server {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut server = Server(
+        Command::new("python3")
+            .arg(sdk.join("python/examples/jobs_server.py"))
+            .arg(port.to_string())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(server.0.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert!(line.contains(&port.to_string()), "{line}");
+    let out_dir = dir.join("out");
+    let run_job = |name: &str, plugin: &Path| {
+        let task = plugin.join("task.json");
+        // Its own workflow name: each plugin creates its own job.
+        let text = std::fs::read_to_string(&task)
+            .unwrap()
+            .replace("127.0.0.1:8080", &format!("127.0.0.1:{port}"))
+            .replace(
+                "\"workflow\": \"example\"",
+                &format!("\"workflow\": \"{name}\""),
+            );
+        std::fs::write(&task, text).unwrap();
+        let wasm = out_dir.join(format!("{name}.wasm"));
+        let out = weft(&[
+            "plugin",
+            "test",
+            wasm.to_str().unwrap(),
+            "--task",
+            task.to_str().unwrap(),
+        ]);
+        assert!(
+            out.status.success(),
+            "{name}: {}{}",
+            stdout(&out),
+            stderr(&out)
+        );
+        let report = stdout(&out);
+        assert!(
+            report.contains("phase: success") && report.contains("accuracy: 0.93"),
+            "{name}: {report}"
+        );
+        assert!(report.contains("- running"), "{name} was polled: {report}");
+    };
+
+    let py = new("python", "py-api");
+    run_ok(
+        &py,
+        "python3",
+        &["-m", "unittest", "-q"],
+        &[("PYTHONPATH", &sdk.join("python"))],
+    );
+    run_ok(
+        &root(),
+        "bash",
+        &[
+            "sdk/python/build.sh",
+            py.to_str().unwrap(),
+            out_dir.to_str().unwrap(),
+        ],
+        &[],
+    );
+    run_job("py-api", &py);
+
+    let js = new("js", "js-api");
+    let register = sdk.join("js/testing/register.js");
+    run_ok(
+        &js,
+        "node",
+        &["--import", register.to_str().unwrap(), "--test"],
+        &[],
+    );
+    run_ok(
+        &root(),
+        "bash",
+        &[
+            "sdk/js/build.sh",
+            js.to_str().unwrap(),
+            out_dir.to_str().unwrap(),
+        ],
+        &[],
+    );
+    run_job("js-api", &js);
+}
+
 /// `weft plugin new` as `spin new`: each language's scaffold is a plugin
 /// that passes its own unit tests and, built by its SDK, the conformance
 /// checks, serving the task type it was named after.

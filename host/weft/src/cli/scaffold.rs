@@ -21,6 +21,15 @@ pub enum Lang {
     C,
 }
 
+/// The plugin worlds a scaffold can start from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum World {
+    /// `k8s-task-plugin`: build a Kubernetes resource per task.
+    Task,
+    /// `webapi-task-plugin`: create / get / delete a job of a remote API.
+    Webapi,
+}
+
 /// Arguments of `weft plugin new`.
 #[derive(Debug, Args)]
 pub struct NewArgs {
@@ -29,6 +38,11 @@ pub struct NewArgs {
     /// The language.
     #[arg(long, value_enum)]
     pub lang: Lang,
+    /// What kind of task plugin: `task` builds a Kubernetes resource
+    /// (k8s-task-plugin); `webapi` runs the task in a remote service over
+    /// HTTP (webapi-task-plugin, docs/webapi.md).
+    #[arg(long, value_enum, default_value_t = World::Task)]
+    pub world: World,
     /// Where the plugin's folder goes.
     #[arg(long, default_value = ".")]
     pub dir: PathBuf,
@@ -43,29 +57,40 @@ pub struct NewArgs {
 type Template = &'static [(&'static str, &'static str)];
 
 macro_rules! files {
-    ($lang:literal: $($f:literal),+) => {
-        &[$(($f, include_str!(concat!("../../../../sdk/", $lang, "/template/", $f)))),+]
+    ($dir:literal: $($f:literal),+) => {
+        &[$(($f, include_str!(concat!("../../../../sdk/", $dir, "/", $f)))),+]
     };
 }
 
-const RUST: Template =
-    files!("rust": "Cargo.toml", "src/lib.rs", "weft-plugin.yaml", "task.json", "README.md");
+const RUST: Template = files!("rust/template": "Cargo.toml", "src/lib.rs", "weft-plugin.yaml", "task.json", "README.md");
 const PYTHON: Template =
-    files!("python": "plugin.py", "test_plugin.py", "weft-plugin.yaml", "task.json");
-const JS: Template = files!("js": "plugin.js", "plugin.test.js", "weft-plugin.yaml", "task.json");
-const C: Template = files!("c": "plugin.c", "weft-plugin.yaml", "task.json", "README.md");
+    files!("python/template": "plugin.py", "test_plugin.py", "weft-plugin.yaml", "task.json");
+const JS: Template =
+    files!("js/template": "plugin.js", "plugin.test.js", "weft-plugin.yaml", "task.json");
+const C: Template = files!("c/template": "plugin.c", "weft-plugin.yaml", "task.json", "README.md");
+const RUST_WEBAPI: Template = files!("rust/template-webapi": "Cargo.toml", "src/lib.rs", "weft-plugin.yaml", "task.json", "README.md");
+const PYTHON_WEBAPI: Template = files!("python/template-webapi": "plugin.py", "test_plugin.py", "weft-plugin.yaml", "task.json");
+const JS_WEBAPI: Template =
+    files!("js/template-webapi": "plugin.js", "plugin.test.js", "weft-plugin.yaml", "task.json");
 
 /// The name every template uses for itself (and its task type).
 const PLACEHOLDER: &str = "my-task";
 
 impl Lang {
-    fn template(self) -> Template {
-        match self {
-            Lang::Rust => RUST,
-            Lang::Python => PYTHON,
-            Lang::Js => JS,
-            Lang::C => C,
-        }
+    /// The template of a plugin of `world` in this language.
+    fn template(self, world: World) -> anyhow::Result<Template> {
+        Ok(match (world, self) {
+            (World::Task, Lang::Rust) => RUST,
+            (World::Task, Lang::Python) => PYTHON,
+            (World::Task, Lang::Js) => JS,
+            (World::Task, Lang::C) => C,
+            (World::Webapi, Lang::Rust) => RUST_WEBAPI,
+            (World::Webapi, Lang::Python) => PYTHON_WEBAPI,
+            (World::Webapi, Lang::Js) => JS_WEBAPI,
+            (World::Webapi, Lang::C) => bail!(
+                "--world webapi: the C SDK has no HTTP client yet; use --lang rust, python or js"
+            ),
+        })
     }
 
     fn sdk_dir(self) -> &'static str {
@@ -133,7 +158,8 @@ pub fn new(args: NewArgs) -> anyhow::Result<ExitCode> {
             target.display()
         );
     }
-    for (file, text) in args.lang.template() {
+    let template = args.lang.template(args.world)?;
+    for (file, text) in template {
         let path = target.join(file);
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)
@@ -142,11 +168,13 @@ pub fn new(args: NewArgs) -> anyhow::Result<ExitCode> {
         std::fs::write(&path, render(args.lang, text, &args.name, &sdk))
             .with_context(|| format!("writing {}", path.display()))?;
     }
-    super::out(&next_steps(args.lang, &args.name, &target, &sdk))?;
+    super::out(&next_steps(
+        args.lang, args.world, &args.name, &target, &sdk,
+    ))?;
     Ok(ExitCode::SUCCESS)
 }
 
-fn next_steps(lang: Lang, name: &str, dir: &Path, sdk: &Path) -> String {
+fn next_steps(lang: Lang, world: World, name: &str, dir: &Path, sdk: &Path) -> String {
     let d = dir.display();
     let s = sdk.join(lang.sdk_dir());
     let s = s.display();
@@ -160,8 +188,15 @@ fn next_steps(lang: Lang, name: &str, dir: &Path, sdk: &Path) -> String {
         ),
         Lang::C => format!("{s}/build.sh {d} out"),
     };
+    let (kind, check) = match world {
+        World::Task => ("", "--conformance"),
+        World::Webapi => (
+            "web-API ",
+            "--record api.json   (then --replay api.json, offline)",
+        ),
+    };
     format!(
-        "created {d}: a {lang:?} plugin serving task type {name:?}\nnext:\n  {build}\n  weft plugin test out/{name}.wasm --task {d}/task.json --conformance\n  weft plugin push out/{name}.wasm --wait\n"
+        "created {d}: a {lang:?} {kind}plugin serving task type {name:?}\nnext:\n  {build}\n  weft plugin test out/{name}.wasm --task {d}/task.json {check}\n  weft plugin push out/{name}.wasm --wait\n"
     )
 }
 
