@@ -9,7 +9,8 @@
 //! through `${nodes.a.outputs.x}`; each attempt sends its request exactly
 //! once, with the attempt's `Idempotency-Key`; a failing successCondition
 //! fails the node naming the URL and status (and a retry sends a new
-//! request with its own key); bad CEL fails before anything is sent; a
+//! request with its own key); bad CEL fails before anything is sent; an
+//! answer over the manifest's 1 MiB cap fails the node; a
 //! request outside the operator's narrowed allow-list is denied naming
 //! the URL while the server there sees no connection.
 
@@ -121,6 +122,8 @@ fn serve(stream: TcpStream, seen: &Mutex<Vec<Seen>>) {
             "Service Unavailable",
             json!({"error": "busy, try later"}),
         ),
+        // 2 MiB: over the manifest's egress.maxResponse (1Mi).
+        ("GET", "/big") => (200, "OK", json!({"blob": "x".repeat(2 << 20)})),
         _ => (404, "Not Found", json!({"error": "no such route"})),
     };
     seen.lock().unwrap().push(req);
@@ -353,6 +356,23 @@ async fn http_tasks_send_once_chain_outputs_fail_by_condition_and_stay_in_their_
     );
     assert!(server.seen("GET", "/bad").is_empty());
 
+    // 3b. An answer over the manifest's egress.maxResponse (1 MiB) fails
+    // the node for good, naming the URL and the limit.
+    let big = format!(
+        "  nodes:\n    - {{id: g, task: {{type: http, config: {{url: '{}'}}}}}}\n",
+        server.url("/big")
+    );
+    create(&kubeconfig, "http-big", &big).await;
+    let wf = finished(&api, "http-big").await;
+    let g = &wf.status.unwrap().nodes["g"];
+    assert_eq!(g.phase, NodePhase::Failed);
+    let msg = g.message.as_deref().unwrap_or_default();
+    assert!(
+        msg.contains(&server.url("/big")) && msg.contains("over the limit of 1048576 bytes"),
+        "{msg}"
+    );
+    assert_eq!(server.seen("GET", "/big").len(), 1);
+
     // 4. Outside the operator's allow-list: another address, and a method
     // the operator left out on the server's own port. Both are denied
     // naming the URL; neither reaches a server.
@@ -398,6 +418,6 @@ async fn http_tasks_send_once_chain_outputs_fail_by_condition_and_stay_in_their_
         "a connection reached the denied address"
     );
     assert!(server.seen("DELETE", "/orders/7").is_empty());
-    assert_eq!(server.count(), 4, "nothing but the allowed requests");
+    assert_eq!(server.count(), 5, "nothing but the allowed requests");
     drop(controller);
 }
