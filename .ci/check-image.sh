@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 
 dockerfile=deploy/image/Dockerfile
 deployment=deploy/base/deployment.yaml
-plugins=(pod spark k8s-resource auth-token request-id rate-limit audit)
+plugins=(pod spark k8s-resource ray-job http auth-token request-id rate-limit audit)
 fail() { echo "check-image: $*" >&2; exit 1; }
 
 # The Dockerfile's instructions, one per line (continuations joined).
@@ -48,7 +48,7 @@ while read -r line; do
   [ -e "$rootfs${src#"$image_out"}" ] || fail "$dockerfile copies $src, which build.sh did not make"
 done <<<"$copies"
 
-# 4. The tree: the binary (the ENTRYPOINT), the seven plugins, the directories.
+# 4. The tree: the binary (the ENTRYPOINT), the first-party plugins, the directories.
 entrypoint=$(grep -E '^ENTRYPOINT ' <<<"$runtime" | sed -E 's/^ENTRYPOINT \["([^"]+)".*/\1/')
 [ "$entrypoint" = /usr/local/bin/weft ] || fail "$dockerfile: ENTRYPOINT is '$entrypoint', not /usr/local/bin/weft"
 [ -x "$rootfs$entrypoint" ] || fail "$rootfs$entrypoint: not an executable"

@@ -29,7 +29,7 @@ out=$(cd "$1" && pwd)
 profile=${WEFT_IMAGE_PROFILE:-release}
 bake=${WEFT_BAKE_PLUGINS:-0}
 case $bake in 0 | 1) ;; *) die "WEFT_BAKE_PLUGINS must be 0 or 1, not '$bake'" ;; esac
-plugins=(pod spark k8s-resource auth-token request-id rate-limit audit)
+plugins=(pod spark k8s-resource ray-job http auth-token request-id rate-limit audit)
 
 cd "$root"
 target_dir=${CARGO_TARGET_DIR:-$root/target}

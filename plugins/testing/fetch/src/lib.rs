@@ -6,7 +6,9 @@
 //! success with the meta as outputs; `delete` does nothing.
 
 use serde::Deserialize;
-use weft_plugin_sdk::{clock, http, json, PhaseInfo, PluginError, TaskContext, Value, WebApiPlugin};
+use weft_plugin_sdk::{
+    clock, http, json, PhaseInfo, PluginError, TaskContext, Value, WebApiPlugin,
+};
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -55,7 +57,8 @@ impl WebApiPlugin for Fetch {
     }
 
     fn get(_ctx: TaskContext, meta: &str) -> Result<PhaseInfo, PluginError> {
-        let v: Value = serde_json::from_str(meta).map_err(|e| PluginError::permanent(e.to_string()))?;
+        let v: Value =
+            serde_json::from_str(meta).map_err(|e| PluginError::permanent(e.to_string()))?;
         Ok(PhaseInfo::success(v.as_object().cloned()))
     }
 
