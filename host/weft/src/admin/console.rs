@@ -100,6 +100,11 @@ pub async fn node_details(
 /// The child as JSON; empty when it is gone (deleted with its workflow's
 /// TTL, say) or its kind is not served.
 async fn child_json(client: &Client, ns: &str, r: &weft_dag::status::ResourceRef) -> String {
+    // A web-API task's job lives in a remote service: what the host keeps
+    // of it (plugin, idempotency key, meta) is what there is to show.
+    if r.api_version == crate::controller::webapi::WEBAPI_API_VERSION {
+        return serde_json::to_string(r).unwrap_or_default();
+    }
     let (group, version) = match r.api_version.split_once('/') {
         Some((g, v)) => (g, v),
         None => ("", r.api_version.as_str()),
