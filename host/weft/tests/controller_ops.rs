@@ -12,7 +12,7 @@
 //!   names and move as the work does (scraped before and after);
 //! - SIGTERM: running work finishes within the grace period, the Lease is
 //!   released, exit 0; `--sync-period` reconciles with no event;
-//!   `--feature-gates IgnoreStatusUpdates=true` still runs workflows.
+//!   `--feature-gates IgnoreStatusUpdates=false` (the opt-out of the beta gate) still runs workflows.
 
 mod common;
 
@@ -355,7 +355,7 @@ async fn sigterm_finishes_releases_the_lease_and_exits_zero_and_resyncs_reconcil
             "--sync-period",
             "1s",
             "--feature-gates",
-            "IgnoreStatusUpdates=true",
+            "IgnoreStatusUpdates=false",
             "--graceful-shutdown-timeout",
             "20s",
         ],

@@ -19,7 +19,7 @@ pub enum Stage {
 pub const GATES: &[(&str, Stage, &str)] = &[
     (
         "IgnoreStatusUpdates",
-        Stage::Alpha,
+        Stage::Beta,
         "a Workflow event whose only change is the status (the controller's own writes) does not trigger a reconcile (controller-runtime's GenerationChangedPredicate, keeping annotation, label, finalizer and deletion changes)",
     ),
     (
@@ -90,15 +90,15 @@ mod tests {
     #[test]
     fn defaults_follow_the_stage_and_the_flag_overrides_them() {
         let none = FeatureGates::parse("").unwrap();
-        assert!(!none.enabled("IgnoreStatusUpdates"));
+        assert!(none.enabled("IgnoreStatusUpdates"), "beta: on by default");
         assert!(none.enabled("CoalesceStatusWrites"));
         let set =
-            FeatureGates::parse("IgnoreStatusUpdates=true, CoalesceStatusWrites=false").unwrap();
-        assert!(set.enabled("IgnoreStatusUpdates"));
+            FeatureGates::parse("IgnoreStatusUpdates=false, CoalesceStatusWrites=false").unwrap();
+        assert!(!set.enabled("IgnoreStatusUpdates"));
         assert!(!set.enabled("CoalesceStatusWrites"));
         assert_eq!(
             set.to_string(),
-            "IgnoreStatusUpdates=true,CoalesceStatusWrites=false"
+            "IgnoreStatusUpdates=false,CoalesceStatusWrites=false"
         );
     }
 
