@@ -69,9 +69,11 @@ const JS: Template =
     files!("js/template": "plugin.js", "plugin.test.js", "weft-plugin.yaml", "task.json");
 const C: Template = files!("c/template": "plugin.c", "weft-plugin.yaml", "task.json", "README.md");
 const RUST_WEBAPI: Template = files!("rust/template-webapi": "Cargo.toml", "src/lib.rs", "weft-plugin.yaml", "task.json", "README.md");
-const PYTHON_WEBAPI: Template = files!("python/template-webapi": "plugin.py", "test_plugin.py", "weft-plugin.yaml", "task.json");
+// The Python and JavaScript web-API templates are the SDKs' http-job
+// examples (tested in sdk_webapi.rs), renamed by `render`.
+const PYTHON_WEBAPI: Template = files!("python/examples/http-job": "plugin.py", "test_plugin.py", "weft-plugin.yaml", "task.json");
 const JS_WEBAPI: Template =
-    files!("js/template-webapi": "plugin.js", "plugin.test.js", "weft-plugin.yaml", "task.json");
+    files!("js/examples/http-job": "plugin.js", "plugin.test.js", "weft-plugin.yaml", "task.json");
 
 /// The name every template uses for itself (and its task type).
 const PLACEHOLDER: &str = "my-task";
@@ -118,6 +120,11 @@ fn camel(name: &str) -> String {
 /// The template's text with its own name replaced by `name`.
 fn render(lang: Lang, text: &str, name: &str, sdk: &Path) -> String {
     let ph = PLACEHOLDER;
+    // The http-job examples' names (plugin, then task type).
+    let text = text
+        .replace("py-http-job", ph)
+        .replace("js-http-job", ph)
+        .replace("http-job", ph);
     let mut out = text
         .replace(ph, name)
         .replace(&ph.replace('-', "_"), &name.replace('-', "_"))
