@@ -347,6 +347,38 @@ fn resource_ref(obj: &Value) -> ResourceRef {
     }
 }
 
+/// What a task plugin's answer (a `get-task-phase` or a web-API `get`)
+/// means for the attempt.
+pub(super) fn observation(info: weft_plugin::PhaseInfo) -> TaskObservation {
+    let failed = |retryable| TaskState::Failed {
+        retryable,
+        system: info.failure_kind() == FailureKind::System,
+    };
+    let state = match info.phase {
+        Phase::Success => TaskState::Succeeded,
+        Phase::RetryableFailure => failed(true),
+        Phase::PermanentFailure => failed(false),
+        _ => TaskState::InProgress,
+    };
+    TaskObservation {
+        state,
+        task_phase: Some(info.phase.to_string()),
+        reason: info.reason,
+        message: info.message,
+        outputs: info.outputs,
+        resource: None,
+        plugin: None,
+        log_links: info
+            .log_links
+            .into_iter()
+            .map(|l| LogLink {
+                name: l.name,
+                uri: l.uri,
+            })
+            .collect(),
+    }
+}
+
 /// What a child Workflow's status means for its node.
 fn child_observation(name: &str, child: &DynamicObject) -> TaskObservation {
     let status: weft_dag::WorkflowStatus = child
@@ -622,33 +654,7 @@ impl Executor for PluginExecutor {
                     let served = serde_json::to_value(&info).unwrap_or(Value::Null);
                     (Call::Phase(observed.clone()), served)
                 });
-                let failed = |retryable| TaskState::Failed {
-                    retryable,
-                    system: info.failure_kind() == FailureKind::System,
-                };
-                let state = match info.phase {
-                    Phase::Success => TaskState::Succeeded,
-                    Phase::RetryableFailure => failed(true),
-                    Phase::PermanentFailure => failed(false),
-                    _ => TaskState::InProgress,
-                };
-                TaskObservation {
-                    state,
-                    task_phase: Some(info.phase.to_string()),
-                    reason: info.reason,
-                    message: info.message,
-                    outputs: info.outputs.map(|m| m.into_iter().collect::<Map<_, _>>()),
-                    resource: None,
-                    plugin: None,
-                    log_links: info
-                        .log_links
-                        .into_iter()
-                        .map(|l| LogLink {
-                            name: l.name,
-                            uri: l.uri,
-                        })
-                        .collect(),
-                }
+                observation(info)
             }
         };
         if obs.state != TaskState::InProgress {

@@ -19,8 +19,8 @@ use std::{
 };
 
 use weft_dag::schedule::{TaskObservation, TaskState};
-use weft_dag::status::{LogLink, PluginRef, ResourceRef};
-use weft_plugin::{CallError, FailureKind, Phase, PhaseInfo, TaskContext, WebApiPlugin};
+use weft_dag::status::{PluginRef, ResourceRef};
+use weft_plugin::{CallError, FailureKind, TaskContext, WebApiPlugin};
 
 use super::children::Children;
 use super::metrics::Metrics;
@@ -218,7 +218,7 @@ impl WebApiTasks {
                 metrics.plugin_call(plugin.name(), "get", start.elapsed());
                 result.map(|(info, stats)| {
                     metrics.plugin_memory(plugin.name(), stats.memory_peak);
-                    observation(info)
+                    super::executor::observation(info)
                 })
             })
             .await
@@ -284,36 +284,5 @@ fn plugin_ref(p: &WebApiPlugin) -> PluginRef {
     PluginRef {
         name: p.name().to_string(),
         digest: format!("sha256:{}", p.digest().hex()),
-    }
-}
-
-/// What a `get` answer means for the attempt.
-fn observation(info: PhaseInfo) -> TaskObservation {
-    let failed = |retryable| TaskState::Failed {
-        retryable,
-        system: info.failure_kind() == FailureKind::System,
-    };
-    let state = match info.phase {
-        Phase::Success => TaskState::Succeeded,
-        Phase::RetryableFailure => failed(true),
-        Phase::PermanentFailure => failed(false),
-        _ => TaskState::InProgress,
-    };
-    TaskObservation {
-        state,
-        task_phase: Some(info.phase.to_string()),
-        reason: info.reason,
-        message: info.message,
-        outputs: info.outputs,
-        resource: None,
-        plugin: None,
-        log_links: info
-            .log_links
-            .into_iter()
-            .map(|l| LogLink {
-                name: l.name,
-                uri: l.uri,
-            })
-            .collect(),
     }
 }
