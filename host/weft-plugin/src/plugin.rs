@@ -813,6 +813,43 @@ impl Common {
         }
     }
 
+    /// A plugin's answer about a task, whichever world it came from, held
+    /// to the output limit and the contract (outputs are a JSON object).
+    pub(crate) fn phase_info(
+        &self,
+        call: &'static str,
+        phase: Phase,
+        (reason, message, outputs): (Option<String>, Option<String>, Option<String>),
+        log_links: impl Iterator<Item = (String, String)>,
+    ) -> Result<PhaseInfo, CallError> {
+        let invalid = |problem: String| CallError::InvalidOutput {
+            plugin: self.name.to_string(),
+            call,
+            problem,
+        };
+        let outputs = match outputs {
+            None => None,
+            Some(s) => {
+                self.check_output(call, &s)?;
+                match serde_json::from_str::<Value>(&s) {
+                    Ok(Value::Object(m)) => Some(m),
+                    Ok(_) => return Err(invalid("outputs must be a JSON object".into())),
+                    Err(e) => return Err(invalid(format!("outputs are not JSON: {e}"))),
+                }
+            }
+        };
+        for s in [&message, &reason].into_iter().flatten() {
+            self.check_output(call, s)?;
+        }
+        Ok(PhaseInfo {
+            phase,
+            reason,
+            message,
+            outputs,
+            log_links: log_links.map(|(name, uri)| LogLink { name, uri }).collect(),
+        })
+    }
+
     pub(crate) fn check_output(&self, call: &'static str, s: &str) -> Result<(), CallError> {
         let limit = self.limits().output;
         if s.len() as u64 > limit {
@@ -1055,37 +1092,12 @@ impl TaskPlugin {
         };
         store.data_mut().flush_stdio();
         drop(store);
-        let outputs = match info.outputs {
-            None => None,
-            Some(s) => {
-                self.common.check_output(CALL, &s)?;
-                match serde_json::from_str::<Value>(&s) {
-                    Ok(Value::Object(m)) => Some(m),
-                    Ok(_) => return Err(self.invalid(CALL, "outputs must be a JSON object".into())),
-                    Err(e) => return Err(self.invalid(CALL, format!("outputs are not JSON: {e}"))),
-                }
-            }
-        };
-        for s in [&info.message, &info.reason].into_iter().flatten() {
-            self.common.check_output(CALL, s)?;
-        }
-        Ok((
-            PhaseInfo {
-                phase: info.phase.into(),
-                reason: info.reason,
-                message: info.message,
-                outputs,
-                log_links: info
-                    .log_links
-                    .into_iter()
-                    .map(|l| LogLink {
-                        name: l.name,
-                        uri: l.uri,
-                    })
-                    .collect(),
-            },
-            stats,
-        ))
+        let links = info.log_links.into_iter().map(|l| (l.name, l.uri));
+        let parts = (info.reason, info.message, info.outputs);
+        let info = self
+            .common
+            .phase_info(CALL, info.phase.into(), parts, links)?;
+        Ok((info, stats))
     }
 
     fn plugin_error(&self, call: &'static str, e: wit::PluginError) -> CallError {

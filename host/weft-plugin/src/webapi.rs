@@ -22,7 +22,7 @@ use crate::{
     host::HostState,
     manifest::{Manifest, Poll},
     outbound::{Credential, Outbound},
-    plugin::{CallError, CallStats, Common, LogLink, Phase, PhaseInfo, TaskContext, prepare},
+    plugin::{CallError, CallStats, Common, Phase, PhaseInfo, TaskContext, prepare},
     prepared::{CallStore, Spares},
 };
 
@@ -341,39 +341,10 @@ impl WebApiPlugin {
     }
 
     fn phase_info(&self, call: &'static str, info: wit::PhaseInfo) -> Result<PhaseInfo, CallError> {
-        let invalid = |problem: String| CallError::InvalidOutput {
-            plugin: self.name().into(),
-            call,
-            problem,
-        };
-        let outputs = match info.outputs {
-            None => None,
-            Some(s) => {
-                self.common.check_output(call, &s)?;
-                match serde_json::from_str::<Value>(&s) {
-                    Ok(Value::Object(m)) => Some(m),
-                    Ok(_) => return Err(invalid("outputs must be a JSON object".into())),
-                    Err(e) => return Err(invalid(format!("outputs are not JSON: {e}"))),
-                }
-            }
-        };
-        for s in [&info.message, &info.reason].into_iter().flatten() {
-            self.common.check_output(call, s)?;
-        }
-        Ok(PhaseInfo {
-            phase: phase(info.phase),
-            reason: info.reason,
-            message: info.message,
-            outputs,
-            log_links: info
-                .log_links
-                .into_iter()
-                .map(|l| LogLink {
-                    name: l.name,
-                    uri: l.uri,
-                })
-                .collect(),
-        })
+        let links = info.log_links.into_iter().map(|l| (l.name, l.uri));
+        let parts = (info.reason, info.message, info.outputs);
+        self.common
+            .phase_info(call, phase(info.phase), parts, links)
     }
 }
 
