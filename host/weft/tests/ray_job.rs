@@ -96,6 +96,17 @@ impl RayHead {
         }
     }
 
+    /// Whether job `id` reaches `status` within `secs` seconds (Ray's own answer).
+    async fn reaches(&self, id: &str, status: &str, secs: u64) -> bool {
+        for _ in 0..secs * 5 {
+            if self.job(id).is_some_and(|j| j["status"] == status) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        false
+    }
+
     /// Every job the head knows.
     fn jobs(&self) -> Vec<serde_json::Value> {
         let (_, body) = self.get("/api/jobs/");
@@ -258,17 +269,7 @@ async fn ray_jobs_run_fail_abort_survive_a_crash_and_stay_in_their_lane() {
         Some(&workflow_yaml("ray-abort", &sleeper)),
     )
     .await;
-    let mut running = false;
-    for _ in 0..300 {
-        if head
-            .job("ray-abort-long-0")
-            .is_some_and(|j| j["status"] == "RUNNING")
-        {
-            running = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let running = head.reaches("ray-abort-long-0", "RUNNING", 60).await;
     assert!(
         running,
         "the long job never ran: {:?}",
@@ -283,17 +284,7 @@ async fn ray_jobs_run_fail_abort_survive_a_crash_and_stay_in_their_lane() {
     .unwrap();
     let wf = wait_workflow(&api, "ray-abort", 60, terminal).await;
     assert_eq!(wf.status.unwrap().phase, WorkflowPhase::Aborted);
-    let mut stopped = false;
-    for _ in 0..150 {
-        if head
-            .job("ray-abort-long-0")
-            .is_some_and(|j| j["status"] == "STOPPED")
-        {
-            stopped = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let stopped = head.reaches("ray-abort-long-0", "STOPPED", 30).await;
     assert!(
         stopped,
         "Ray job not stopped: {:?}",
@@ -319,17 +310,7 @@ async fn ray_jobs_run_fail_abort_survive_a_crash_and_stay_in_their_lane() {
         "{:?}",
         n.message
     );
-    let mut stopped = false;
-    for _ in 0..150 {
-        if head
-            .job("ray-timeout-slow-0")
-            .is_some_and(|j| j["status"] == "STOPPED")
-        {
-            stopped = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let stopped = head.reaches("ray-timeout-slow-0", "STOPPED", 30).await;
     assert!(
         stopped,
         "timed-out job not stopped: {:?}",
