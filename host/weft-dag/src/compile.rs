@@ -646,6 +646,32 @@ mod tests {
         );
     }
 
+    #[test]
+    fn header_secrets_name_a_header_and_their_hosts() {
+        let spec: WorkflowSpec = serde_json::from_value(serde_json::json!({"nodes": [
+        {"id": "a", "task": {"type": "pod", "secrets": [
+            {"name": "api", "key": "token", "mountAs": "header",
+             "header": {"name": "Authorization", "prefix": "Bearer ", "hosts": ["api.example.com", "*.example.org", "127.0.0.1"]}},
+            {"name": "api", "key": "token", "mountAs": "header"},
+            {"name": "api", "key": "other", "mountAs": "header", "header": {"name": "authorization"}},
+            {"name": "api", "key": "k", "mountAs": "header", "header": {"name": "Bad Header", "hosts": ["http://x/"]}},
+            {"name": "api", "key": "k", "header": {"name": "X-Key"}}
+        ]}}]}))
+        .unwrap();
+        let got = problems(&spec);
+        let want = [
+            "node a: task.secrets[1]: mountAs: header needs header: {name, prefix?, hosts?}",
+            "node a: task.secrets[2]: the header authorization is given twice",
+            "node a: task.secrets[3]: header.name \"Bad Header\" is not an HTTP header name",
+            "node a: task.secrets[3]: header.hosts[0] \"http://x/\" is not a host name",
+            "node a: task.secrets[4]: header is for mountAs: header",
+        ];
+        for w in want {
+            assert!(got.iter().any(|g| g.starts_with(w)), "{w} in {got:#?}");
+        }
+        assert_eq!(got.len(), want.len(), "{got:#?}");
+    }
+
     fn pods(t: &str) -> bool {
         t == "pod"
     }

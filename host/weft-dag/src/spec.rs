@@ -205,10 +205,12 @@ pub struct TaskSpec {
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     #[schemars(schema_with = "any_object")]
     pub config: Map<String, Value>,
-    /// Kubernetes Secrets the task's pods get, as Flyte's task secrets:
-    /// Weft's admission webhook mounts each key as an environment variable
-    /// or a file. Only these references pass through Weft; the values never
-    /// reach a plugin, the Workflow's status or the logs.
+    /// Kubernetes Secrets the task gets, as Flyte's task secrets: for a
+    /// pod, Weft's admission webhook mounts each key as an environment
+    /// variable or a file; for a web-API task, the host sends it as a
+    /// request header (`mountAs: header`), read as the plugin's
+    /// ServiceAccount. Only these references pass through Weft; the values
+    /// never reach a plugin, the Workflow's status or the logs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub secrets: Vec<SecretRef>,
 }
@@ -222,13 +224,34 @@ pub struct SecretRef {
     /// The key within it.
     pub key: String,
     /// `env` (the default): the variable `envName`; `file`: the file
-    /// `/etc/weft/secrets/NAME/KEY`.
+    /// `/etc/weft/secrets/NAME/KEY` (both for pods); `header`: the request
+    /// header `header` (web-API tasks).
     #[serde(default)]
     pub mount_as: MountAs,
     /// The variable's name for `env` (default `WEFT_SECRET_NAME_KEY`,
     /// upper case, other characters as `_`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub env_name: Option<String>,
+    /// The request header for `header`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub header: Option<HeaderMount>,
+}
+
+/// How a web-API task's secret is sent: the host adds the header to the
+/// plugin's requests to `hosts`; the guest never sees the value.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HeaderMount {
+    /// The header, e.g. `Authorization`.
+    pub name: String,
+    /// Put before the value, e.g. `"Bearer "`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub prefix: String,
+    /// The hosts it is sent to (patterns as in egress rules, e.g.
+    /// `*.example.com`); empty: every host the plugin may reach, which is
+    /// refused when its egress allows any host.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<String>,
 }
 
 /// How a secret reaches a task's containers.
@@ -240,6 +263,8 @@ pub enum MountAs {
     Env,
     /// A read-only file under `/etc/weft/secrets/NAME/`.
     File,
+    /// A request header of a web-API task (`header` says which).
+    Header,
 }
 
 /// Where file secrets are mounted: one directory per Secret.

@@ -280,6 +280,17 @@ pub struct Policy {
 }
 
 impl Policy {
+    /// Whether the rules in force (the operator's when given) let the
+    /// plugin reach any host: where a credential without `hosts` would go
+    /// is then wherever a workflow's config points the plugin.
+    pub fn open(&self) -> bool {
+        self.operator
+            .as_deref()
+            .unwrap_or(&self.manifest)
+            .iter()
+            .any(|r| r.host == "*")
+    }
+
     /// Allows the request or says which list refused it.
     pub fn check(&self, plugin: &str, url: &str, r: &Request<'_>) -> Result<(), Denied> {
         let denied = |why: &str| Denied {

@@ -133,6 +133,18 @@ pub struct Credential {
     pub header: HeaderName,
     /// Its value (marked sensitive, so `http` never prints it).
     pub value: HeaderValue,
+    /// How much of `value` is the prefix (`Bearer `), not the secret.
+    pub(crate) prefix_len: usize,
+}
+
+impl Credential {
+    /// What to keep out of what a guest returns: the whole value, and the
+    /// secret alone (a server may echo the token without its prefix).
+    pub(crate) fn secrets(&self) -> impl Iterator<Item = &[u8]> {
+        let v = self.value.as_bytes();
+        let tail = v.get(self.prefix_len..).filter(|_| self.prefix_len > 0);
+        std::iter::once(v).chain(tail)
+    }
 }
 
 impl std::fmt::Debug for Credential {
@@ -172,7 +184,21 @@ impl Outbound {
 
     /// The secret values, to keep out of what the guest returns.
     pub(crate) fn secrets(&self) -> impl Iterator<Item = &[u8]> {
-        self.credentials.iter().map(|c| c.value.as_bytes())
+        self.credentials.iter().flat_map(Credential::secrets)
+    }
+
+    /// The same, also sending a task's own credentials (same permits: the
+    /// plugin's concurrency limit still holds across its tasks).
+    pub(crate) fn with_credentials(&self, task: &[Credential]) -> Self {
+        let mut out = self.clone();
+        out.credentials.extend(task.iter().cloned());
+        out
+    }
+
+    /// Whether the rules in force let the plugin reach any host (`*`): a
+    /// credential must then say which hosts it is for.
+    pub(crate) fn open(&self) -> bool {
+        self.policy.open()
     }
 }
 

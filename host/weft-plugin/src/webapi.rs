@@ -168,15 +168,53 @@ impl WebApiPlugin {
             .spares(prepare(&self.common, &self.pre, |p, s| p.instantiate(s)));
     }
 
+    /// A credential a task names (`secrets` with `mountAs: header`), its
+    /// value read from the task's Secret by the controller. Checked as the
+    /// plugin config's are; `field` names where each part came from, e.g.
+    /// `task.secrets[0]`. Sent with that task's calls only
+    /// ([`Self::create_with`]).
+    pub fn task_credential(
+        &self,
+        field: &str,
+        header: &str,
+        prefix: &str,
+        hosts: &[String],
+        value: &str,
+    ) -> Result<Credential, String> {
+        let open = self.common.outbound.as_ref().is_some_and(|o| o.open());
+        let wanted = Wanted {
+            header,
+            prefix,
+            hosts,
+            value,
+        };
+        let part = |f: &str| match f {
+            "value" => format!("{field} (the Secret's value)"),
+            f => format!("{field}.header.{}", if f == "header" { "name" } else { f }),
+        };
+        credential(wanted, open, &part)
+    }
+
     /// Starts the job: `key` is the same on every attempt to create this
     /// task's job (the resource name), so a create repeated after a crash
     /// finds the job instead of starting another.
     pub fn create(&self, ctx: &TaskContext, key: &str) -> Result<(String, CallStats), CallError> {
+        self.create_with(ctx, key, &[])
+    }
+
+    /// [`Self::create`], also sending the task's own credentials.
+    pub fn create_with(
+        &self,
+        ctx: &TaskContext,
+        key: &str,
+        creds: &[Credential],
+    ) -> Result<(String, CallStats), CallError> {
         const CALL: &str = "create";
         let (meta, stats) = self.call(
             CALL,
             |b, s, c| b.weft_plugin_webapi_task().call_create(s, c, key),
             ctx,
+            creds,
         )?;
         if meta.len() > MAX_META {
             return Err(CallError::OutputTooLarge {
@@ -191,24 +229,46 @@ impl WebApiPlugin {
 
     /// Where the job stands.
     pub fn get(&self, ctx: &TaskContext, meta: &str) -> Result<(PhaseInfo, CallStats), CallError> {
+        self.get_with(ctx, meta, &[])
+    }
+
+    /// [`Self::get`], also sending the task's own credentials.
+    pub fn get_with(
+        &self,
+        ctx: &TaskContext,
+        meta: &str,
+        creds: &[Credential],
+    ) -> Result<(PhaseInfo, CallStats), CallError> {
         const CALL: &str = "get";
         let meta = meta.to_string();
         let (info, stats) = self.call(
             CALL,
             |b, s, c| b.weft_plugin_webapi_task().call_get(s, c, &meta),
             ctx,
+            creds,
         )?;
         Ok((self.phase_info(CALL, info)?, stats))
     }
 
     /// Stops the job (on abort).
     pub fn delete(&self, ctx: &TaskContext, meta: &str) -> Result<CallStats, CallError> {
+        self.delete_with(ctx, meta, &[])
+    }
+
+    /// [`Self::delete`], also sending the task's own credentials.
+    pub fn delete_with(
+        &self,
+        ctx: &TaskContext,
+        meta: &str,
+        creds: &[Credential],
+    ) -> Result<CallStats, CallError> {
         const CALL: &str = "delete";
         let meta = meta.to_string();
         self.call(
             CALL,
             |b, s, c| b.weft_plugin_webapi_task().call_delete(s, c, &meta),
             ctx,
+            creds,
         )
         .map(|((), stats)| stats)
     }
@@ -224,6 +284,7 @@ impl WebApiPlugin {
             &wit::TaskContext,
         ) -> wasmtime::Result<Result<R, wit::PluginError>>,
         ctx: &TaskContext,
+        creds: &[Credential],
     ) -> Result<(R, CallStats), CallError> {
         if let Some(p) = &self.config_problem {
             return Err(CallError::Plugin {
@@ -237,6 +298,10 @@ impl WebApiPlugin {
         let (mut store, instance): (CallStore<Bindings>, _) =
             self.common
                 .fresh(&self.spares, call, |s| self.pre.instantiate(s));
+        if let (false, Some(out)) = (creds.is_empty(), &self.common.outbound) {
+            store.data_mut().http.hooks.outbound = Some(Arc::new(out.with_credentials(creds)));
+        }
+        let redact = |s: String| self.redact(s, creds);
         let result = instance.and_then(|b| f(&b, &mut store, &wctx));
         let stats = CallStats {
             memory_peak: store.data().limiter.peak,
@@ -251,14 +316,14 @@ impl WebApiPlugin {
                 return Err(CallError::Plugin {
                     plugin: self.name().into(),
                     call,
-                    message: self.redact(e.message),
+                    message: redact(e.message),
                     retryable: e.retryable,
                 });
             }
             Err(e) => return Err(self.common.classify(&mut store, call, e)),
         };
         drop(store);
-        Ok((out.redact(&|s| self.redact(s)), stats))
+        Ok((out.redact(&redact), stats))
     }
 
     /// The first thing that went wrong with the call's requests, as the host saw it.
@@ -305,12 +370,13 @@ impl WebApiPlugin {
 
     /// Cuts secret values out of what the guest returns (a server may echo
     /// a header back), so they never reach a status, an Event or a log.
-    fn redact(&self, s: String) -> String {
+    fn redact(&self, s: String, task: &[Credential]) -> String {
         let Some(out) = &self.common.outbound else {
             return s;
         };
         let mut s = s;
-        for secret in out.secrets() {
+        let task = task.iter().flat_map(Credential::secrets);
+        for secret in out.secrets().chain(task) {
             let Ok(secret) = std::str::from_utf8(secret) else {
                 continue;
             };
@@ -355,54 +421,78 @@ fn host_keys(
     manifest: &[Rule],
 ) -> Result<(Vec<Credential>, Option<Vec<Rule>>), String> {
     let operator = operator_rules(egress)?;
-    // Where a credential without `hosts` would go: everywhere the rules
-    // in force allow. With a `*` host that is anywhere a workflow's
-    // config points the plugin, so the credential must name its hosts.
-    let open = operator
-        .as_deref()
-        .unwrap_or(manifest)
-        .iter()
-        .any(|r| r.host == "*");
-    let mut out = Vec::new();
+    let open = crate::egress::Policy {
+        manifest: manifest.to_vec(),
+        operator: operator.clone(),
+    }
+    .open();
     let raw: Vec<RawCredential> = match creds {
         None => Vec::new(),
         Some(v) => serde_json::from_value(v).map_err(|e| format!("credentials: {e}"))?,
     };
+    let mut out = Vec::new();
     for (i, c) in raw.into_iter().enumerate() {
         let field = |f: &str| format!("credentials[{i}].{f}");
-        let header = http::HeaderName::from_bytes(c.header.as_bytes())
-            .map_err(|_| format!("{}: {:?} is not a header name", field("header"), c.header))?;
         let value = match c.value {
             Value::String(s) => s,
             // Not resolved (yet): the Secret is read by the host first.
             _ => return Err(format!("{}: not resolved from its Secret", field("value"))),
         };
-        let mut value = http::HeaderValue::from_str(&format!("{}{value}", c.prefix))
-            .map_err(|_| format!("{}: not a valid header value", field("value")))?;
-        value.set_sensitive(true);
-        if c.hosts.is_empty() && open {
-            return Err(format!(
-                "{}: required, since the egress in force allows any host (*): name the hosts this credential is for, or narrow egress.allow",
-                field("hosts")
-            ));
-        }
-        for (j, h) in c.hosts.iter().enumerate() {
-            let rule = Rule {
-                host: h.clone(),
-                ports: Vec::new(),
-                methods: Vec::new(),
-                schemes: Vec::new(),
-            };
-            rule.validate()
-                .map_err(|p| format!("{}: {p}", field(&format!("hosts[{j}]"))))?;
-        }
-        out.push(Credential {
-            hosts: c.hosts,
-            header,
-            value,
-        });
+        let wanted = Wanted {
+            header: &c.header,
+            prefix: &c.prefix,
+            hosts: &c.hosts,
+            value: &value,
+        };
+        out.push(credential(wanted, open, &field)?);
     }
     Ok((out, operator))
+}
+
+/// A credential header as its config or task names it.
+struct Wanted<'a> {
+    header: &'a str,
+    prefix: &'a str,
+    hosts: &'a [String],
+    value: &'a str,
+}
+
+/// Checks a credential: a header name, a header value, hosts that are
+/// egress host patterns, and hosts named at all when the egress in force
+/// (`open`) allows any host. `field` names where each part came from.
+fn credential(
+    w: Wanted<'_>,
+    open: bool,
+    field: &dyn Fn(&str) -> String,
+) -> Result<Credential, String> {
+    let header = http::HeaderName::from_bytes(w.header.as_bytes())
+        .map_err(|_| format!("{}: {:?} is not a header name", field("header"), w.header))?;
+    let mut value = http::HeaderValue::from_str(&format!("{}{}", w.prefix, w.value))
+        .map_err(|_| format!("{}: not a valid header value", field("value")))?;
+    value.set_sensitive(true);
+    let anywhere = w.hosts.is_empty() || w.hosts.iter().any(|h| h == "*");
+    if anywhere && open {
+        return Err(format!(
+            "{}: required, since the egress in force allows any host (*): name the hosts this credential is for, or narrow egress.allow",
+            field("hosts")
+        ));
+    }
+    for (j, h) in w.hosts.iter().enumerate() {
+        let rule = Rule {
+            host: h.clone(),
+            ports: Vec::new(),
+            methods: Vec::new(),
+            schemes: Vec::new(),
+        };
+        rule.validate()
+            .map_err(|p| format!("{}: {p}", field(&format!("hosts[{j}]"))))?;
+    }
+    Ok(Credential {
+        hosts: w.hosts.to_vec(),
+        header,
+        value,
+        prefix_len: w.prefix.len(),
+    })
 }
 
 /// The operator's `egress: {allow: [...]}`, checked.

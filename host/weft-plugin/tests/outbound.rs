@@ -238,6 +238,81 @@ fn credentials_are_added_by_the_host_and_never_come_back() {
 }
 
 #[test]
+fn a_tasks_own_credentials_go_with_its_calls_only_and_never_come_back() {
+    let server = Server::start("127.0.0.1:0");
+    let mut plugin = fetch();
+    let hosts = ["127.0.0.1".to_string()];
+    let cred = plugin
+        .task_credential(
+            "task.secrets[0]",
+            "Authorization",
+            "Bearer ",
+            &hosts,
+            "t0ken-of-the-task",
+        )
+        .unwrap();
+    let cfg = task(json!([get(&server.url("/echo"))]), 0);
+    let (meta, _) = plugin.create_with(&cfg, "k", &[cred]).unwrap();
+    let seen = server.seen.lock().unwrap().join("");
+    assert!(
+        seen.to_ascii_lowercase()
+            .contains("authorization: bearer t0ken-of-the-task"),
+        "{seen}"
+    );
+    // The echo names the value; the host cuts out the whole value and the
+    // token alone.
+    assert!(!meta.contains("t0ken-of-the-task"), "{meta}");
+    assert!(meta.contains("[redacted]"), "{meta}");
+    // Another task's call (the same spare instances) sends nothing.
+    server.seen.lock().unwrap().clear();
+    plugin.create(&cfg, "k").unwrap();
+    let seen = server.seen.lock().unwrap().join("").to_ascii_lowercase();
+    assert!(!seen.contains("authorization"), "{seen}");
+    // A credential for other hosts is not sent here.
+    server.seen.lock().unwrap().clear();
+    let other = ["api.example.com".to_string()];
+    let cred = plugin
+        .task_credential("task.secrets[0]", "X-Key", "", &other, "elsewhere-key")
+        .unwrap();
+    plugin.create_with(&cfg, "k", &[cred]).unwrap();
+    let seen = server.seen.lock().unwrap().join("").to_ascii_lowercase();
+    assert!(!seen.contains("x-key"), "{seen}");
+    // Bad parts are named by where the task gave them.
+    let e = plugin
+        .task_credential("task.secrets[1]", "a b", "", &hosts, "v")
+        .unwrap_err();
+    assert!(
+        e.starts_with("task.secrets[1].header.name: \"a b\" is not a header name"),
+        "{e}"
+    );
+    let e = plugin
+        .task_credential("task.secrets[1]", "X-Key", "", &hosts, "line\nbreak")
+        .unwrap_err();
+    assert_eq!(
+        e,
+        "task.secrets[1] (the Secret's value): not a valid header value"
+    );
+    // When the operator lets the plugin reach any host, a task credential
+    // must name its hosts: else a workflow could send it to its own server.
+    plugin
+        .set_config(serde_json::from_value(json!({"egress": {"allow": [{"host": "*"}]}})).unwrap());
+    let e = plugin
+        .task_credential("task.secrets[0]", "X-Key", "", &[], "v4lue")
+        .unwrap_err();
+    assert!(
+        e.starts_with(
+            "task.secrets[0].header.hosts: required, since the egress in force allows any host"
+        ),
+        "{e}"
+    );
+    assert!(
+        plugin
+            .task_credential("task.secrets[0]", "X-Key", "", &hosts, "v4lue")
+            .is_ok()
+    );
+}
+
+#[test]
 fn responses_over_the_cap_are_refused_with_or_without_a_length() {
     let server = Server::start("127.0.0.1:0");
     let plugin = fetch();

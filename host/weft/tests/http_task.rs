@@ -16,97 +16,17 @@
 
 mod common;
 
-use std::{
-    collections::BTreeMap,
-    io::{BufRead, BufReader, Write},
-    net::{TcpListener, TcpStream},
-    path::Path,
-    sync::{Arc, Mutex},
-    thread,
-    time::Duration,
-};
+use std::{net::TcpListener, path::Path, time::Duration};
 
+use common::loopback::{Seen, Server};
 use kube::api::Api;
 use serde_json::{Value, json};
 use weft::api::Workflow;
 use weft_dag::{NodePhase, WorkflowPhase};
 
-/// One request the server received.
-#[derive(Debug, Clone)]
-struct Seen {
-    method: String,
-    path: String,
-    /// Header names lower-cased.
-    headers: BTreeMap<String, String>,
-    body: Vec<u8>,
-}
-
-impl Seen {
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
-    }
-
-    fn key(&self) -> &str {
-        self.headers
-            .get("idempotency-key")
-            .map(String::as_str)
-            .unwrap_or_default()
-    }
-}
-
-/// A loopback HTTP/1.1 server answering JSON, keeping every request.
-struct Server {
-    port: u16,
-    seen: Arc<Mutex<Vec<Seen>>>,
-}
-
-impl Server {
-    fn start() -> Server {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let s = seen.clone();
-        thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(stream) = stream else { continue };
-                let s = s.clone();
-                thread::spawn(move || serve(stream, &s));
-            }
-        });
-        Server { port, seen }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
-    }
-
-    /// The requests to `method path` so far.
-    fn seen(&self, method: &str, path: &str) -> Vec<Seen> {
-        self.seen
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|r| r.method == method && r.path == path)
-            .cloned()
-            .collect()
-    }
-
-    fn count(&self) -> usize {
-        self.seen.lock().unwrap().len()
-    }
-}
-
 /// The server's API: orders are created, confirmed; `/busy` is never ready.
-fn serve(stream: TcpStream, seen: &Mutex<Vec<Seen>>) {
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    let mut writer = stream.try_clone().unwrap();
-    let mut r = BufReader::new(stream);
-    let Some(req) = read_request(&mut r) else {
-        return;
-    };
-    let (status, reason, body) = match (req.method.as_str(), req.path.as_str()) {
+fn orders(req: &Seen) -> (u16, &'static str, Value) {
+    match (req.method.as_str(), req.path.as_str()) {
         ("POST", "/orders") => (
             201,
             "Created",
@@ -125,59 +45,7 @@ fn serve(stream: TcpStream, seen: &Mutex<Vec<Seen>>) {
         // 2 MiB: over the manifest's egress.maxResponse (1Mi).
         ("GET", "/big") => (200, "OK", json!({"blob": "x".repeat(2 << 20)})),
         _ => (404, "Not Found", json!({"error": "no such route"})),
-    };
-    seen.lock().unwrap().push(req);
-    let body = body.to_string();
-    let _ = write!(
-        writer,
-        "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    );
-}
-
-/// One HTTP/1.1 request, its body read by content-length or chunked.
-fn read_request(r: &mut impl BufRead) -> Option<Seen> {
-    let mut line = String::new();
-    r.read_line(&mut line).ok()?;
-    let mut parts = line.split_whitespace();
-    let (method, path) = (parts.next()?.to_string(), parts.next()?.to_string());
-    let mut headers = BTreeMap::new();
-    loop {
-        let mut h = String::new();
-        r.read_line(&mut h).ok()?;
-        let h = h.trim_end();
-        if h.is_empty() {
-            break;
-        }
-        let (k, v) = h.split_once(':')?;
-        headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
     }
-    let mut body = Vec::new();
-    if headers
-        .get("transfer-encoding")
-        .is_some_and(|t| t.eq_ignore_ascii_case("chunked"))
-    {
-        loop {
-            let mut size = String::new();
-            r.read_line(&mut size).ok()?;
-            let n = usize::from_str_radix(size.trim().split(';').next()?, 16).ok()?;
-            let mut chunk = vec![0; n + 2];
-            r.read_exact(&mut chunk).ok()?;
-            if n == 0 {
-                break;
-            }
-            body.extend_from_slice(&chunk[..n]);
-        }
-    } else if let Some(n) = headers.get("content-length") {
-        body = vec![0; n.parse().ok()?];
-        r.read_exact(&mut body).ok()?;
-    }
-    Some(Seen {
-        method,
-        path,
-        headers,
-        body,
-    })
 }
 
 async fn create(kubeconfig: &Path, name: &str, spec: &str) {
@@ -204,7 +72,7 @@ async fn finished(api: &Api<Workflow>, name: &str) -> Workflow {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_tasks_send_once_chain_outputs_fail_by_condition_and_stay_in_their_lane() {
-    let server = Server::start();
+    let server = Server::start(orders);
     let port = server.port;
     let (dir, _cluster, kubeconfig, client) = common::dev_cluster().await;
     // The operator narrows the plugin to the server: GET, POST and PUT on

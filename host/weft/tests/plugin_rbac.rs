@@ -1,6 +1,7 @@
 //! Per-plugin RBAC, enforced by the API server: the dev cluster with RBAC
 //! on, deploy/'s Roles applied, and the real `weft controller` running as
-//! its ServiceAccount with `--impersonate-plugins`, as deploy/ runs it.
+//! its ServiceAccount with `--impersonate-plugins`, as deploy/ runs it; and
+//! a web-API task's Secrets read as its plugin's ServiceAccount.
 
 mod common;
 
@@ -8,7 +9,7 @@ use std::time::Duration;
 
 use common::{ControllerProcess, kubectl, kustomize, root};
 use kube::{Api, api::PostParams};
-use weft_dag::WorkflowPhase;
+use weft_dag::{NodePhase, WorkflowPhase};
 
 const CONTROLLER: &str = "system:serviceaccount:weft-system:weft-controller";
 
@@ -197,6 +198,236 @@ async fn plugins_write_as_their_service_accounts_and_the_api_server_refuses_unde
     assert!(
         !out.status.success() && err.contains("is forbidden") && err.contains(pod_sa),
         "{err}"
+    );
+    drop(controller);
+    cluster.shutdown().await;
+}
+
+/// The loopback API of the credentials test: `/whoami` answers with the
+/// Authorization header it got (as a careless server might).
+fn whoami(req: &common::loopback::Seen) -> (u16, &'static str, serde_json::Value) {
+    let auth = req
+        .headers
+        .get("authorization")
+        .cloned()
+        .unwrap_or_default();
+    (
+        200,
+        "OK",
+        serde_json::json!({"auth": auth, "ok": !auth.is_empty()}),
+    )
+}
+
+/// A Workflow with one `http` node calling `url` with `secret` (YAML).
+fn with_secret(name: &str, url: &str, secret: &str) -> String {
+    format!(
+        "apiVersion: weft.dev/v1alpha1\nkind: Workflow\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  nodes:\n    - id: a\n      task:\n        type: http\n        config: {{url: '{url}', outputs: {{auth: response.json.auth, ok: response.json.ok}}}}\n        secrets: [{secret}]\n"
+    )
+}
+
+/// Task-level credentials (issue 20): a web-API task names a Secret of its
+/// namespace as a request header. The controller reads it as the plugin's
+/// ServiceAccount, so the namespace consents by RBAC: refused (naming the
+/// Secret and the grant that would allow it, and sending nothing) until the
+/// namespace grants it, then sent as the header, and the value is in no
+/// status, Event or log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tasks_secret_is_sent_as_a_header_only_once_its_namespace_grants_the_plugin() {
+    const TOKEN: &str = "s3cr3t-task-token-9";
+    let server = common::loopback::Server::start(whoami);
+    let url = server.url("/whoami");
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = weft::dev::start_with(dir.path(), weft_cluster::Authorization::Rbac)
+        .await
+        .unwrap();
+    let admin = weft::runtime::client_for(&cluster.base_url()).unwrap();
+    weft::runtime::install_crd(&admin).await.unwrap();
+    let admin_kubeconfig = dir.path().join("kubeconfig");
+    apply(&admin_kubeconfig, &deployed_rbac()).await;
+    let kubeconfig = dir.path().join("controller.kubeconfig");
+    std::fs::write(&kubeconfig, cluster.kubeconfig_as(CONTROLLER)).unwrap();
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir(&plugins).unwrap();
+    for ext in ["wasm", "yaml"] {
+        let file = format!("http.{ext}");
+        std::fs::copy(
+            root().join("target/plugins").join(&file),
+            plugins.join(&file),
+        )
+        .unwrap();
+    }
+    let controller = ControllerProcess::start(
+        &kubeconfig,
+        "weft-controller-0",
+        &[
+            "--plugins",
+            plugins.to_str().unwrap(),
+            "--plugin-namespace=weft-system",
+            "--impersonate-plugins",
+            "--workflow-events=all",
+        ],
+    );
+    controller.metrics().await;
+    common::kubectl_ok(
+        &admin_kubeconfig,
+        &["-n", "default", "create", "secret", "generic", "api-token"],
+        None,
+    )
+    .await;
+    let workflows: Api<weft::api::Workflow> = Api::namespaced(admin.clone(), "default");
+    let header = "{name: api-token, key: token, mountAs: header, header: {name: Authorization, prefix: 'Bearer ', hosts: [127.0.0.1]}}";
+    let node = |wf: &weft::api::Workflow| wf.status.as_ref().unwrap().nodes["a"].clone();
+    let finished = |name: &'static str| {
+        let workflows = workflows.clone();
+        async move {
+            for _ in 0..600 {
+                let wf = workflows.get(name).await.unwrap();
+                if wf.status.as_ref().is_some_and(|s| s.phase.is_terminal()) {
+                    return wf;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            panic!("{name} did not finish");
+        }
+    };
+
+    // 1. No Role lets weft-plugin-http read the Secret: the node fails
+    // before any request, naming the Secret, the user it was read as, and
+    // the grant.
+    let yaml = with_secret("creds-denied", &url, header);
+    common::kubectl_ok(&admin_kubeconfig, &["create", "-f", "-"], Some(&yaml)).await;
+    let a = node(&finished("creds-denied").await);
+    assert_eq!(a.phase, NodePhase::Failed);
+    assert_eq!(a.reason.as_deref(), Some("SecretUnavailable"));
+    let msg = a.message.clone().unwrap_or_default();
+    let plugin_sa = "system:serviceaccount:weft-system:weft-plugin-http";
+    assert!(
+        msg.contains("plugin http may not get Secret default/api-token") && msg.contains(plugin_sa),
+        "{msg}"
+    );
+    assert_eq!(server.count(), 0, "a request left without its consent");
+
+    // The namespace grants it with the very commands the message gives
+    // (rendered by kubectl, then applied: `kubectl create role` sends
+    // protobuf, which the dev cluster does not read).
+    let grant = msg
+        .split("to let it send this Secret: ")
+        .nth(1)
+        .expect("the message says how to grant");
+    for command in grant.split(" && ") {
+        let mut args: Vec<&str> = command.split_whitespace().skip(1).collect();
+        assert_eq!(command.split_whitespace().next(), Some("kubectl"));
+        args.extend(["--dry-run=client", "-o", "yaml"]);
+        let object = common::kubectl_ok(&admin_kubeconfig, &args, None).await;
+        apply(&admin_kubeconfig, &object).await;
+    }
+
+    // 2. Readable now, but the Secret has no such key yet: named, nothing
+    // sent.
+    let yaml = with_secret("creds-nokey", &url, header);
+    common::kubectl_ok(&admin_kubeconfig, &["create", "-f", "-"], Some(&yaml)).await;
+    let a = node(&finished("creds-nokey").await);
+    assert_eq!(a.phase, NodePhase::Failed);
+    let msg = a.message.clone().unwrap_or_default();
+    assert!(
+        msg.contains("task.secrets[0]: Secret default/api-token has no key \"token\""),
+        "{msg}\n{}",
+        controller.log()
+    );
+
+    // 3. With the key, the header is sent.
+    let patch = format!("{{\"stringData\": {{\"token\": \"{TOKEN}\"}}}}");
+    common::kubectl_ok(
+        &admin_kubeconfig,
+        &[
+            "-n",
+            "default",
+            "patch",
+            "secret",
+            "api-token",
+            "-p",
+            &patch,
+        ],
+        None,
+    )
+    .await;
+    let yaml = with_secret("creds-ok", &url, header);
+    common::kubectl_ok(&admin_kubeconfig, &["create", "-f", "-"], Some(&yaml)).await;
+    let wf = finished("creds-ok").await;
+    let a = node(&wf);
+    assert_eq!(a.phase, NodePhase::Succeeded, "{a:?}\n{}", controller.log());
+    let seen = server.seen("GET", "/whoami");
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].headers["authorization"], format!("Bearer {TOKEN}"));
+    // The server echoed it; the host cut it out of the outputs.
+    let outputs = serde_json::Value::Object(a.outputs.clone().unwrap());
+    assert_eq!(
+        outputs,
+        serde_json::json!({"auth": "[redacted]", "ok": true})
+    );
+    // Read as the plugin, never as the controller itself.
+    let reads: Vec<_> = cluster
+        .audit()
+        .into_iter()
+        .filter(|r| r.resource == "secrets" && r.namespace == "default" && r.name == "api-token")
+        .collect();
+    assert!(
+        reads.iter().any(|r| r.user == plugin_sa
+            && r.verb == "get"
+            && r.impersonator.as_deref() == Some(CONTROLLER)),
+        "{reads:?}"
+    );
+    assert!(!reads.iter().any(|r| r.user == CONTROLLER), "{reads:?}");
+
+    // 4. With the http plugin's egress open to any host, a credential
+    // must name its hosts; a pod-only mount is refused for a web-API task.
+    let open = "{name: api-token, key: token, mountAs: header, header: {name: Authorization}}";
+    let yaml = with_secret("creds-open", &url, open);
+    common::kubectl_ok(&admin_kubeconfig, &["create", "-f", "-"], Some(&yaml)).await;
+    let env = "{name: api-token, key: token}";
+    let yaml = with_secret("creds-env", &url, env);
+    common::kubectl_ok(&admin_kubeconfig, &["create", "-f", "-"], Some(&yaml)).await;
+    let msg = node(&finished("creds-open").await)
+        .message
+        .unwrap_or_default();
+    assert!(
+        msg.contains(
+            "task.secrets[0].header.hosts: required, since the egress in force allows any host"
+        ),
+        "{msg}"
+    );
+    let env = node(&finished("creds-env").await);
+    assert_eq!(env.reason.as_deref(), Some("SecretsNotMountable"));
+    let msg = env.message.unwrap_or_default();
+    assert!(
+        msg.contains("task.secrets[0] (api-token/token): mountAs: env mounts into a pod")
+            && msg.contains("web-API plugin http"),
+        "{msg}"
+    );
+    assert_eq!(server.count(), 1, "only creds-ok sent a request");
+
+    // The value is nowhere a user reads.
+    let everything = [
+        common::kubectl_ok(
+            &admin_kubeconfig,
+            &["get", "workflows", "-A", "-o", "yaml"],
+            None,
+        )
+        .await,
+        common::kubectl_ok(
+            &admin_kubeconfig,
+            &["get", "events", "-A", "-o", "yaml"],
+            None,
+        )
+        .await,
+        controller.log(),
+    ];
+    for text in &everything {
+        assert!(!text.contains(TOKEN), "the token leaked:\n{text}");
+    }
+    assert!(
+        everything[1].contains("creds-denied"),
+        "Events were written"
     );
     drop(controller);
     cluster.shutdown().await;

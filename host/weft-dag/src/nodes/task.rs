@@ -7,7 +7,7 @@ use crate::compile::{CheckContext, CompiledNode, Problems};
 use crate::expr::Scope;
 use crate::nodes::Handler;
 use crate::schedule::{CacheRequest, Executor, Round, TaskObservation, TaskRequest, TaskState};
-use crate::spec::{MountAs, NodeSpec, SecretRef, TaskSpec};
+use crate::spec::{HeaderMount, MountAs, NodeSpec, SecretRef, TaskSpec};
 use crate::status::{NodePhase, NodeStatus, parse_timestamp, timestamp_millis};
 
 /// The task node handler.
@@ -315,7 +315,8 @@ pub fn check_task(n: &NodeSpec, t: &TaskSpec, at: &str, cx: &CheckContext<'_>, p
 
 /// What is wrong with a task's secrets, by index: Secret names are DNS
 /// subdomains, keys what a Secret's data allows, variables C identifiers,
-/// and no variable or file is given twice.
+/// headers HTTP header names, and no variable, file or header is given
+/// twice.
 pub(crate) fn secret_problems(secrets: &[SecretRef]) -> Vec<(usize, String)> {
     let mut out = Vec::new();
     let mut targets = HashSet::new();
@@ -367,9 +368,65 @@ pub(crate) fn secret_problems(secrets: &[SecretRef]) -> Vec<(usize, String)> {
                 }
                 format!("file {}", s.file_path())
             }
+            MountAs::Header => {
+                if s.env_name.is_some() {
+                    out.push((i, "envName is for mountAs: env".into()));
+                }
+                match &s.header {
+                    None => {
+                        out.push((
+                            i,
+                            "mountAs: header needs header: {name, prefix?, hosts?}".into(),
+                        ));
+                        format!("header of secret {}", i)
+                    }
+                    Some(h) => {
+                        out.extend(header_problems(h).into_iter().map(|p| (i, p)));
+                        format!("header {}", h.name.to_ascii_lowercase())
+                    }
+                }
+            }
         };
+        if s.header.is_some() && s.mount_as != MountAs::Header {
+            out.push((
+                i,
+                "header is for mountAs: header (a web-API task's request header)".into(),
+            ));
+        }
         if !targets.insert(target.clone()) {
             out.push((i, format!("the {target} is given twice")));
+        }
+    }
+    out
+}
+
+/// What is wrong with a secret's request header: its name is an HTTP
+/// token, and each host a name, an address or a `*.suffix` pattern.
+fn header_problems(h: &HeaderMount) -> Vec<String> {
+    let mut out = Vec::new();
+    let token = !h.name.is_empty()
+        && h.name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c));
+    if !token {
+        out.push(format!(
+            "header.name {:?} is not an HTTP header name",
+            h.name
+        ));
+    }
+    if h.prefix.chars().any(char::is_control) {
+        out.push("header.prefix has a control character".into());
+    }
+    for (j, host) in h.hosts.iter().enumerate() {
+        let name = host.strip_prefix("*.").unwrap_or(host);
+        let ok = !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.');
+        if !ok {
+            out.push(format!(
+                "header.hosts[{j}] {host:?} is not a host name, an address or a *.suffix pattern"
+            ));
         }
     }
     out

@@ -157,12 +157,27 @@ impl PluginExecutor {
         tasks: &Arc<super::webapi::WebApiTasks>,
         plugin: &Arc<weft_plugin::WebApiPlugin>,
     ) -> TaskObservation {
-        tasks.observe(super::webapi::Attempt {
+        if let Some(why) = pod_only_secret(req, plugin.name()) {
+            let mut obs = TaskObservation::failed(false, false, "SecretsNotMountable", &why);
+            obs.plugin = Some(super::webapi::plugin_ref(plugin));
+            return obs;
+        }
+        tasks.observe(self.attempt(req, plugin))
+    }
+
+    /// A web-API task's attempt as [`super::webapi::WebApiTasks`] takes it.
+    fn attempt<'a>(
+        &'a self,
+        req: &'a TaskRequest<'_>,
+        plugin: &'a Arc<weft_plugin::WebApiPlugin>,
+    ) -> super::webapi::Attempt<'a> {
+        super::webapi::Attempt {
             plugin,
             ctx: self.context(req),
             workflow: &self.workflow,
             meta: req.resource.and_then(|r| r.meta.as_deref()),
-        })
+            secrets: &req.task.secrets,
+        }
     }
 
     /// Serve cached task nodes from `cache` (`read`: look entries up, not
@@ -667,8 +682,7 @@ impl Executor for PluginExecutor {
 
     fn abort(&mut self, req: &TaskRequest<'_>) {
         if let Some((tasks, plugin)) = self.webapi_plugin(req) {
-            let meta = req.resource.and_then(|r| r.meta.as_deref());
-            tasks.abort(&plugin, self.context(req), meta);
+            tasks.abort(self.attempt(req, &plugin));
             return;
         }
         let Ok(plugin) = self.plugin(req) else { return };
@@ -690,4 +704,25 @@ impl Executor for PluginExecutor {
             plugin: plugin.name().to_string(),
         });
     }
+}
+
+/// Why a web-API task cannot have one of its secrets: `env` and `file`
+/// mount into a pod's containers, and a web-API task has none; its
+/// secrets are request headers (`mountAs: header`).
+fn pod_only_secret(req: &TaskRequest<'_>, plugin: &str) -> Option<String> {
+    let (i, s) = req
+        .task
+        .secrets
+        .iter()
+        .enumerate()
+        .find(|(_, s)| s.mount_as != weft_dag::spec::MountAs::Header)?;
+    let how = if s.mount_as == weft_dag::spec::MountAs::File {
+        "file"
+    } else {
+        "env"
+    };
+    Some(format!(
+        "task.secrets[{i}] ({}/{}): mountAs: {how} mounts into a pod, and task type {:?} runs in web-API plugin {plugin}, which sends a task's secrets as request headers (mountAs: header)",
+        s.name, s.key, req.task.task_type
+    ))
 }

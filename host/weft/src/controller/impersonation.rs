@@ -63,3 +63,40 @@ impl Impersonation {
         Ok(client)
     }
 }
+
+/// The client a plugin's API requests go out with: its ServiceAccount's
+/// with `--impersonate-plugins`, else the controller's own. Children are
+/// written with it, and a web-API task's Secrets read with it.
+pub struct PluginClients {
+    own: Client,
+    impersonation: Mutex<Option<std::sync::Arc<Impersonation>>>,
+}
+
+impl PluginClients {
+    /// The controller's own client for every plugin, until [`Self::set`].
+    pub fn new(own: Client) -> Self {
+        PluginClients {
+            own,
+            impersonation: Mutex::new(None),
+        }
+    }
+
+    /// Acts as each plugin's ServiceAccount from now on.
+    pub fn set(&self, i: Impersonation) {
+        *self.impersonation.lock().unwrap_or_else(|e| e.into_inner()) = Some(i.into());
+    }
+
+    /// The client for `plugin` and the user it acts as (None: the
+    /// controller itself, also for `""`, the children of no plugin).
+    pub fn client(&self, plugin: &str) -> Result<(Client, Option<String>), kube::Error> {
+        let i = self
+            .impersonation
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        match i {
+            Some(i) if !plugin.is_empty() => Ok((i.client(plugin)?, Some(i.user(plugin)))),
+            _ => Ok((self.own.clone(), None)),
+        }
+    }
+}

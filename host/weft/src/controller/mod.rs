@@ -103,8 +103,8 @@ pub struct Context {
     plugin_wait: Mutex<Duration>,
     /// Copies calls to shadow candidates.
     shadow: Arc<shadow::Shadow>,
-    /// Set: children are written as their plugin's ServiceAccount.
-    impersonation: Mutex<Option<Arc<impersonation::Impersonation>>>,
+    /// Who a plugin's children are written as (and its task Secrets read).
+    plugin_clients: Arc<impersonation::PluginClients>,
     /// The deepest a child Workflow may be nested.
     max_depth: std::sync::atomic::AtomicU32,
     /// Seconds a finished Workflow without a `ttlStrategy` is kept (0:
@@ -164,11 +164,17 @@ impl Context {
     ) -> Arc<Self> {
         let shadow = shadow::Shadow::start(registry.clone(), metrics.clone());
         let queue = workqueue::WorkQueue::new(metrics.clone());
+        let plugin_clients = Arc::new(impersonation::PluginClients::new(client.clone()));
         Arc::new(Context {
             queue,
             client,
             registry,
-            webapi: webapi::WebApiTasks::new(children.clone(), metrics.clone()),
+            webapi: webapi::WebApiTasks::new(
+                children.clone(),
+                metrics.clone(),
+                plugin_clients.clone(),
+            ),
+            plugin_clients,
             children,
             metrics,
             shadow,
@@ -180,7 +186,6 @@ impl Context {
             written: Mutex::new(HashMap::new()),
             finalized: Mutex::new(HashMap::new()),
             plugin_wait: Mutex::new(executor::DEFAULT_PLUGIN_WAIT),
-            impersonation: Mutex::new(None),
             max_depth: executor::DEFAULT_MAX_DEPTH.into(),
             default_ttl: 0.into(),
             cache: OnceLock::new(),
@@ -308,27 +313,15 @@ impl Context {
     }
 
     /// Writes children as their plugin's ServiceAccount from now on
-    /// (`--impersonate-plugins`).
+    /// (`--impersonate-plugins`), and reads web-API tasks' Secrets so.
     pub fn set_impersonation(&self, i: impersonation::Impersonation) {
-        *self.impersonation.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(i));
+        self.plugin_clients.set(i);
     }
 
     /// The client that writes `plugin`'s children, and the user it acts as
     /// (None: the controller itself).
     fn child_client(&self, plugin: &str) -> Result<(Client, Option<String>), Error> {
-        // Children of no plugin (child Workflows) are the controller's own.
-        if plugin.is_empty() {
-            return Ok((self.client.clone(), None));
-        }
-        let i = self
-            .impersonation
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        match i {
-            Some(i) => Ok((i.client(plugin)?, Some(i.user(plugin)))),
-            None => Ok((self.client.clone(), None)),
-        }
+        Ok(self.plugin_clients.client(plugin)?)
     }
 
     /// Whether this controller's shard owns the Workflow.

@@ -11,6 +11,13 @@
 //! polled with backoff (the manifest's `poll`), each answer that changes
 //! something wakes the Workflow, and the node's own timeout still applies
 //! (the scheduler aborts the attempt, which calls `delete`).
+//!
+//! A task's own Secrets (`secrets` with `mountAs: header`) are read before
+//! each call series, as the plugin's ServiceAccount when the controller
+//! impersonates plugins: a namespace lets a plugin send a Secret by
+//! granting that ServiceAccount `get` on it, and nothing else lets a
+//! workflow author have the controller send a Secret out. The host adds
+//! them to that task's requests only; the guest never sees them.
 
 use std::{
     collections::HashMap,
@@ -18,11 +25,16 @@ use std::{
     time::Duration,
 };
 
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
 use weft_dag::schedule::{TaskObservation, TaskState};
+use weft_dag::spec::SecretRef;
 use weft_dag::status::{PluginRef, ResourceRef};
+use weft_plugin::outbound::Credential;
 use weft_plugin::{CallError, FailureKind, TaskContext, WebApiPlugin};
 
 use super::children::Children;
+use super::impersonation::PluginClients;
 use super::metrics::Metrics;
 
 /// The `apiVersion` a web-API task's [`ResourceRef`] carries: it names no
@@ -47,6 +59,9 @@ enum Stage {
 pub struct WebApiTasks {
     children: Arc<Children>,
     metrics: Arc<Metrics>,
+    /// Who reads a task's Secrets: the plugin's ServiceAccount, or the
+    /// controller without `--impersonate-plugins`.
+    clients: Arc<PluginClients>,
     attempts: Mutex<HashMap<String, Stage>>,
 }
 
@@ -60,14 +75,22 @@ pub struct Attempt<'a> {
     pub workflow: &'a str,
     /// The meta kept in the node's status, if any.
     pub meta: Option<&'a str>,
+    /// The task's Secrets (all `mountAs: header`: the executor refuses
+    /// others for a web-API task).
+    pub secrets: &'a [SecretRef],
 }
 
 impl WebApiTasks {
     /// None in flight.
-    pub fn new(children: Arc<Children>, metrics: Arc<Metrics>) -> Arc<Self> {
+    pub fn new(
+        children: Arc<Children>,
+        metrics: Arc<Metrics>,
+        clients: Arc<PluginClients>,
+    ) -> Arc<Self> {
         Arc::new(WebApiTasks {
             children,
             metrics,
+            clients,
             attempts: Mutex::new(HashMap::new()),
         })
     }
@@ -96,7 +119,7 @@ impl WebApiTasks {
                         last: None,
                     },
                 );
-                self.spawn_poll(key.clone(), &a, meta.to_string(), Duration::ZERO);
+                self.spawn_poll(key.clone(), &a, meta.to_string());
                 TaskObservation::in_progress("submitted")
             }
             (Some(Stage::Creating), _) => TaskObservation::in_progress("creating"),
@@ -129,24 +152,31 @@ impl WebApiTasks {
     }
 
     /// Stops the attempt's remote job (abort, timeout) and forgets it.
-    pub fn abort(
-        self: &Arc<Self>,
-        plugin: &Arc<WebApiPlugin>,
-        ctx: TaskContext,
-        meta: Option<&str>,
-    ) {
-        let key = format!("{}/{}", ctx.namespace, ctx.resource_name);
+    pub fn abort(self: &Arc<Self>, a: Attempt<'_>) {
+        let key = format!("{}/{}", a.ctx.namespace, a.ctx.resource_name);
         let known = match self.lock().remove(&key) {
             Some(Stage::Created { meta, .. }) => Some(meta),
-            _ => meta.map(str::to_string),
+            _ => a.meta.map(str::to_string),
         };
         let Some(meta) = known else { return };
-        let (plugin, metrics) = (plugin.clone(), self.metrics.clone());
+        let (me, plugin, ctx) = (self.clone(), a.plugin.clone(), a.ctx);
+        let secrets = a.secrets.to_vec();
         spawn(async move {
-            let (call, node) = (plugin.clone(), ctx.node_id.clone());
-            let result = blocking(move || call.delete(&ctx, &meta)).await;
+            let node = ctx.node_id.clone();
+            // Without its credentials the stop is still tried: the service
+            // may take it, and the attempt is over either way.
+            let creds = me
+                .credentials(&plugin, &ctx.namespace, &secrets)
+                .await
+                .unwrap_or_else(|e| {
+                    tracing::warn!(node, "stopping the remote job without its credentials: {e}");
+                    Vec::new()
+                });
+            let call = plugin.clone();
+            let result = blocking(move || call.delete_with(&ctx, &meta, &creds)).await;
             if let Err(e) = result {
-                metrics.plugin_failure(plugin.name(), "delete", e.metric_label());
+                me.metrics
+                    .plugin_failure(plugin.name(), "delete", e.metric_label());
                 tracing::warn!(node, "stopping the remote job failed: {e}");
             }
         });
@@ -154,13 +184,20 @@ impl WebApiTasks {
 
     fn spawn_create(self: &Arc<Self>, key: String, a: &Attempt<'_>) {
         let (me, plugin, ctx) = (self.clone(), a.plugin.clone(), a.ctx.clone());
-        let wf = a.workflow.to_string();
+        let (wf, secrets) = (a.workflow.to_string(), a.secrets.to_vec());
         spawn(async move {
-            let call = (plugin.clone(), ctx.clone());
-            let result = blocking(move || call.0.create(&call.1, &call.1.resource_name)).await;
-            let stage = match result {
-                Ok((meta, _)) => Stage::Created { meta, last: None },
-                Err(e) => Stage::Failed(me.failed(&plugin, "create", &e)),
+            let (stage, creds) = match me.credentials(&plugin, &ctx.namespace, &secrets).await {
+                Err(e) => (Stage::Failed(secret_unavailable(&e)), Vec::new()),
+                Ok(creds) => {
+                    let (call, c) = (plugin.clone(), (ctx.clone(), creds.clone()));
+                    let result =
+                        blocking(move || call.create_with(&c.0, &c.0.resource_name, &c.1)).await;
+                    let stage = match result {
+                        Ok((meta, _)) => Stage::Created { meta, last: None },
+                        Err(e) => Stage::Failed(me.failed(&plugin, "create", &e)),
+                    };
+                    (stage, creds)
+                }
             };
             if let Some(s) = me.lock().get_mut(&key) {
                 *s = stage.clone();
@@ -169,31 +206,49 @@ impl WebApiTasks {
             me.children.wake(&ctx.namespace, &wf);
             if let Stage::Created { meta, .. } = stage {
                 let first = plugin.poll().initial;
-                me.poll_loop(key, plugin, ctx, meta, first, wf).await;
+                let job = Job {
+                    plugin,
+                    ctx,
+                    creds,
+                    meta,
+                };
+                me.poll_loop(key, job, first, wf).await;
             }
         });
     }
 
-    fn spawn_poll(self: &Arc<Self>, key: String, a: &Attempt<'_>, meta: String, first: Duration) {
+    /// Polling resumed after a restart: the task's Secrets are read again.
+    fn spawn_poll(self: &Arc<Self>, key: String, a: &Attempt<'_>, meta: String) {
         let (me, plugin, ctx) = (self.clone(), a.plugin.clone(), a.ctx.clone());
-        let wf = a.workflow.to_string();
-        spawn(async move { me.poll_loop(key, plugin, ctx, meta, first, wf).await });
+        let (wf, secrets) = (a.workflow.to_string(), a.secrets.to_vec());
+        spawn(async move {
+            match me.credentials(&plugin, &ctx.namespace, &secrets).await {
+                Ok(creds) => {
+                    let job = Job {
+                        plugin,
+                        ctx,
+                        creds,
+                        meta,
+                    };
+                    me.poll_loop(key, job, Duration::ZERO, wf).await;
+                }
+                Err(e) => {
+                    if let Some(s) = me.lock().get_mut(&key) {
+                        *s = Stage::Failed(secret_unavailable(&e));
+                    }
+                    me.children.wake(&ctx.namespace, &wf);
+                }
+            }
+        });
     }
 
     /// Polls `get` until the job ends or the attempt is forgotten (its
     /// node was aborted), doubling the wait from the manifest's
     /// `poll.initial` up to `poll.max`. Each `get` runs on the blocking
     /// pool: it waits on the network.
-    async fn poll_loop(
-        self: Arc<Self>,
-        key: String,
-        plugin: Arc<WebApiPlugin>,
-        ctx: TaskContext,
-        meta: String,
-        first: Duration,
-        workflow: String,
-    ) {
-        let poll = plugin.poll();
+    async fn poll_loop(self: Arc<Self>, key: String, job: Job, first: Duration, workflow: String) {
+        let job = Arc::new(job);
+        let poll = job.plugin.poll();
         let mut wait = first;
         loop {
             tokio::time::sleep(wait).await;
@@ -205,24 +260,18 @@ impl WebApiTasks {
             if !matches!(self.lock().get(&key), Some(Stage::Created { .. })) {
                 return;
             }
-            let call = (
-                plugin.clone(),
-                ctx.clone(),
-                meta.clone(),
-                self.metrics.clone(),
-            );
+            let (call, metrics) = (job.clone(), self.metrics.clone());
             let obs = blocking(move || {
-                let (plugin, ctx, meta, metrics) = call;
                 let start = std::time::Instant::now();
-                let result = plugin.get(&ctx, &meta);
-                metrics.plugin_call(plugin.name(), "get", start.elapsed());
+                let result = call.plugin.get_with(&call.ctx, &call.meta, &call.creds);
+                metrics.plugin_call(call.plugin.name(), "get", start.elapsed());
                 result.map(|(info, stats)| {
-                    metrics.plugin_memory(plugin.name(), stats.memory_peak);
+                    metrics.plugin_memory(call.plugin.name(), stats.memory_peak);
                     super::executor::observation(info)
                 })
             })
             .await
-            .unwrap_or_else(|e| self.failed(&plugin, "get", &e));
+            .unwrap_or_else(|e| self.failed(&job.plugin, "get", &e));
             let done = obs.state != TaskState::InProgress;
             let changed = {
                 let mut attempts = self.lock();
@@ -236,12 +285,55 @@ impl WebApiTasks {
             if changed {
                 // A new phase or message: one round writes it.
                 wait = poll.initial;
-                self.children.wake(&ctx.namespace, &workflow);
+                self.children.wake(&job.ctx.namespace, &workflow);
             }
             if done {
                 return;
             }
         }
+    }
+
+    /// The task's `mountAs: header` Secrets as credentials of `plugin`'s
+    /// requests, read as the plugin's ServiceAccount (or the controller).
+    async fn credentials(
+        &self,
+        plugin: &WebApiPlugin,
+        namespace: &str,
+        secrets: &[SecretRef],
+    ) -> Result<Vec<Credential>, String> {
+        let mut out = Vec::new();
+        for (i, s) in secrets.iter().enumerate() {
+            let Some(h) = &s.header else { continue };
+            let field = format!("task.secrets[{i}]");
+            let value = self
+                .read_secret(plugin.name(), namespace, s)
+                .await
+                .map_err(|e| format!("{field}: {e}"))?;
+            out.push(plugin.task_credential(&field, &h.name, &h.prefix, &h.hosts, &value)?);
+        }
+        Ok(out)
+    }
+
+    /// One key of a Secret, read as `plugin` would be. Errors name the
+    /// Secret, the key and who read it; never the value.
+    async fn read_secret(&self, plugin: &str, ns: &str, s: &SecretRef) -> Result<String, String> {
+        let (client, user) = self.clients.client(plugin).map_err(|e| e.to_string())?;
+        let name = format!("Secret {ns}/{}", s.name);
+        let secret = match Api::<Secret>::namespaced(client, ns).get(&s.name).await {
+            Ok(secret) => secret,
+            Err(kube::Error::Api(e)) if e.code == 403 => {
+                return Err(forbidden(plugin, ns, &s.name, user.as_deref()));
+            }
+            Err(kube::Error::Api(e)) if e.code == 404 => return Err(format!("{name} not found")),
+            Err(e) => return Err(format!("{name}: {e}")),
+        };
+        let bytes = secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get(&s.key))
+            .ok_or_else(|| format!("{name} has no key {:?}", s.key))?;
+        String::from_utf8(bytes.0.clone())
+            .map_err(|_| format!("{name} key {:?}: the value is not UTF-8", s.key))
     }
 
     fn failed(&self, plugin: &WebApiPlugin, call: &str, e: &CallError) -> TaskObservation {
@@ -262,6 +354,37 @@ impl WebApiTasks {
     }
 }
 
+/// What one attempt's `get` polls need.
+struct Job {
+    plugin: Arc<WebApiPlugin>,
+    ctx: TaskContext,
+    creds: Vec<Credential>,
+    meta: String,
+}
+
+/// A task's Secret could not be read or used: the attempt fails before
+/// any request, and a retry will not read it either until someone fixes
+/// the Secret or its RBAC.
+fn secret_unavailable(why: &str) -> TaskObservation {
+    TaskObservation::failed(false, false, "SecretUnavailable", why)
+}
+
+/// Why `plugin` may not read a Secret, and how a namespace lets it.
+fn forbidden(plugin: &str, ns: &str, secret: &str, user: Option<&str>) -> String {
+    let Some(user) = user else {
+        return format!(
+            "the controller may not get Secret {ns}/{secret} (without --impersonate-plugins it reads a task's Secrets as itself)"
+        );
+    };
+    let sa = user.strip_prefix("system:serviceaccount:").unwrap_or(user);
+    let role = format!("weft-plugin-{plugin}-{secret}");
+    format!(
+        "plugin {plugin} may not get Secret {ns}/{secret} (it reads a task's Secrets as {user}); to let it send this Secret: \
+         kubectl -n {ns} create role {role} --verb=get --resource=secrets --resource-name={secret} && \
+         kubectl -n {ns} create rolebinding {role} --role={role} --serviceaccount={sa}"
+    )
+}
+
 /// Runs a plugin call on tokio's blocking pool: it waits on the network.
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, CallError> + Send + 'static,
@@ -280,7 +403,7 @@ fn spawn(f: impl std::future::Future<Output = ()> + Send + 'static) {
     }
 }
 
-fn plugin_ref(p: &WebApiPlugin) -> PluginRef {
+pub(super) fn plugin_ref(p: &WebApiPlugin) -> PluginRef {
     PluginRef {
         name: p.name().to_string(),
         digest: format!("sha256:{}", p.digest().hex()),

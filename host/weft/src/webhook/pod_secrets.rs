@@ -29,6 +29,13 @@ pub fn mark(obj: &mut Value, secrets: &[SecretRef]) -> Result<(), String> {
     if secrets.is_empty() {
         return Ok(());
     }
+    let mut all = secrets.iter().enumerate();
+    if let Some((i, s)) = all.find(|(_, s)| s.mount_as == MountAs::Header) {
+        return Err(format!(
+            "task.secrets[{i}] ({}/{}): mountAs: header is a request header of a web-API task; a pod takes mountAs: env or file",
+            s.name, s.key
+        ));
+    }
     let refs = serde_json::to_string(secrets).map_err(|e| e.to_string())?;
     let is_pod = obj["kind"] == "Pod" && obj["apiVersion"] == "v1";
     let meta = if is_pod {
@@ -158,6 +165,25 @@ fn append(container: &mut Value, field: &str, items: &[Value]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_header_secret_is_refused_for_a_pod_naming_it() {
+        let secrets: Vec<SecretRef> = serde_json::from_value(json!([
+            {"name": "db", "key": "password"},
+            {"name": "api", "key": "token", "mountAs": "header", "header": {"name": "Authorization"}}
+        ]))
+        .unwrap();
+        let mut pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "main"}]}});
+        let e = mark(&mut pod, &secrets).unwrap_err();
+        assert!(
+            e.starts_with(
+                "task.secrets[1] (api/token): mountAs: header is a request header of a web-API task"
+            ),
+            "{e}"
+        );
+        assert!(pod["metadata"]["labels"].is_null(), "nothing marked");
+    }
 
     #[test]
     fn a_marked_pod_gets_env_and_files_and_is_left_alone_after() {
