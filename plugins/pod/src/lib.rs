@@ -57,6 +57,12 @@ use weft_plugin_sdk::{
     clock, AbortBehaviour, PhaseInfo, PluginError, TaskContext, TaskPlugin, TaskProperties,
 };
 
+/// Each instance builds one Pod and is dropped: a bump allocator is all
+/// it needs (docs/benchmarks.md: what it bought).
+#[cfg(target_arch = "wasm32")]
+#[global_allocator]
+static ALLOC: weft_plugin_sdk::OneCallAllocator = weft_plugin_sdk::OneCallAllocator::new();
+
 /// The name the plugin gives the container it builds from `container`.
 pub const MAIN: &str = "main";
 

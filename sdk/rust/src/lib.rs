@@ -291,8 +291,11 @@
 
 #![deny(missing_docs)]
 
+mod alloc;
 mod host;
 mod types;
+
+pub use alloc::OneCallAllocator;
 
 #[doc(hidden)]
 pub mod wit;
