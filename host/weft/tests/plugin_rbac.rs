@@ -65,47 +65,73 @@ async fn run(
     panic!("{name} did not finish");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn plugins_write_as_their_service_accounts_and_the_api_server_refuses_undeclared_kinds() {
+/// The dev cluster with RBAC on and deploy/'s RBAC applied, and the
+/// controller as deploy/ runs it, under its ServiceAccount's name with
+/// `--impersonate-plugins`, loading `plugins` (folder under the repo,
+/// name) and `args`. Also the admin's client and kubeconfig.
+struct Rbac {
+    cluster: weft_cluster::DevCluster,
+    admin: kube::Client,
+    admin_kubeconfig: std::path::PathBuf,
+    controller: ControllerProcess,
+    _dir: tempfile::TempDir,
+}
+
+async fn rbac_cluster(plugins: &[(&str, &str)], args: &[&str]) -> Rbac {
     let dir = tempfile::tempdir().unwrap();
     let cluster = weft::dev::start_with(dir.path(), weft_cluster::Authorization::Rbac)
         .await
         .unwrap();
-    let server = cluster.base_url();
-    let admin = weft::runtime::client_for(&server).unwrap();
+    let admin = weft::runtime::client_for(&cluster.base_url()).unwrap();
     weft::runtime::install_crd(&admin).await.unwrap();
     let admin_kubeconfig = dir.path().join("kubeconfig");
     apply(&admin_kubeconfig, &deployed_rbac()).await;
-
-    // The controller as deploy/ runs it, under its ServiceAccount's name,
-    // with the pod plugin (whose RBAC is in deploy/base), the echo guest
-    // (declares Pods; no RBAC applied) and a guest that builds a kind it
-    // did not declare.
     let kubeconfig = dir.path().join("controller.kubeconfig");
     std::fs::write(&kubeconfig, cluster.kubeconfig_as(CONTROLLER)).unwrap();
-    let plugins = dir.path().join("plugins");
-    std::fs::create_dir(&plugins).unwrap();
-    for (from, name) in [
+    let folder = dir.path().join("plugins");
+    std::fs::create_dir(&folder).unwrap();
+    for (from, name) in plugins {
+        for ext in ["wasm", "yaml"] {
+            let file = format!("{name}.{ext}");
+            std::fs::copy(root().join(from).join(&file), folder.join(&file)).unwrap();
+        }
+    }
+    let mut all = vec![
+        "--plugins",
+        folder.to_str().unwrap(),
+        "--plugin-namespace=weft-system",
+        "--impersonate-plugins",
+    ];
+    all.extend(args);
+    let controller = ControllerProcess::start(&kubeconfig, "weft-controller-0", &all);
+    controller.metrics().await;
+    Rbac {
+        cluster,
+        admin,
+        admin_kubeconfig,
+        controller,
+        _dir: dir,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugins_write_as_their_service_accounts_and_the_api_server_refuses_undeclared_kinds() {
+    // The pod plugin (whose RBAC is in deploy/base), the echo guest
+    // (declares Pods; no RBAC applied) and a guest that builds a kind it
+    // did not declare.
+    let plugins = [
         ("target/plugins", "pod"),
         ("target/test-guests", "echo"),
         ("target/test-guests", "undeclared-kind"),
-    ] {
-        for ext in ["wasm", "yaml"] {
-            let file = format!("{name}.{ext}");
-            std::fs::copy(root().join(from).join(&file), plugins.join(&file)).unwrap();
-        }
-    }
-    let controller = ControllerProcess::start(
-        &kubeconfig,
-        "weft-controller-0",
-        &[
-            "--plugins",
-            plugins.to_str().unwrap(),
-            "--plugin-namespace=weft-system",
-            "--impersonate-plugins",
-        ],
-    );
-    controller.metrics().await;
+    ];
+    let Rbac {
+        cluster,
+        admin,
+        admin_kubeconfig,
+        controller,
+        _dir,
+    } = rbac_cluster(&plugins, &[]).await;
+    let server = cluster.base_url();
     let workflows: Api<weft::api::Workflow> = Api::namespaced(admin.clone(), "default");
 
     // The pod plugin's Pod is written as weft-plugin-pod.
@@ -205,7 +231,7 @@ async fn plugins_write_as_their_service_accounts_and_the_api_server_refuses_unde
 
 /// The loopback API of the credentials test: `/whoami` answers with the
 /// Authorization header it got (as a careless server might).
-fn whoami(req: &common::loopback::Seen) -> (u16, &'static str, serde_json::Value) {
+fn whoami(req: &common::loopback::Seen) -> (u16, serde_json::Value) {
     let auth = req
         .headers
         .get("authorization")
@@ -236,38 +262,13 @@ async fn a_tasks_secret_is_sent_as_a_header_only_once_its_namespace_grants_the_p
     const TOKEN: &str = "s3cr3t-task-token-9";
     let server = common::loopback::Server::start(whoami);
     let url = server.url("/whoami");
-    let dir = tempfile::tempdir().unwrap();
-    let cluster = weft::dev::start_with(dir.path(), weft_cluster::Authorization::Rbac)
-        .await
-        .unwrap();
-    let admin = weft::runtime::client_for(&cluster.base_url()).unwrap();
-    weft::runtime::install_crd(&admin).await.unwrap();
-    let admin_kubeconfig = dir.path().join("kubeconfig");
-    apply(&admin_kubeconfig, &deployed_rbac()).await;
-    let kubeconfig = dir.path().join("controller.kubeconfig");
-    std::fs::write(&kubeconfig, cluster.kubeconfig_as(CONTROLLER)).unwrap();
-    let plugins = dir.path().join("plugins");
-    std::fs::create_dir(&plugins).unwrap();
-    for ext in ["wasm", "yaml"] {
-        let file = format!("http.{ext}");
-        std::fs::copy(
-            root().join("target/plugins").join(&file),
-            plugins.join(&file),
-        )
-        .unwrap();
-    }
-    let controller = ControllerProcess::start(
-        &kubeconfig,
-        "weft-controller-0",
-        &[
-            "--plugins",
-            plugins.to_str().unwrap(),
-            "--plugin-namespace=weft-system",
-            "--impersonate-plugins",
-            "--workflow-events=all",
-        ],
-    );
-    controller.metrics().await;
+    let Rbac {
+        cluster,
+        admin,
+        admin_kubeconfig,
+        controller,
+        _dir,
+    } = rbac_cluster(&[("target/plugins", "http")], &["--workflow-events=all"]).await;
     common::kubectl_ok(
         &admin_kubeconfig,
         &["-n", "default", "create", "secret", "generic", "api-token"],

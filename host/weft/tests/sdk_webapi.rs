@@ -21,19 +21,21 @@
 
 use std::{
     collections::BTreeMap,
-    io::{BufRead, BufReader, ErrorKind, Write},
-    net::{TcpListener, TcpStream},
+    io::ErrorKind,
+    net::TcpListener,
     path::{Path, PathBuf},
     process::Command,
     sync::{Arc, Mutex, OnceLock},
-    thread,
-    time::Duration,
 };
 
+use loopback::Seen;
 use serde_json::{Value, json};
 use weft_plugin::{
     CallError, EngineConfig, Phase, Plugin, PluginEngine, TaskContext, WebApiPlugin, registry,
 };
+
+#[path = "common/loopback.rs"]
+mod loopback;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -159,52 +161,26 @@ fn load(ex: &Example) -> Arc<WebApiPlugin> {
     plugin
 }
 
-/// One request as the server read it.
-#[derive(Debug, Clone)]
-struct Seen {
-    method: String,
-    path: String,
-    /// Header names lower-cased.
-    headers: BTreeMap<String, String>,
-    body: Vec<u8>,
-}
-
-impl Seen {
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body)
-            .unwrap_or_else(|e| panic!("{} {}: body not JSON: {e}", self.method, self.path))
-    }
-}
-
 /// A jobs API on loopback, as the examples expect it: `POST /jobs` makes
 /// the job named by the body's `id` (or answers `create`, when the test
 /// set it), `GET /jobs/<id>` answers `job` (which the test sets),
 /// `DELETE /jobs/<id>` answers 204.
 struct Server {
+    http: loopback::Server,
     url: String,
-    seen: Arc<Mutex<Vec<Seen>>>,
     job: Arc<Mutex<Value>>,
     create: Arc<Mutex<Option<(u16, Value)>>>,
 }
 
 impl Server {
     fn start() -> Server {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let seen = Arc::new(Mutex::new(Vec::new()));
         let job = Arc::new(Mutex::new(json!({"state": "PENDING"})));
         let create = Arc::new(Mutex::new(None));
-        let (s, j, c) = (seen.clone(), job.clone(), create.clone());
-        thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(stream) = stream else { continue };
-                let (s, j, c) = (s.clone(), j.clone(), c.clone());
-                thread::spawn(move || serve(stream, &s, &j, &c));
-            }
-        });
+        let (j, c) = (job.clone(), create.clone());
+        let http = loopback::Server::start(move |req| jobs(req, &j, &c));
         Server {
-            url,
-            seen,
+            url: http.url(""),
+            http,
             job,
             create,
         }
@@ -219,33 +195,17 @@ impl Server {
     }
 
     fn seen(&self) -> Vec<Seen> {
-        self.seen.lock().unwrap().clone()
+        self.http.all()
     }
 }
 
-fn serve(
-    stream: TcpStream,
-    seen: &Mutex<Vec<Seen>>,
-    job: &Mutex<Value>,
-    create: &Mutex<Option<(u16, Value)>>,
-) {
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    let mut writer = stream.try_clone().unwrap();
-    let mut r = BufReader::new(stream);
-    let Some(req) = read_request(&mut r) else {
-        return;
-    };
-    let (status, body) = match (req.method.as_str(), req.path.as_str()) {
+fn jobs(req: &Seen, job: &Mutex<Value>, create: &Mutex<Option<(u16, Value)>>) -> (u16, Value) {
+    match (req.method.as_str(), req.path.as_str()) {
         ("POST", "/jobs") if create.lock().unwrap().is_some() => {
             create.lock().unwrap().clone().unwrap()
         }
         ("POST", "/jobs") => {
-            let id = serde_json::from_slice::<Value>(&req.body)
-                .ok()
-                .and_then(|v| v["id"].as_str().map(String::from))
-                .unwrap_or_default();
+            let id = req.json()["id"].as_str().unwrap_or_default().to_string();
             (201, json!({"id": id, "state": "PENDING"}))
         }
         // `"big"`: a job of 2 MiB, over the examples' egress.maxResponse (1Mi).
@@ -255,72 +215,7 @@ fn serve(
         },
         ("DELETE", p) if p.starts_with("/jobs/") => (204, Value::Null),
         _ => (404, json!({"error": "no such route"})),
-    };
-    seen.lock().unwrap().push(req);
-    let body = if body.is_null() {
-        String::new()
-    } else {
-        body.to_string()
-    };
-    let reason = match status {
-        200 => "OK",
-        201 => "Created",
-        204 => "No Content",
-        400 => "Bad Request",
-        409 => "Conflict",
-        503 => "Service Unavailable",
-        _ => "Not Found",
-    };
-    let _ = write!(
-        writer,
-        "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    );
-}
-
-/// One HTTP/1.1 request, its body read by content-length or chunked.
-fn read_request(r: &mut impl BufRead) -> Option<Seen> {
-    let mut line = String::new();
-    r.read_line(&mut line).ok()?;
-    let mut parts = line.split_whitespace();
-    let (method, path) = (parts.next()?.to_string(), parts.next()?.to_string());
-    let mut headers = BTreeMap::new();
-    loop {
-        let mut h = String::new();
-        r.read_line(&mut h).ok()?;
-        let h = h.trim_end();
-        if h.is_empty() {
-            break;
-        }
-        let (k, v) = h.split_once(':')?;
-        headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
     }
-    let mut body = Vec::new();
-    if headers
-        .get("transfer-encoding")
-        .is_some_and(|t| t.eq_ignore_ascii_case("chunked"))
-    {
-        loop {
-            let mut size = String::new();
-            r.read_line(&mut size).ok()?;
-            let n = usize::from_str_radix(size.trim().split(';').next()?, 16).ok()?;
-            let mut chunk = vec![0; n + 2];
-            r.read_exact(&mut chunk).ok()?;
-            if n == 0 {
-                break;
-            }
-            body.extend_from_slice(&chunk[..n]);
-        }
-    } else if let Some(n) = headers.get("content-length") {
-        body = vec![0; n.parse().ok()?];
-        r.read_exact(&mut body).ok()?;
-    }
-    Some(Seen {
-        method,
-        path,
-        headers,
-        body,
-    })
 }
 
 /// A task of the examples' type against `url`.

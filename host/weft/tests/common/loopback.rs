@@ -2,6 +2,9 @@
 //! handler and keeps every request it received (method, path, headers,
 //! body), so a test checks what reached it and how often.
 
+// Each test file uses a part of it.
+#![allow(dead_code)]
+
 use std::{
     collections::BTreeMap,
     io::{BufRead, BufReader, Write},
@@ -13,8 +16,8 @@ use std::{
 
 use serde_json::Value;
 
-/// Answers a request: status, reason phrase, JSON body.
-pub type Handler = fn(&Seen) -> (u16, &'static str, Value);
+/// Answers a request: status and JSON body (`null`: no body).
+pub type Handler = Arc<dyn Fn(&Seen) -> (u16, Value) + Send + Sync>;
 
 /// One request the server received.
 #[derive(Debug, Clone)]
@@ -48,7 +51,8 @@ pub struct Server {
 
 impl Server {
     /// Listening on 127.0.0.1 (a free port), answering with `handler`.
-    pub fn start(handler: Handler) -> Server {
+    pub fn start(handler: impl Fn(&Seen) -> (u16, Value) + Send + Sync + 'static) -> Server {
+        let handler: Handler = Arc::new(handler);
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -56,8 +60,8 @@ impl Server {
         thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(stream) = stream else { continue };
-                let s = s.clone();
-                thread::spawn(move || serve(stream, &s, handler));
+                let (s, handler) = (s.clone(), handler.clone());
+                thread::spawn(move || serve(stream, &s, &*handler));
             }
         });
         Server { port, seen }
@@ -78,6 +82,11 @@ impl Server {
             .collect()
     }
 
+    /// Every request so far, in order.
+    pub fn all(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+
     /// How many requests reached it.
     pub fn count(&self) -> usize {
         self.seen.lock().unwrap().len()
@@ -85,7 +94,7 @@ impl Server {
 }
 
 /// Answers one connection with `handler`'s answer to its request.
-fn serve(stream: TcpStream, seen: &Mutex<Vec<Seen>>, handler: Handler) {
+fn serve(stream: TcpStream, seen: &Mutex<Vec<Seen>>, handler: &(dyn Fn(&Seen) -> (u16, Value) + Send + Sync)) {
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
@@ -94,9 +103,22 @@ fn serve(stream: TcpStream, seen: &Mutex<Vec<Seen>>, handler: Handler) {
     let Some(req) = read_request(&mut r) else {
         return;
     };
-    let (status, reason, body) = handler(&req);
+    let (status, body) = handler(&req);
     seen.lock().unwrap().push(req);
-    let body = body.to_string();
+    let body = if body.is_null() {
+        String::new()
+    } else {
+        body.to_string()
+    };
+    let reason = match status {
+        200 => "OK",
+        201 => "Created",
+        204 => "No Content",
+        400 => "Bad Request",
+        409 => "Conflict",
+        503 => "Service Unavailable",
+        _ => "Not Found",
+    };
     let _ = write!(
         writer,
         "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
