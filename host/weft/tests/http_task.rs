@@ -27,12 +27,15 @@ use weft_dag::{NodePhase, WorkflowPhase};
 /// The server's API: orders are created, confirmed; `/busy` is never ready.
 fn orders(req: &Seen) -> (u16, Value) {
     match (req.method.as_str(), req.path.as_str()) {
-        ("POST", "/orders") => (201, json!({"id": 7, "total": 42.5, "state": "accepted", "item": req.json()["item"]}),
+        ("POST", "/orders") => (
+            201,
+            json!({"id": 7, "total": 42.5, "state": "accepted", "item": req.json()["item"]}),
         ),
-        ("PUT", "/orders/7/confirm") => (200, json!({"confirmed": true, "total": req.json()["total"]}),
+        ("PUT", "/orders/7/confirm") => (
+            200,
+            json!({"confirmed": true, "total": req.json()["total"]}),
         ),
-        ("POST", "/busy") => (503, json!({"error": "busy, try later"}),
-        ),
+        ("POST", "/busy") => (503, json!({"error": "busy, try later"})),
         // 2 MiB: over the manifest's egress.maxResponse (1Mi).
         ("GET", "/big") => (200, json!({"blob": "x".repeat(2 << 20)})),
         _ => (404, json!({"error": "no such route"})),

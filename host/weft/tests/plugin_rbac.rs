@@ -239,7 +239,6 @@ fn whoami(req: &common::loopback::Seen) -> (u16, serde_json::Value) {
         .unwrap_or_default();
     (
         200,
-        "OK",
         serde_json::json!({"auth": auth, "ok": !auth.is_empty()}),
     )
 }

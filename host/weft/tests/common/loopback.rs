@@ -94,7 +94,11 @@ impl Server {
 }
 
 /// Answers one connection with `handler`'s answer to its request.
-fn serve(stream: TcpStream, seen: &Mutex<Vec<Seen>>, handler: &(dyn Fn(&Seen) -> (u16, Value) + Send + Sync)) {
+fn serve(
+    stream: TcpStream,
+    seen: &Mutex<Vec<Seen>>,
+    handler: &(dyn Fn(&Seen) -> (u16, Value) + Send + Sync),
+) {
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
