@@ -76,10 +76,22 @@ impl OneCallAllocator {
         self.bump(layout)
     }
 
+    /// Natively (the SDK's own tests) the memory comes from the system
+    /// allocator, a chunk at a time, never given back.
     #[cfg(not(target_arch = "wasm32"))]
-    fn grow(&self, _: Layout) -> *mut u8 {
-        // Natively there is no linear memory to grow: only wasm32 uses it.
-        core::ptr::null_mut()
+    fn grow(&self, layout: Layout) -> *mut u8 {
+        let size = (layout.size() + layout.align()).max(GROW_PAGES * PAGE);
+        let Ok(chunk) = Layout::from_size_align(size, PAGE) else {
+            return core::ptr::null_mut();
+        };
+        // SAFETY: a non-zero size.
+        let base = unsafe { std::alloc::alloc(chunk) } as usize;
+        if base == 0 {
+            return core::ptr::null_mut();
+        }
+        self.next.set(base);
+        self.end.set(base + size);
+        self.bump(layout)
     }
 }
 
@@ -119,5 +131,58 @@ unsafe impl GlobalAlloc for OneCallAllocator {
             unsafe { core::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size)) };
         }
         new
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout(size: usize, align: usize) -> Layout {
+        Layout::from_size_align(size, align).unwrap()
+    }
+
+    #[test]
+    fn blocks_are_aligned_apart_and_the_last_one_comes_back() {
+        let a = OneCallAllocator::new();
+        unsafe {
+            let x = a.alloc(layout(3, 1));
+            let y = a.alloc(layout(16, 8));
+            assert_eq!(y as usize % 8, 0);
+            assert!(y as usize >= x as usize + 3);
+            // The last block is reclaimed; an earlier one is not.
+            a.dealloc(y, layout(16, 8));
+            assert_eq!(a.alloc(layout(16, 8)), y);
+            a.dealloc(x, layout(3, 1));
+            assert!(a.alloc(layout(1, 1)) as usize > x as usize);
+        }
+    }
+
+    #[test]
+    fn the_last_block_grows_in_place_and_others_move_with_their_bytes() {
+        let a = OneCallAllocator::new();
+        unsafe {
+            let x = a.alloc(layout(4, 1));
+            x.copy_from_nonoverlapping(b"abcd".as_ptr(), 4);
+            assert_eq!(a.realloc(x, layout(4, 1), 100), x, "in place");
+            let y = a.alloc(layout(8, 8));
+            let moved = a.realloc(x, layout(100, 1), 200);
+            assert_ne!(moved, x);
+            assert!(moved as usize >= y as usize + 8, "past y");
+            assert_eq!(core::slice::from_raw_parts(moved, 4), b"abcd");
+        }
+    }
+
+    #[test]
+    fn a_block_larger_than_a_chunk_gets_memory_of_its_own() {
+        let a = OneCallAllocator::new();
+        unsafe {
+            let small = a.alloc(layout(8, 8));
+            let big = a.alloc(layout(3 * GROW_PAGES * PAGE, 16));
+            assert!(!big.is_null());
+            assert_eq!(big as usize % 16, 0);
+            big.write_bytes(7, 3 * GROW_PAGES * PAGE);
+            assert_ne!(big, small);
+        }
     }
 }
