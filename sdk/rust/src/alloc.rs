@@ -45,6 +45,23 @@ impl OneCallAllocator {
         }
     }
 
+    /// Grows the memory now, if need be, so that `bytes` can be allocated
+    /// without growing it. Call it where the host prepares an instance,
+    /// off the caller's path (a task plugin's `properties`, which a spare
+    /// answers before its call): a `memory.grow` is an `mprotect` on the
+    /// host and a TLB shootdown on every core it runs on, ~4 µs of the pod
+    /// plugin's call when it happened in the call (docs/benchmarks.md).
+    pub fn reserve(&self, bytes: usize) {
+        let Ok(layout) = Layout::from_size_align(bytes, 1) else {
+            return;
+        };
+        let start = self.bump(layout);
+        if !start.is_null() {
+            // Only the memory was wanted: the bytes stay free.
+            self.next.set(start as usize);
+        }
+    }
+
     /// Memory for `layout` past `next`, growing the linear memory when
     /// the rest is too small.
     fn bump(&self, layout: Layout) -> *mut u8 {
@@ -171,6 +188,18 @@ mod tests {
             assert!(moved as usize >= y as usize + 8, "past y");
             assert_eq!(core::slice::from_raw_parts(moved, 4), b"abcd");
         }
+    }
+
+    #[test]
+    fn reserving_grows_once_and_leaves_the_bytes_free() {
+        let a = OneCallAllocator::new();
+        a.reserve(200 << 10);
+        let (next, end) = (a.next.get(), a.end.get());
+        assert!(end - next >= 200 << 10);
+        unsafe {
+            assert_eq!(a.alloc(layout(100 << 10, 1)) as usize, next);
+        }
+        assert_eq!(a.end.get(), end, "no grow for what was reserved");
     }
 
     #[test]
