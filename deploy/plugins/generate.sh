@@ -4,7 +4,7 @@
 # (git-ignored) with a kustomization.yaml listing them:
 #
 #   make guests                       # builds target/plugins/*.wasm + *.yaml
-#   deploy/plugins/generate.sh        # [PLUGIN...]; default: all seven
+#   deploy/plugins/generate.sh        # [PLUGIN...]; default: all nine
 #   kubectl kustomize deploy/plugins/generated
 #   kubectl apply --server-side -k deploy/plugins/generated
 #
@@ -38,7 +38,7 @@ fi
 if [ $# -gt 0 ]; then
   plugins=("$@")
 else
-  plugins=(pod spark k8s-resource auth-token request-id rate-limit audit)
+  plugins=(pod spark k8s-resource ray-job http auth-token request-id rate-limit audit)
 fi
 
 die() { echo "generate.sh: $*" >&2; exit 1; }
