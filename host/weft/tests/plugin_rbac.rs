@@ -55,6 +55,11 @@ async fn run(
     let spec: weft_dag::WorkflowSpec = serde_yaml::from_str(&spec).unwrap();
     let wf = weft::api::Workflow::new(name, weft::api::WorkflowResourceSpec { spec });
     workflows.create(&PostParams::default(), &wf).await.unwrap();
+    finished(workflows, name).await
+}
+
+/// The Workflow once it has finished (up to 60 s).
+async fn finished(workflows: &Api<weft::api::Workflow>, name: &str) -> weft::api::Workflow {
     for _ in 0..600 {
         let wf = workflows.get(name).await.unwrap();
         if wf.status.as_ref().is_some_and(|s| s.phase.is_terminal()) {
@@ -277,19 +282,7 @@ async fn a_tasks_secret_is_sent_as_a_header_only_once_its_namespace_grants_the_p
     let workflows: Api<weft::api::Workflow> = Api::namespaced(admin.clone(), "default");
     let header = "{name: api-token, key: token, mountAs: header, header: {name: Authorization, prefix: 'Bearer ', hosts: [127.0.0.1]}}";
     let node = |wf: &weft::api::Workflow| wf.status.as_ref().unwrap().nodes["a"].clone();
-    let finished = |name: &'static str| {
-        let workflows = workflows.clone();
-        async move {
-            for _ in 0..600 {
-                let wf = workflows.get(name).await.unwrap();
-                if wf.status.as_ref().is_some_and(|s| s.phase.is_terminal()) {
-                    return wf;
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            panic!("{name} did not finish");
-        }
-    };
+    let finished = |name: &'static str| finished(&workflows, name);
 
     // 1. No Role lets weft-plugin-http read the Secret: the node fails
     // before any request, naming the Secret, the user it was read as, and
