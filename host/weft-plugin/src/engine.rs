@@ -114,6 +114,12 @@ pub struct EngineConfig {
     /// caller's path. Each costs a pool slot and the pages its
     /// instantiation wrote.
     pub spares: usize,
+    /// How much of a used pool slot's linear memory stays resident, reset
+    /// in place, for the next instance (the rest is given back to the
+    /// system). Large enough for a language runtime's heap (CPython's is
+    /// ~14 MB) so its calls take no page faults; the pool's resident
+    /// memory is at most this per slot ever used at once.
+    pub keep_resident: usize,
 }
 
 impl Default for EngineConfig {
@@ -126,6 +132,7 @@ impl Default for EngineConfig {
             state: StateLimits::default(),
             pooling: true,
             spares: 1,
+            keep_resident: 16 << 20,
         }
     }
 }
@@ -201,16 +208,20 @@ impl PluginEngine {
                 .table_elements(100_000)
                 .max_component_instance_size(1 << 20)
                 .max_core_instance_size(1 << 20)
-                // Reset the first pages of a slot with memset instead of
-                // madvise when it is reused: a call's instance touches little
-                // memory, and the syscall dominated instantiation.
-                .linear_memory_keep_resident(4 << 20)
+                // A used slot's first `keep_resident` bytes are reset in
+                // place (copied back from the image, or zeroed) and stay
+                // resident and writable: the next instance in the slot (the
+                // same version's, by the pool's affinity) writes them with
+                // no page fault. Beyond that, memory is given back.
+                .linear_memory_keep_resident(config.keep_resident)
                 .table_keep_resident(1 << 16);
-            // Where the kernel can tell (Linux 6.7+), reset only the pages
-            // a call dirtied, and keep them resident: the next instance in
-            // the slot starts without page faults. Elsewhere, the memset
-            // above.
-            pool.pagemap_scan(wasmtime::Enabled::Auto);
+            // Not PAGEMAP_SCAN (reset only the pages a call dirtied): wasmtime
+            // asks it for at most 32 dirty regions and gives back everything
+            // past the 32nd, so a runtime that writes all over a large heap
+            // (CPython's reference counts) faulted on ~230 pages in every
+            // call, 2.6–3 µs each: a Python call on a spare 740 µs instead
+            // of 107 µs (docs/benchmarks.md).
+            pool.pagemap_scan(wasmtime::Enabled::No);
             wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         }
         let engine = Engine::new(&wasm).map_err(|e| Error::Config(format!("{e:#}")))?;

@@ -1339,6 +1339,11 @@ impl MiddlewarePlugin {
         self.common.set_config(config);
     }
 
+    /// How many prepared instances are ready now (see [`TaskPlugin::spares_ready`]).
+    pub fn spares_ready(&self) -> usize {
+        self.spares.ready()
+    }
+
     /// Decide on one call. The request body is dropped unless the manifest asks for it.
     pub fn on_request(&self, call: &MiddlewareCall) -> Result<Verdict, CallError> {
         const CALL: &str = "on-request";

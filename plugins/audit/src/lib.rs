@@ -27,6 +27,12 @@
 use serde::Deserialize;
 use weft_plugin_sdk::{log, Call, MiddlewarePlugin, Value, Verdict};
 
+/// Each instance serves one call and is dropped: a bump allocator over the
+/// memory the module starts with is all it needs (docs/benchmarks.md).
+#[cfg(target_arch = "wasm32")]
+#[global_allocator]
+static ALLOC: weft_plugin_sdk::OneCallAllocator = weft_plugin_sdk::OneCallAllocator::new();
+
 const PHASE: &str = "x-weft-phase";
 const OUTCOME: &str = "x-weft-outcome";
 const OUTCOME_MESSAGE: &str = "x-weft-outcome-message";

@@ -28,6 +28,12 @@
 
 use std::collections::BTreeMap;
 
+/// Each instance serves one call and is dropped: a bump allocator over the
+/// memory the module starts with is all it needs (docs/benchmarks.md).
+#[cfg(target_arch = "wasm32")]
+#[global_allocator]
+static ALLOC: weft_plugin_sdk::OneCallAllocator = weft_plugin_sdk::OneCallAllocator::new();
+
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;

@@ -71,10 +71,6 @@ pub struct Pod;
 
 impl TaskPlugin for Pod {
     fn properties() -> TaskProperties {
-        // A spare answers this before its call: the memory the call will
-        // use is grown now, off the caller's path.
-        #[cfg(target_arch = "wasm32")]
-        ALLOC.reserve(192 << 10);
         TaskProperties {
             // An aborted workflow's Pod must stop.
             abort: AbortBehaviour::Delete,

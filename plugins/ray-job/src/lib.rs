@@ -75,6 +75,12 @@ use ray::{JobConfig, JobState, Meta};
 use weft_plugin_sdk::http::{ErrorKind, Request};
 use weft_plugin_sdk::{log, PhaseInfo, PluginError, TaskContext, Value, WebApiPlugin};
 
+/// Each instance serves one call and is dropped: a bump allocator over the
+/// memory the module starts with is all it needs (docs/benchmarks.md).
+#[cfg(target_arch = "wasm32")]
+#[global_allocator]
+static ALLOC: weft_plugin_sdk::OneCallAllocator = weft_plugin_sdk::OneCallAllocator::new();
+
 /// The plugin.
 pub struct RayJob;
 

@@ -126,6 +126,12 @@ use weft_plugin_sdk::{
     AbortBehaviour, PhaseInfo, PluginError, TaskContext, TaskPlugin, TaskProperties,
 };
 
+/// Each instance serves one call and is dropped: a bump allocator over the
+/// memory the module starts with is all it needs (docs/benchmarks.md).
+#[cfg(target_arch = "wasm32")]
+#[global_allocator]
+static ALLOC: weft_plugin_sdk::OneCallAllocator = weft_plugin_sdk::OneCallAllocator::new();
+
 /// The kind's API version.
 pub const API_VERSION: &str = "sparkoperator.k8s.io/v1beta2";
 /// The kind.

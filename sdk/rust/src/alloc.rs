@@ -5,9 +5,11 @@
 //! general allocator's bookkeeping (free lists, coalescing, size classes)
 //! is work nobody benefits from: nothing freed would be reused for long.
 //! [`OneCallAllocator`] hands out memory by moving a pointer, frees only
-//! the last block (and grows it in place), and asks for memory a megabyte
-//! at a time. The instance's memory limit still applies: an allocation
-//! past it fails as any would.
+//! the last block (and grows it in place), starts in the memory the module
+//! is linked with (past its data: a call that fits there never grows the
+//! memory, which on the host is an `mprotect` in the middle of the call),
+//! and past that asks for memory a megabyte at a time. The instance's
+//! memory limit still applies: an allocation past it fails as any would.
 //!
 //! Use it only where one call allocates a bounded amount (building one
 //! resource, answering one request): a call that allocates and frees in a
@@ -45,26 +47,12 @@ impl OneCallAllocator {
         }
     }
 
-    /// Grows the memory now, if need be, so that `bytes` can be allocated
-    /// without growing it. Call it where the host prepares an instance,
-    /// off the caller's path (a task plugin's `properties`, which a spare
-    /// answers before its call): a `memory.grow` is an `mprotect` on the
-    /// host and a TLB shootdown on every core it runs on, ~4 µs of the pod
-    /// plugin's call when it happened in the call (docs/benchmarks.md).
-    pub fn reserve(&self, bytes: usize) {
-        let Ok(layout) = Layout::from_size_align(bytes, 1) else {
-            return;
-        };
-        let start = self.bump(layout);
-        if !start.is_null() {
-            // Only the memory was wanted: the bytes stay free.
-            self.next.set(start as usize);
-        }
-    }
-
     /// Memory for `layout` past `next`, growing the linear memory when
     /// the rest is too small.
     fn bump(&self, layout: Layout) -> *mut u8 {
+        if self.end.get() == 0 {
+            self.start();
+        }
         let align = layout.align();
         let start = (self.next.get() + align - 1) & !(align - 1);
         match start.checked_add(layout.size()) {
@@ -76,6 +64,27 @@ impl OneCallAllocator {
         }
     }
 
+    /// Takes the memory the module starts with past its data (from
+    /// `__heap_base`, which the linker sets, to the end of the initial
+    /// memory): a call that fits there never grows the memory, and a
+    /// `memory.grow` costs an `mprotect` on the host, in the call.
+    #[cfg(target_arch = "wasm32")]
+    fn start(&self) {
+        unsafe extern "C" {
+            static __heap_base: u8;
+        }
+        let base = &raw const __heap_base as usize;
+        let end = core::arch::wasm32::memory_size(0) * PAGE;
+        self.next.set(base);
+        self.end.set(end.max(base));
+    }
+
+    /// Natively nothing is there yet: the first allocation grows.
+    #[cfg(not(target_arch = "wasm32"))]
+    fn start(&self) {}
+
+    /// Grows the memory by enough pages for `layout` (a chunk at least),
+    /// then allocates it there.
     #[cfg(target_arch = "wasm32")]
     fn grow(&self, layout: Layout) -> *mut u8 {
         let need = layout.size() + layout.align();
@@ -188,18 +197,6 @@ mod tests {
             assert!(moved as usize >= y as usize + 8, "past y");
             assert_eq!(core::slice::from_raw_parts(moved, 4), b"abcd");
         }
-    }
-
-    #[test]
-    fn reserving_grows_once_and_leaves_the_bytes_free() {
-        let a = OneCallAllocator::new();
-        a.reserve(200 << 10);
-        let (next, end) = (a.next.get(), a.end.get());
-        assert!(end - next >= 200 << 10);
-        unsafe {
-            assert_eq!(a.alloc(layout(100 << 10, 1)) as usize, next);
-        }
-        assert_eq!(a.end.get(), end, "no grow for what was reserved");
     }
 
     #[test]

@@ -8,6 +8,12 @@ use weft_plugin_sdk::wit::task::exports::weft::plugin::k8s_task::{
     AbortBehaviour, Guest, TaskProperties,
 };
 
+/// Each instance serves one call and is dropped: a bump allocator over the
+/// memory the module starts with is all it needs (docs/benchmarks.md).
+#[cfg(target_arch = "wasm32")]
+#[global_allocator]
+static ALLOC: weft_plugin_sdk::OneCallAllocator = weft_plugin_sdk::OneCallAllocator::new();
+
 struct Empty;
 
 impl Guest for Empty {
