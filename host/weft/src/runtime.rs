@@ -52,26 +52,51 @@ pub fn load_plugins(
     dir: &Path,
     cache: Option<&Path>,
 ) -> anyhow::Result<(PluginEngine, Arc<Registry>)> {
-    load_plugins_with(dir, cache, RegistryConfig::default(), DEFAULT_SPARES)
+    load_plugins_with(
+        dir,
+        cache,
+        RegistryConfig::default(),
+        PluginSizing::default(),
+    )
 }
 
 /// Instances each plugin version keeps prepared ahead of its calls unless
 /// the operator says otherwise (`weft controller --plugin-spares`).
 pub const DEFAULT_SPARES: usize = 1;
 
+/// How the plugin engine is sized (`weft controller --plugin-spares`,
+/// `--plugin-keep-resident`); see [`EngineConfig`].
+#[derive(Debug, Clone, Copy)]
+pub struct PluginSizing {
+    /// [`EngineConfig::spares`].
+    pub spares: usize,
+    /// [`EngineConfig::keep_resident`].
+    pub keep_resident: usize,
+}
+
+impl Default for PluginSizing {
+    fn default() -> Self {
+        PluginSizing {
+            spares: DEFAULT_SPARES,
+            keep_resident: EngineConfig::default().keep_resident,
+        }
+    }
+}
+
 /// [`load_plugins`] into a registry the operator configured. Their
 /// `plugins.NAME.config` overrides apply at once; Secret references in
 /// them wait for the hot loader, which has a client (until then the guest
-/// sees those keys left out). `spares`: see [`EngineConfig::spares`].
+/// sees those keys left out).
 pub fn load_plugins_with(
     dir: &Path,
     cache: Option<&Path>,
     config: RegistryConfig,
-    spares: usize,
+    sizing: PluginSizing,
 ) -> anyhow::Result<(PluginEngine, Arc<Registry>)> {
     let engine = PluginEngine::new(EngineConfig {
         cache_dir: cache.map(Path::to_path_buf),
-        spares,
+        spares: sizing.spares,
+        keep_resident: sizing.keep_resident,
         ..EngineConfig::default()
     })?;
     let registry = Arc::new(Registry::new(config));

@@ -764,7 +764,7 @@ fn controller_config_file_is_read_printed_and_checked() {
     let good = dir.path().join("good.yaml");
     std::fs::write(
         &good,
-        "concurrentReconciles: 3\npluginSpares: 2\nleaderElect: true\nkubeApiQps: 20\nfeatureGates: IgnoreStatusUpdates=true\nsyncPeriod: 30m\n",
+        "concurrentReconciles: 3\npluginSpares: 2\npluginKeepResident: 8Mi\nleaderElect: true\nkubeApiQps: 20\nfeatureGates: IgnoreStatusUpdates=true\nsyncPeriod: 30m\n",
     )
     .unwrap();
     let g = good.to_str().unwrap();
@@ -784,6 +784,7 @@ fn controller_config_file_is_read_printed_and_checked() {
         "the flag overrides the file: {text}"
     );
     assert!(text.contains("leaderElect: true  #"), "{text}");
+    assert!(text.contains("pluginKeepResident: 8Mi  #"), "{text}");
     assert!(text.contains("breakerFaults: 5  # default"), "{text}");
     assert!(text.contains("kubeApiQps: 20  #"), "{text}");
     assert!(text.contains("kubeApiBurst: 200  # default"), "{text}");
@@ -808,6 +809,14 @@ fn controller_config_file_is_read_printed_and_checked() {
             "unknown feature gate \"IgnoreStatusUpdate\" (known: IgnoreStatusUpdates",
         ),
         ("kubeApiQps: fast\n", "kubeApiQps: invalid value 'fast'"),
+        (
+            "pluginKeepResident: lots\n",
+            "pluginKeepResident: invalid value 'lots'",
+        ),
+        (
+            "pluginKeepResident: 2Gi\n",
+            "2Gi is more than a plugin instance's memory can be (512Mi)",
+        ),
     ] {
         let bad = dir.path().join("bad.yaml");
         std::fs::write(&bad, body).unwrap();

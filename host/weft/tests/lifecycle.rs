@@ -360,6 +360,9 @@ fn start(kc: &Path, identity: &str) -> (ControllerProcess, u16) {
         // controllers keep the default, a spare prepared ahead).
         "--plugin-spares",
         "0",
+        // and a used instance's memory given back, not kept for the next.
+        "--plugin-keep-resident",
+        "0",
     ];
     let c = ControllerProcess::start(kc, identity, &args);
     (c, port)

@@ -132,6 +132,20 @@ pub struct ControllerArgs {
         env = "WEFT_PLUGIN_SPARES"
     )]
     pub plugin_spares: usize,
+    /// How much of a used plugin instance's memory stays resident, reset
+    /// in place, for the next instance of the same version (a quantity:
+    /// 16Mi, 512Ki, 0). Large enough for a language runtime's heap (a
+    /// Python plugin's is ~14 MiB) so its calls take no page faults; the
+    /// instance pool holds at most this much per instance alive at once.
+    /// 0 gives a used instance's memory back to the system.
+    #[arg(
+        long,
+        default_value = "16Mi",
+        value_parser = keep_resident,
+        value_name = "QUANTITY",
+        env = "WEFT_PLUGIN_KEEP_RESIDENT"
+    )]
+    pub plugin_keep_resident: usize,
     /// Create, patch and delete each plugin's resources impersonating its
     /// ServiceAccount `weft-plugin-NAME`, whose Role grants exactly the
     /// kinds its manifest declares (`weft plugin rbac`): the API server then
@@ -302,7 +316,10 @@ pub fn controller(args: ControllerArgs) -> anyhow::Result<ExitCode> {
             tracing::info!(%addr, "serving CPU and heap profiles at /debug/pprof/");
         }
         let (engine, registry) =
-            runtime::load_plugins_with(&args.plugins, args.cache_dir.as_deref(), registry_config, args.plugin_spares)?;
+            runtime::load_plugins_with(&args.plugins, args.cache_dir.as_deref(), registry_config, runtime::PluginSizing {
+                spares: args.plugin_spares,
+                keep_resident: args.plugin_keep_resident,
+            })?;
         if args.install_crd {
             runtime::install_crd(&client).await?;
         }
@@ -462,4 +479,16 @@ pub fn get(args: GetArgs) -> anyhow::Result<ExitCode> {
         super::out(&out)?;
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// `--plugin-keep-resident`: a byte quantity, at most the pool's 512 MiB
+/// slot.
+fn keep_resident(s: &str) -> Result<usize, String> {
+    let bytes = weft_plugin::manifest::parse_quantity(s)?;
+    if bytes > 512 << 20 {
+        return Err(format!(
+            "{s} is more than a plugin instance's memory can be (512Mi)"
+        ));
+    }
+    usize::try_from(bytes).map_err(|e| e.to_string())
 }

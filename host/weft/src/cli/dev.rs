@@ -112,7 +112,7 @@ pub fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
             &args.plugins,
             Some(&runtime::cache_dir(&args.data_dir)),
             registry_config,
-            runtime::DEFAULT_SPARES,
+            runtime::PluginSizing::default(),
         )?;
         runtime::install_crd(&client).await?;
         args.webhook.start(&client, registry.clone()).await?;

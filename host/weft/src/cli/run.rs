@@ -250,7 +250,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             &args.plugins,
             Some(&runtime::cache_dir(&args.data_dir)),
             registry_config,
-            runtime::DEFAULT_SPARES,
+            runtime::PluginSizing::default(),
         )?;
         if registry.snapshot().task_types().next().is_none() && !args.hotload {
             bail!(
