@@ -20,8 +20,13 @@ fn faults() -> u64 {
     if std::env::var_os("NO_FAULTS").is_some() {
         return 0;
     }
-    let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap_or_default();
-    // Fields after the command name (which ends with ')'): minflt is the 10th field overall.
+    minflt(Path::new("/proc/thread-self/stat"))
+}
+
+/// The minor-fault count of a /proc `stat` file: the 10th field, the 8th
+/// after the command name (which ends with ')' and may hold spaces).
+fn minflt(stat: &Path) -> u64 {
+    let stat = std::fs::read_to_string(stat).unwrap_or_default();
     let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
     rest.split_whitespace()
         .nth(7)
@@ -43,14 +48,7 @@ fn preparer() -> (u64, u64) {
                 .next()
                 .and_then(|f| f.parse().ok())
                 .unwrap_or(0);
-            let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
-            let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-            let flt = rest
-                .split_whitespace()
-                .nth(7)
-                .and_then(|f| f.parse().ok())
-                .unwrap_or(0);
-            return (ns, flt);
+            return (ns, minflt(&t.path().join("stat")));
         }
     }
     (0, 0)
