@@ -5,7 +5,8 @@
 //! plugin, `ONLY` (a substring) picks plugins, `NO_FAULTS` skips reading
 //! the fault counter around each call (a /proc read, which leaves the
 //! caches colder), `MAPS=FILE` copies /proc/self/maps there after each
-//! plugin (to place the addresses of `perf record -e page-faults -d`).
+//! plugin (to place the addresses of `perf record -e page-faults -d`),
+//! `SPARES` sets the spares per version (the engine's default otherwise).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -89,8 +90,9 @@ fn measure(name: &str, n: usize, ready: impl Fn() -> usize, call: impl Fn()) {
         let _ = std::fs::copy("/proc/self/maps", to);
     }
     println!(
-        "| {name} | {:.1} µs | {:.1} µs | {:.1} | {:.1} µs | {:.1} |",
+        "| {name} | {:.1} µs | {:.1} µs | {:.1} µs | {:.1} | {:.1} µs | {:.1} |",
         median(times.clone()).as_secs_f64() * 1e6,
+        times.iter().sum::<Duration>().as_secs_f64() * 1e6 / n as f64,
         pct(times, 0.99).as_secs_f64() * 1e6,
         flts as f64 / n as f64,
         (cpu1 - cpu0) as f64 / n as f64 / 1e3,
@@ -105,12 +107,17 @@ fn main() {
         .unwrap_or(1000);
     let only = std::env::var("ONLY").unwrap_or_default();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let engine = PluginEngine::new(EngineConfig::default()).expect("engine");
+    let mut config = EngineConfig::default();
+    if let Some(n) = std::env::var("SPARES").ok().and_then(|s| s.parse().ok()) {
+        config.spares = n;
+    }
+    println!("{} spares per version", config.spares);
+    let engine = PluginEngine::new(config).expect("engine");
     println!("{n} calls per plugin, each once a spare is ready");
     println!(
-        "| plugin | per call on a spare, p50 | p99 | page faults per call | preparer CPU per call | preparer faults per call |"
+        "| plugin | per call on a spare, p50 | mean | p99 | page faults per call | preparer CPU per call | preparer faults per call |"
     );
-    println!("|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|");
     let tasks = [
         (
             "empty",

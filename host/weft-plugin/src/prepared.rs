@@ -9,9 +9,11 @@
 //! inline as before, so the spares bound latency, never correctness.
 //!
 //! Cost: each plugin version keeps [`EngineConfig::spares`] instances
-//! alive, each holding one slot of the pooling allocator and the memory
-//! pages its instantiation wrote (copy-on-write pages it only read are
-//! shared with the compiled image).
+//! alive (one more where instances are cheap, with one used one waiting
+//! to be reset: the preparer is woken in batches, see [`Spares`]), each
+//! holding one slot of the pooling allocator and the memory pages it
+//! wrote (copy-on-write pages it only read are shared with the compiled
+//! image).
 //!
 //! [`EngineConfig::spares`]: crate::engine::EngineConfig::spares
 
@@ -20,6 +22,7 @@ use std::sync::{
     atomic::{AtomicBool, AtomicUsize, Ordering},
     mpsc,
 };
+use std::time::{Duration, Instant};
 
 use wasmtime::Store;
 
@@ -104,20 +107,18 @@ impl Preparer {
         })
     }
 
-    /// Drops a used store on the preparer thread, then runs `then` there:
-    /// one job, so a call wakes the thread at most once.
-    fn retire(&self, store: Store<HostState>, then: Job) {
+    /// Drops a used store on the preparer thread (where no spares are
+    /// kept, so no refill job would take it).
+    fn retire(&self, store: Store<HostState>) {
         if self.retiring.fetch_add(1, Ordering::AcqRel) >= MAX_RETIRING {
             self.retiring.fetch_sub(1, Ordering::AcqRel);
             drop(store);
-            self.submit(then);
             return;
         }
         let retiring = self.retiring.clone();
         self.submit(Box::new(move || {
             drop(store);
             retiring.fetch_sub(1, Ordering::AcqRel);
-            then();
         }));
     }
 
@@ -129,11 +130,35 @@ impl Preparer {
     }
 }
 
+/// Most used stores one plugin version holds for the preparer at once;
+/// past that a caller drops its own.
+const MAX_USED: usize = 16;
+
+/// An instance made faster than this is cheap: its version keeps one more
+/// spare, so that its calls wake the preparer every other time.
+const CHEAP: Duration = Duration::from_micros(250);
+
 /// The spare instances of one plugin version.
+///
+/// The preparer is woken in batches where that pays: waking a sleeping
+/// thread on another core is a futex wake and, on a VM, an
+/// inter-processor interrupt, several µs on the caller's path
+/// (docs/benchmarks.md). A used store waits in `used` until fewer than
+/// `target` instances are ready; then one job drops every used store and
+/// refills. A cheap version (a Rust plugin's instance takes ~15 µs) is
+/// refilled to `target + 1`, so every other call skips the wake. An
+/// expensive one (a Python runtime's takes ~1 ms) is refilled to
+/// `target` after every call: a refill of two would still be running when
+/// the next call comes, and the preparer's resets beside a call in the
+/// same address space made that call fault (measured: Python's p99 8–40
+/// ms instead of 0.7 ms).
 pub(crate) struct Spares<B> {
     ready: Mutex<Vec<Prepared<B>>>,
+    used: Mutex<Vec<Store<HostState>>>,
     make: Make<B>,
     target: usize,
+    /// Whether the last instance made was [`CHEAP`].
+    cheap: AtomicBool,
     queued: AtomicBool,
     preparer: Preparer,
 }
@@ -143,8 +168,10 @@ impl<B: Send + 'static> Spares<B> {
     pub(crate) fn new(preparer: Preparer, target: usize, make: Make<B>) -> Arc<Self> {
         let spares = Arc::new(Spares {
             ready: Mutex::default(),
+            used: Mutex::default(),
             make,
             target,
+            cheap: AtomicBool::new(false),
             queued: AtomicBool::new(false),
             preparer,
         });
@@ -154,51 +181,70 @@ impl<B: Send + 'static> Spares<B> {
 
     /// A ready instance, if there is one.
     pub(crate) fn take(&self) -> Option<Prepared<B>> {
-        self.lock().pop()
+        lock(&self.ready).pop()
     }
 
-    /// Done with a call's store: it is dropped on the preparer thread
+    /// Done with a call's store. It is dropped on the preparer thread
     /// (resetting its memory slot is work the caller need not wait for),
-    /// then a spare is made, usually in the slot just freed, whose pages
-    /// are still resident. Preparing only after the call keeps the
+    /// and spares are made after, usually in the slots just freed, whose
+    /// pages are still resident. Preparing only after the call keeps the
     /// preparer's mmap work from contending with the call's page faults.
     pub(crate) fn retire(self: &Arc<Self>, store: Store<HostState>) {
-        let refill = self.refill_job().unwrap_or_else(|| Box::new(|| {}));
-        self.preparer.retire(store, refill);
+        if self.target == 0 {
+            self.preparer.retire(store);
+            return;
+        }
+        let mut used = lock(&self.used);
+        if used.len() >= MAX_USED {
+            // The preparer is behind: this caller resets its own slot.
+            drop(used);
+            drop(store);
+            self.refill();
+            return;
+        }
+        used.push(store);
+        drop(used);
+        if self.ready() < self.target {
+            self.refill();
+        }
     }
 
     /// How many instances are ready now.
     pub(crate) fn ready(&self) -> usize {
-        self.lock().len()
+        lock(&self.ready).len()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Prepared<B>>> {
-        self.ready.lock().unwrap_or_else(|e| e.into_inner())
+    /// How many instances a refill makes ready.
+    fn high_water(&self) -> usize {
+        self.target + usize::from(self.cheap.load(Ordering::Relaxed))
     }
 
-    /// Queues one job that tops the spares up, unless one is queued already.
+    /// Queues one job that drops the used stores and tops the spares up,
+    /// unless one is queued already (or no spares are kept). It holds the
+    /// spares weakly: a version dropped meanwhile is not kept alive, nor
+    /// prepared for.
     fn refill(self: &Arc<Self>) {
-        if let Some(job) = self.refill_job() {
-            self.preparer.submit(job);
-        }
-    }
-
-    /// The job that tops the spares up, unless one is queued already (or
-    /// no spares are kept). It holds the spares weakly: a version dropped
-    /// meanwhile is not kept alive, nor prepared for.
-    fn refill_job(self: &Arc<Self>) -> Option<Job> {
         if self.target == 0 || self.queued.swap(true, Ordering::AcqRel) {
-            return None;
+            return;
         }
         let weak: Weak<Self> = Arc::downgrade(self);
-        Some(Box::new(move || {
+        self.preparer.submit(Box::new(move || {
             let Some(spares) = weak.upgrade() else {
                 return;
             };
             spares.queued.store(false, Ordering::Release);
-            while spares.ready() < spares.target {
+            // Out of the lock first: a reset takes a while, and a caller
+            // retiring meanwhile must not wait for it.
+            let used = std::mem::take(&mut *lock(&spares.used));
+            drop(used);
+            while spares.ready() < spares.high_water() {
+                let started = Instant::now();
                 match (spares.make)() {
-                    Ok(p) => spares.lock().push(p),
+                    Ok(p) => {
+                        let cheap = started.elapsed() < CHEAP;
+                        spares.cheap.store(cheap, Ordering::Relaxed);
+                        lock(&spares.ready).push(p);
+                    }
                     Err(e) => {
                         // The caller will instantiate inline and report
                         // the same failure where it belongs.
@@ -207,6 +253,11 @@ impl<B: Send + 'static> Spares<B> {
                     }
                 }
             }
-        }))
+        }));
     }
+}
+
+/// A lock that a panicking holder did not poison for good.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }

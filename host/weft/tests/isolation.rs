@@ -6,8 +6,10 @@
 //! fail), then driven through the host's own call path: build-resource,
 //! a call that stores its secret and then faults, and get-task-phase, none
 //! of which may see another call's secret; once with instances made on
-//! the caller's path and once with spares prepared ahead of time (every
-//! call waiting until one is ready, so each is served from a spare).
+//! the caller's path, then with one and with two spares prepared ahead of
+//! time (every call waiting until one is ready, so each is served from a
+//! spare; with a cheap guest's extra spare, used instances wait for the
+//! preparer between calls).
 //! Built by `make guests`.
 
 mod common;
@@ -77,7 +79,7 @@ fn seen_by_build(plugin: &TaskPlugin, spares: usize, secret: &str) -> Value {
 
 #[test]
 fn no_call_sees_what_an_earlier_call_left_in_guest_memory() {
-    for spares in [0, 1] {
+    for spares in [0, 1, 2] {
         let engine = PluginEngine::new(EngineConfig {
             cache_dir: Some(root().join("target/weft-test-cache")),
             spares,

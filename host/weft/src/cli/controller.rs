@@ -123,8 +123,10 @@ pub struct ControllerArgs {
     pub feature_gates: crate::controller::features::FeatureGates,
     /// Instances each plugin version keeps prepared ahead of its calls,
     /// so a call does not wait for instantiation (each serves one call,
-    /// then is dropped). Each costs a slot of the instance pool and the
-    /// memory its instantiation wrote; 0 instantiates on the caller's path.
+    /// then is dropped). A plugin whose instances are cheap to make (Rust,
+    /// C) keeps one more, so its calls wake the preparer every other time.
+    /// Each costs a slot of the instance pool and the memory its
+    /// instantiation wrote; 0 instantiates on the caller's path.
     #[arg(
         long,
         default_value_t = runtime::DEFAULT_SPARES,
