@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use common::{engine, guest_ctx, task_plugin, wait_for_spare};
 use serde_json::{Value, json};
-use weft_plugin::{CallError, FailureKind, PluginEngine};
+use weft_plugin::{CallError, FailureKind, PluginEngine, TaskPlugin};
 
 /// Runs build-resource of a misbehaving guest, checks the failure with
 /// `expect`, the time against the deadline, and then that a good plugin on
