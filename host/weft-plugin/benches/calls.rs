@@ -180,12 +180,18 @@ fn main() {
         peer: Some("127.0.0.1:50000".into()),
         request: Some(r#"{"id":{"namespace":"default","name":"bench"}}"#.into()),
     };
-    for name in ["request-id", "auth-token", "rate-limit", "audit"] {
+    for (name, dir) in [
+        ("empty-mw", "test-guests"),
+        ("request-id", "plugins"),
+        ("auth-token", "plugins"),
+        ("rate-limit", "plugins"),
+        ("audit", "plugins"),
+    ] {
         if !name.contains(&only) {
             continue;
         }
         let Ok((Plugin::Middleware(plugin), _)) =
-            load_file(&engine, &root.join(format!("target/plugins/{name}.wasm")))
+            load_file(&engine, &root.join(format!("target/{dir}/{name}.wasm")))
         else {
             panic!("{name}.wasm: run `make guests`");
         };

@@ -1,8 +1,11 @@
 //! Admin API latency: GetExecution over a real socket with a real tonic
-//! client, with no Wasm middleware and with the four first-party plugins
+//! client, with no Wasm middleware, with the four first-party plugins
 //! chained (request-id, auth-token, rate-limit, audit; built by `make
-//! guests`). The call reads a Workflow from the embedded dev cluster over
-//! HTTP, the same in every case, so the difference is the chain.
+//! guests`) and, as their floor, four copies of the `empty-mw` test guest
+//! (a middleware that proceeds without reading the call; four versions, so
+//! each keeps its own spares as four plugins do). The call reads a Workflow
+//! from the embedded dev cluster over HTTP, the same in every case, so the
+//! difference is the chain.
 //! `cargo bench -p weft --bench admin`; `CALLS` overrides 4,000 calls per case.
 
 use std::path::Path;
@@ -46,6 +49,28 @@ async fn calls(client: &mut Client, token: Option<&str>, n: usize) -> Vec<Durati
     out
 }
 
+/// The first-party plugins and four copies of the empty middleware
+/// (`empty-mw-1` … `empty-mw-4`) in one directory for the loader.
+fn plugin_dir(root: &Path, dir: &Path) -> anyhow::Result<()> {
+    for entry in std::fs::read_dir(root.join("target/plugins"))? {
+        let path = entry?.path();
+        std::fs::copy(&path, dir.join(path.file_name().unwrap()))?;
+    }
+    let guests = root.join("target/test-guests");
+    let manifest = std::fs::read_to_string(guests.join("empty-mw.yaml"))
+        .map_err(|e| anyhow::anyhow!("target/test-guests/empty-mw.yaml: {e}: run `make guests`"))?;
+    for i in 1..=4 {
+        let name = format!("empty-mw-{i}");
+        std::fs::copy(
+            guests.join("empty-mw.wasm"),
+            dir.join(format!("{name}.wasm")),
+        )?;
+        let yaml = manifest.replace("name: empty-mw", &format!("name: {name}"));
+        std::fs::write(dir.join(format!("{name}.yaml")), yaml)?;
+    }
+    Ok(())
+}
+
 fn pct(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 * p) as usize).min(sorted.len() - 1)]
 }
@@ -61,10 +86,10 @@ async fn main() -> anyhow::Result<()> {
     let cluster = weft::dev::start(dir.path()).await?;
     let client = weft::runtime::client_for(&cluster.base_url())?;
     weft::runtime::install_crd(&client).await?;
-    let (_engine, registry) = weft::runtime::load_plugins(
-        &root.join("target/plugins"),
-        Some(&root.join("target/weft-test-cache")),
-    )?;
+    let plugins = tempfile::tempdir()?;
+    plugin_dir(&root, plugins.path())?;
+    let (_engine, registry) =
+        weft::runtime::load_plugins(plugins.path(), Some(&root.join("target/weft-test-cache")))?;
     configure(
         &registry,
         "auth-token",
@@ -86,6 +111,7 @@ async fn main() -> anyhow::Result<()> {
     for chain in [
         vec![],
         vec!["request-id", "auth-token", "rate-limit", "audit"],
+        vec!["empty-mw-1", "empty-mw-2", "empty-mw-3", "empty-mw-4"],
     ] {
         let config = AdminConfig {
             listen: "127.0.0.1:0".parse()?,
@@ -102,23 +128,30 @@ async fn main() -> anyhow::Result<()> {
         .await?;
         servers.push(Client::connect(format!("http://{}", server.addr)).await?);
     }
-    let (mut none, mut four) = (servers.remove(0), servers.remove(0));
+    let (mut none, mut four, mut empty) = (servers.remove(0), servers.remove(0), servers.remove(0));
     // Warm up connections, the engine's instance pool and the API path.
     calls(&mut none, None, 200).await;
     calls(&mut four, Some("bench-token"), 200).await;
+    calls(&mut empty, None, 200).await;
 
-    // Interleaved batches, so drift on a shared machine hits both alike.
-    let (mut a, mut b) = (Vec::new(), Vec::new());
+    // Interleaved batches, so drift on a shared machine hits all alike.
+    let (mut a, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..10 {
         a.extend(calls(&mut none, None, n / 10).await);
         b.extend(calls(&mut four, Some("bench-token"), n / 10).await);
+        c.extend(calls(&mut empty, None, n / 10).await);
     }
     a.sort();
     b.sort();
+    c.sort();
     println!("GetExecution, {n} calls per case, sequential, one client");
     println!("| chain | p50 | p90 | p99 |");
     println!("|---|---|---|---|");
-    for (name, d) in [("no Wasm middleware", &a), ("four first-party plugins", &b)] {
+    for (name, d) in [
+        ("no Wasm middleware", &a),
+        ("four first-party plugins", &b),
+        ("four empty middleware (floor)", &c),
+    ] {
         println!(
             "| {name} | {:.0} µs | {:.0} µs | {:.0} µs |",
             pct(d, 0.5).as_secs_f64() * 1e6,
@@ -126,14 +159,22 @@ async fn main() -> anyhow::Result<()> {
             pct(d, 0.99).as_secs_f64() * 1e6
         );
     }
-    println!(
-        "added: p50 {:.0} µs, p99 {:.0} µs",
-        (pct(&b, 0.5).as_secs_f64() - pct(&a, 0.5).as_secs_f64()) * 1e6,
-        (pct(&b, 0.99).as_secs_f64() - pct(&a, 0.99).as_secs_f64()) * 1e6
-    );
+    for (name, d) in [("four first-party plugins", &b), ("four empty (floor)", &c)] {
+        println!(
+            "added by {name}: p50 {:.0} µs, p99 {:.0} µs",
+            (pct(d, 0.5).as_secs_f64() - pct(&a, 0.5).as_secs_f64()) * 1e6,
+            (pct(d, 0.99).as_secs_f64() - pct(&a, 0.99).as_secs_f64()) * 1e6
+        );
+    }
     // Where the time goes: each plugin's mean call time, from the metrics.
     let text = metrics.render();
-    for plugin in ["request-id", "auth-token", "rate-limit", "audit"] {
+    for plugin in [
+        "request-id",
+        "auth-token",
+        "rate-limit",
+        "audit",
+        "empty-mw-1",
+    ] {
         for call in ["on-request", "on-outcome"] {
             let series = format!(r#"{{plugin="{plugin}",call="{call}"}}"#);
             let get = |what: &str| {
