@@ -122,6 +122,45 @@ pub struct EngineConfig {
     /// ~14 MB) so its calls take no page faults; the pool's resident
     /// memory is at most this per slot ever used at once.
     pub keep_resident: usize,
+    /// How the preparer thread competes for CPU with the callers.
+    pub preparer_priority: PreparerPriority,
+}
+
+/// The scheduling priority of the engine's preparer thread.
+///
+/// The preparer is handed a used instance in the middle of a request (a
+/// middleware call returns before the handler runs), so its resets and
+/// instantiations (~30–120 µs a request) run while the rest of that very
+/// request needs a core; on a 2-core node a woken thread of the request
+/// then waits for them. A lower priority lets it take the core at once
+/// (measured in docs/benchmarks.md, "Admin API latency").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PreparerPriority {
+    /// Nice 19: every normal thread that wakes goes first, and the
+    /// preparer still gets a small share of busy cores (~1.5% each).
+    #[default]
+    Low,
+    /// Linux `SCHED_IDLE`: only CPU nobody else wants. While the cores
+    /// stay busy, spares are made late and calls instantiate inline, as
+    /// with no spares.
+    Idle,
+    /// The same priority as every other thread.
+    Normal,
+}
+
+impl std::str::FromStr for PreparerPriority {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "low" => Ok(PreparerPriority::Low),
+            "idle" => Ok(PreparerPriority::Idle),
+            "normal" => Ok(PreparerPriority::Normal),
+            _ => Err(format!(
+                "{s:?} is not a preparer priority (low, idle or normal)"
+            )),
+        }
+    }
 }
 
 impl Default for EngineConfig {
@@ -135,6 +174,7 @@ impl Default for EngineConfig {
             pooling: true,
             spares: 1,
             keep_resident: 16 << 20,
+            preparer_priority: PreparerPriority::default(),
         }
     }
 }
@@ -255,7 +295,7 @@ impl PluginEngine {
                 })
                 .map_err(|e| Error::Config(format!("cannot start the epoch ticker: {e}")))?;
         }
-        let preparer = Preparer::start()
+        let preparer = Preparer::start(config.preparer_priority)
             .map_err(|e| Error::Config(format!("cannot start the instance preparer: {e}")))?;
         Ok(PluginEngine {
             inner: Arc::new(Inner {

@@ -43,7 +43,7 @@ pub mod registry;
 pub mod rollout;
 pub mod webapi;
 
-pub use engine::{Digest, EngineConfig, PluginEngine};
+pub use engine::{Digest, EngineConfig, PluginEngine, PreparerPriority};
 pub use host::{PLUGIN_LOG_TARGET, StateLimits, StateStore};
 pub use manifest::Manifest;
 pub use plugin::{

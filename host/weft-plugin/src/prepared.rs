@@ -22,10 +22,11 @@ use std::sync::{
     atomic::{AtomicBool, AtomicUsize, Ordering},
     mpsc,
 };
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use wasmtime::Store;
 
+use crate::engine::PreparerPriority;
 use crate::host::HostState;
 
 /// A call's store: whichever way it ends, it goes back through
@@ -86,17 +87,80 @@ pub(crate) struct Preparer {
     retiring: Arc<AtomicUsize>,
 }
 
+/// Lowers the calling thread's priority as asked (see [`PreparerPriority`]).
+#[cfg(target_os = "linux")]
+fn lower_priority(priority: PreparerPriority) -> std::io::Result<()> {
+    // SAFETY: plain syscalls on the calling thread with valid arguments:
+    // `param` lives for the call; on Linux the nice value is per thread
+    // and `gettid` names this one.
+    #[allow(unsafe_code)]
+    let rc = unsafe {
+        match priority {
+            PreparerPriority::Normal => 0,
+            PreparerPriority::Low => {
+                libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 19)
+            }
+            PreparerPriority::Idle => {
+                let param = libc::sched_param { sched_priority: 0 };
+                libc::sched_setscheduler(0, libc::SCHED_IDLE, &param)
+            }
+        }
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Elsewhere the preparer keeps the default priority.
+#[cfg(not(target_os = "linux"))]
+fn lower_priority(priority: PreparerPriority) -> std::io::Result<()> {
+    match priority {
+        PreparerPriority::Normal => Ok(()),
+        _ => Err(std::io::Error::other("only set on Linux")),
+    }
+}
+
+/// The calling thread's CPU time, to tell what making an instance cost
+/// from how long an idle-priority preparer waited for a core meanwhile.
+#[cfg(target_os = "linux")]
+fn thread_cpu_time() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec for the call to write.
+    #[allow(unsafe_code)]
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// Elsewhere, wall time since the first use.
+#[cfg(not(target_os = "linux"))]
+fn thread_cpu_time() -> Duration {
+    use std::time::Instant;
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    START.get_or_init(Instant::now).elapsed()
+}
+
 /// Most used stores queued for dropping at once; past that a caller drops
 /// its own, so a slow preparer never holds many pool slots.
 const MAX_RETIRING: usize = 16;
 
 impl Preparer {
     /// Starts the thread; it ends when the last handle is dropped.
-    pub(crate) fn start() -> std::io::Result<Self> {
+    pub(crate) fn start(priority: PreparerPriority) -> std::io::Result<Self> {
         let (tx, rx) = mpsc::channel::<Job>();
         std::thread::Builder::new()
             .name("weft-plugin-prepare".into())
             .spawn(move || {
+                if let Err(e) = lower_priority(priority) {
+                    tracing::warn!(error = %e, ?priority, "the instance preparer runs at normal priority: cannot lower it");
+                }
                 for job in rx {
                     job();
                 }
@@ -181,7 +245,7 @@ impl<B: Send + 'static> Spares<B> {
 
     /// A ready instance, if there is one.
     pub(crate) fn take(&self) -> Option<Prepared<B>> {
-        lock(&self.ready).pop()
+        try_lock(&self.ready)?.pop()
     }
 
     /// Done with a call's store. It is dropped on the preparer thread
@@ -194,7 +258,11 @@ impl<B: Send + 'static> Spares<B> {
             self.preparer.retire(store);
             return;
         }
-        let mut used = lock(&self.used);
+        let Some(mut used) = try_lock(&self.used) else {
+            // The preparer holds the list: its own job drops this one.
+            self.preparer.retire(store);
+            return;
+        };
         if used.len() >= MAX_USED {
             // The preparer is behind: this caller resets its own slot.
             drop(used);
@@ -204,7 +272,7 @@ impl<B: Send + 'static> Spares<B> {
         }
         used.push(store);
         drop(used);
-        if self.ready() < self.target {
+        if try_lock(&self.ready).is_none_or(|ready| ready.len() < self.target) {
             self.refill();
         }
     }
@@ -238,10 +306,10 @@ impl<B: Send + 'static> Spares<B> {
             let used = std::mem::take(&mut *lock(&spares.used));
             drop(used);
             while spares.ready() < spares.high_water() {
-                let started = Instant::now();
+                let started = thread_cpu_time();
                 match (spares.make)() {
                     Ok(p) => {
-                        let cheap = started.elapsed() < CHEAP;
+                        let cheap = thread_cpu_time().saturating_sub(started) < CHEAP;
                         spares.cheap.store(cheap, Ordering::Relaxed);
                         lock(&spares.ready).push(p);
                     }
@@ -257,7 +325,73 @@ impl<B: Send + 'static> Spares<B> {
     }
 }
 
+/// The callers' side of a lock the preparer also takes: never waits. A
+/// low-priority preparer preempted while it holds the lock (for a push,
+/// nanoseconds) may not run again for a long while on busy cores, and a
+/// caller waiting for it would wait as long (priority inversion); a
+/// busy lock reads as "no spare" or "hand it over another way" instead.
+fn try_lock<T>(m: &Mutex<T>) -> Option<std::sync::MutexGuard<'_, T>> {
+    match m.try_lock() {
+        Ok(guard) => Some(guard),
+        Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+        Err(std::sync::TryLockError::WouldBlock) => None,
+    }
+}
+
 /// A lock that a panicking holder did not poison for good.
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    /// The nice value and scheduling policy of the thread that runs
+    /// this, from procfs (fields 19 and 41 of `stat`; policy 0 is
+    /// SCHED_OTHER, 5 SCHED_IDLE).
+    fn nice_and_policy() -> (i64, i64) {
+        let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
+        let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+        (
+            fields[19 - 3].parse().unwrap(),
+            fields[41 - 3].parse().unwrap(),
+        )
+    }
+
+    #[test]
+    fn the_preparer_runs_at_the_priority_asked() {
+        let caller = nice_and_policy();
+        for (priority, want) in [
+            (PreparerPriority::Low, (19, libc::SCHED_OTHER as i64)),
+            (PreparerPriority::Idle, (caller.0, libc::SCHED_IDLE as i64)),
+            (PreparerPriority::Normal, caller),
+        ] {
+            let preparer = Preparer::start(priority).unwrap();
+            let (tx, rx) = mpsc::channel();
+            preparer.submit(Box::new(move || tx.send(nice_and_policy()).unwrap()));
+            let got = rx.recv_timeout(Duration::from_secs(30)).unwrap();
+            assert_eq!(got, want, "{priority:?}");
+        }
+        assert_eq!(nice_and_policy(), caller, "the caller keeps its own");
+    }
+
+    #[test]
+    fn thread_cpu_time_counts_work_not_sleep() {
+        let start = thread_cpu_time();
+        std::thread::sleep(Duration::from_millis(50));
+        let slept = thread_cpu_time() - start;
+        let mut x = 0u64;
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_millis(20) {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        let worked = thread_cpu_time() - start - slept;
+        assert!(
+            slept < Duration::from_millis(10),
+            "{slept:?} of CPU while asleep"
+        );
+        assert!(worked > Duration::ZERO, "{worked:?} of CPU while spinning");
+    }
 }

@@ -3,10 +3,11 @@
 //! chained (request-id, auth-token, rate-limit, audit; built by `make
 //! guests`) and, as their floor, four copies of the `empty-mw` test guest
 //! (a middleware that proceeds without reading the call; four versions, so
-//! each keeps its own spares as four plugins do). The call reads a Workflow
-//! from the embedded dev cluster over HTTP, the same in every case, so the
-//! difference is the chain.
-//! `cargo bench -p weft --bench admin`; `CALLS` overrides 4,000 calls per case.
+//! each keeps its own spares as four plugins do), and one copy alone. The
+//! call reads a Workflow from the embedded dev cluster over HTTP, the same
+//! in every case, so the difference is the chain.
+//! `cargo bench -p weft --bench admin`; `CALLS` overrides 4,000 calls per
+//! case, `PREPARER=normal|idle` sets the instance preparer's priority.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -88,8 +89,21 @@ async fn main() -> anyhow::Result<()> {
     weft::runtime::install_crd(&client).await?;
     let plugins = tempfile::tempdir()?;
     plugin_dir(&root, plugins.path())?;
-    let (_engine, registry) =
-        weft::runtime::load_plugins(plugins.path(), Some(&root.join("target/weft-test-cache")))?;
+    // `PREPARER=normal` or `idle`: the preparer at that priority, for an
+    // A/B with the default (low) in one build.
+    let sizing = weft::runtime::PluginSizing {
+        preparer_priority: std::env::var("PREPARER")
+            .unwrap_or_else(|_| "low".into())
+            .parse()
+            .map_err(anyhow::Error::msg)?,
+        ..Default::default()
+    };
+    let (_engine, registry) = weft::runtime::load_plugins_with(
+        plugins.path(),
+        Some(&root.join("target/weft-test-cache")),
+        Default::default(),
+        sizing,
+    )?;
     configure(
         &registry,
         "auth-token",
@@ -107,12 +121,25 @@ async fn main() -> anyhow::Result<()> {
         )
         .await?;
 
-    let mut servers = Vec::new();
-    for chain in [
-        vec![],
-        vec!["request-id", "auth-token", "rate-limit", "audit"],
-        vec!["empty-mw-1", "empty-mw-2", "empty-mw-3", "empty-mw-4"],
-    ] {
+    // (name, chain, bearer token): interleaved below, so drift on a shared
+    // machine hits all alike. One empty middleware against four splits the
+    // floor into the chain's fixed cost and each plugin's share.
+    let cases: [(&str, Vec<&str>, Option<&str>); 4] = [
+        ("no Wasm middleware", vec![], None),
+        (
+            "four first-party plugins",
+            vec!["request-id", "auth-token", "rate-limit", "audit"],
+            Some("bench-token"),
+        ),
+        ("one empty middleware", vec!["empty-mw-1"], None),
+        (
+            "four empty middleware (floor)",
+            vec!["empty-mw-1", "empty-mw-2", "empty-mw-3", "empty-mw-4"],
+            None,
+        ),
+    ];
+    let mut clients = Vec::new();
+    for (_, chain, _) in &cases {
         let config = AdminConfig {
             listen: "127.0.0.1:0".parse()?,
             middleware: Some(chain.iter().map(|s| s.to_string()).collect()),
@@ -126,44 +153,37 @@ async fn main() -> anyhow::Result<()> {
             std::future::pending(),
         )
         .await?;
-        servers.push(Client::connect(format!("http://{}", server.addr)).await?);
+        clients.push(Client::connect(format!("http://{}", server.addr)).await?);
     }
-    let (mut none, mut four, mut empty) = (servers.remove(0), servers.remove(0), servers.remove(0));
     // Warm up connections, the engine's instance pool and the API path.
-    calls(&mut none, None, 200).await;
-    calls(&mut four, Some("bench-token"), 200).await;
-    calls(&mut empty, None, 200).await;
-
-    // Interleaved batches, so drift on a shared machine hits all alike.
-    let (mut a, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..10 {
-        a.extend(calls(&mut none, None, n / 10).await);
-        b.extend(calls(&mut four, Some("bench-token"), n / 10).await);
-        c.extend(calls(&mut empty, None, n / 10).await);
+    for (c, (_, _, token)) in clients.iter_mut().zip(&cases) {
+        calls(c, *token, 200).await;
     }
-    a.sort();
-    b.sort();
-    c.sort();
+    let mut times = vec![Vec::new(); cases.len()];
+    for _ in 0..10 {
+        for ((c, (_, _, token)), t) in clients.iter_mut().zip(&cases).zip(&mut times) {
+            t.extend(calls(c, *token, n / 10).await);
+        }
+    }
+    times.iter_mut().for_each(|t| t.sort());
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
     println!("GetExecution, {n} calls per case, sequential, one client");
     println!("| chain | p50 | p90 | p99 |");
     println!("|---|---|---|---|");
-    for (name, d) in [
-        ("no Wasm middleware", &a),
-        ("four first-party plugins", &b),
-        ("four empty middleware (floor)", &c),
-    ] {
+    for ((name, _, _), d) in cases.iter().zip(&times) {
         println!(
             "| {name} | {:.0} µs | {:.0} µs | {:.0} µs |",
-            pct(d, 0.5).as_secs_f64() * 1e6,
-            pct(d, 0.9).as_secs_f64() * 1e6,
-            pct(d, 0.99).as_secs_f64() * 1e6
+            us(pct(d, 0.5)),
+            us(pct(d, 0.9)),
+            us(pct(d, 0.99))
         );
     }
-    for (name, d) in [("four first-party plugins", &b), ("four empty (floor)", &c)] {
+    let reference = &times[0];
+    for ((name, _, _), d) in cases.iter().zip(&times).skip(1) {
         println!(
             "added by {name}: p50 {:.0} µs, p99 {:.0} µs",
-            (pct(d, 0.5).as_secs_f64() - pct(&a, 0.5).as_secs_f64()) * 1e6,
-            (pct(d, 0.99).as_secs_f64() - pct(&a, 0.99).as_secs_f64()) * 1e6
+            us(pct(d, 0.5)) - us(pct(reference, 0.5)),
+            us(pct(d, 0.99)) - us(pct(reference, 0.99))
         );
     }
     // Where the time goes: each plugin's mean call time, from the metrics.

@@ -11,7 +11,7 @@ use kube::{
     Api, Client,
     api::{Patch, PatchParams},
 };
-use weft_plugin::{EngineConfig, PluginEngine, Registry, RegistryConfig};
+use weft_plugin::{EngineConfig, PluginEngine, PreparerPriority, Registry, RegistryConfig};
 
 use crate::controller::{self, Context, children::Children};
 
@@ -65,13 +65,16 @@ pub fn load_plugins(
 pub const DEFAULT_SPARES: usize = 1;
 
 /// How the plugin engine is sized (`weft controller --plugin-spares`,
-/// `--plugin-keep-resident`); see [`EngineConfig`].
+/// `--plugin-keep-resident`, `--plugin-preparer-priority`); see
+/// [`EngineConfig`].
 #[derive(Debug, Clone, Copy)]
 pub struct PluginSizing {
     /// [`EngineConfig::spares`].
     pub spares: usize,
     /// [`EngineConfig::keep_resident`].
     pub keep_resident: usize,
+    /// [`EngineConfig::preparer_priority`].
+    pub preparer_priority: PreparerPriority,
 }
 
 impl Default for PluginSizing {
@@ -79,6 +82,7 @@ impl Default for PluginSizing {
         PluginSizing {
             spares: DEFAULT_SPARES,
             keep_resident: EngineConfig::default().keep_resident,
+            preparer_priority: PreparerPriority::default(),
         }
     }
 }
@@ -97,6 +101,7 @@ pub fn load_plugins_with(
         cache_dir: cache.map(Path::to_path_buf),
         spares: sizing.spares,
         keep_resident: sizing.keep_resident,
+        preparer_priority: sizing.preparer_priority,
         ..EngineConfig::default()
     })?;
     let registry = Arc::new(Registry::new(config));

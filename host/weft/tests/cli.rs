@@ -764,7 +764,7 @@ fn controller_config_file_is_read_printed_and_checked() {
     let good = dir.path().join("good.yaml");
     std::fs::write(
         &good,
-        "concurrentReconciles: 3\npluginSpares: 2\npluginKeepResident: 8Mi\nleaderElect: true\nkubeApiQps: 20\nfeatureGates: IgnoreStatusUpdates=true\nsyncPeriod: 30m\n",
+        "concurrentReconciles: 3\npluginSpares: 2\npluginKeepResident: 8Mi\npluginPreparerPriority: normal\nleaderElect: true\nkubeApiQps: 20\nfeatureGates: IgnoreStatusUpdates=true\nsyncPeriod: 30m\n",
     )
     .unwrap();
     let g = good.to_str().unwrap();
@@ -785,6 +785,7 @@ fn controller_config_file_is_read_printed_and_checked() {
     );
     assert!(text.contains("leaderElect: true  #"), "{text}");
     assert!(text.contains("pluginKeepResident: 8Mi  #"), "{text}");
+    assert!(text.contains("pluginPreparerPriority: normal  #"), "{text}");
     assert!(text.contains("breakerFaults: 5  # default"), "{text}");
     assert!(text.contains("kubeApiQps: 20  #"), "{text}");
     assert!(text.contains("kubeApiBurst: 200  # default"), "{text}");
@@ -812,6 +813,10 @@ fn controller_config_file_is_read_printed_and_checked() {
         (
             "pluginKeepResident: lots\n",
             "pluginKeepResident: invalid value 'lots'",
+        ),
+        (
+            "pluginPreparerPriority: lowest\n",
+            "\"lowest\" is not a preparer priority (low, idle or normal)",
         ),
         (
             "pluginKeepResident: 2Gi\n",

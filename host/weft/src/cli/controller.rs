@@ -148,6 +148,19 @@ pub struct ControllerArgs {
         env = "WEFT_PLUGIN_KEEP_RESIDENT"
     )]
     pub plugin_keep_resident: usize,
+    /// The scheduling priority of the thread that prepares plugin
+    /// instances ahead of their calls and resets used ones: `low` (nice
+    /// 19: any other thread that wakes goes first, so preparing the next
+    /// instance does not delay the request that handed over the last),
+    /// `idle` (Linux SCHED_IDLE: only CPU nobody else wants; while the
+    /// cores stay busy, calls instantiate inline) or `normal`.
+    #[arg(
+        long,
+        default_value = "low",
+        value_name = "low|idle|normal",
+        env = "WEFT_PLUGIN_PREPARER_PRIORITY"
+    )]
+    pub plugin_preparer_priority: weft_plugin::PreparerPriority,
     /// Create, patch and delete each plugin's resources impersonating its
     /// ServiceAccount `weft-plugin-NAME`, whose Role grants exactly the
     /// kinds its manifest declares (`weft plugin rbac`): the API server then
@@ -321,6 +334,7 @@ pub fn controller(args: ControllerArgs) -> anyhow::Result<ExitCode> {
             runtime::load_plugins_with(&args.plugins, args.cache_dir.as_deref(), registry_config, runtime::PluginSizing {
                 spares: args.plugin_spares,
                 keep_resident: args.plugin_keep_resident,
+                preparer_priority: args.plugin_preparer_priority,
             })?;
         if args.install_crd {
             runtime::install_crd(&client).await?;
