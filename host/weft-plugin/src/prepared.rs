@@ -221,7 +221,9 @@ pub(crate) struct Spares<B> {
     used: Mutex<Vec<Store<HostState>>>,
     make: Make<B>,
     target: usize,
-    /// Whether the last instance made was [`CHEAP`].
+    /// Whether an instance of this version was ever made in under
+    /// [`CHEAP`] of the preparer's CPU: the fastest one tells what the
+    /// version costs, the slower ones what the machine was doing.
     cheap: AtomicBool,
     queued: AtomicBool,
     preparer: Preparer,
@@ -309,8 +311,11 @@ impl<B: Send + 'static> Spares<B> {
                 let started = thread_cpu_time();
                 match (spares.make)() {
                     Ok(p) => {
-                        let cheap = thread_cpu_time().saturating_sub(started) < CHEAP;
-                        spares.cheap.store(cheap, Ordering::Relaxed);
+                        // The fastest one made: a preempted preparer's
+                        // cache misses must not make a version expensive.
+                        if thread_cpu_time().saturating_sub(started) < CHEAP {
+                            spares.cheap.store(true, Ordering::Relaxed);
+                        }
                         lock(&spares.ready).push(p);
                     }
                     Err(e) => {
