@@ -123,7 +123,7 @@ fn lower_priority(priority: PreparerPriority) -> std::io::Result<()> {
 }
 
 /// The calling thread's CPU time, to tell what making an instance cost
-/// from how long an idle-priority preparer waited for a core meanwhile.
+/// from how long a low-priority preparer waited for a core meanwhile.
 #[cfg(target_os = "linux")]
 fn thread_cpu_time() -> Duration {
     let mut ts = libc::timespec {
