@@ -62,6 +62,7 @@ plugin-tests:
 	cd sdk/js/examples/k8s-job && node --import ../../testing/register.js --test
 	cd sdk/js/examples/http-job && node --import ../../testing/register.js --test
 	cd sdk/js/template && node --import ../testing/register.js --test
+	cd sdk/js/tests && node --import ../testing/register.js --test
 	cd host/weft/console && { test -d node_modules || npm ci --no-audit --no-fund; } && npm test
 	bash .ci/check-reproducible.sh
 

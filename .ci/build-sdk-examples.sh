@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds each SDK's example plugin from source into target/sdk-examples:
 #   c-configmap (sdk/c), py-rayjob (sdk/python), js-job (sdk/js), and each
-#   SDK's isolation guest (c-leak, py-leak, js-leak: host/weft/tests/isolation.rs).
+#   SDK's isolation guest (c-leak, py-leak, js-leak: host/weft/tests/isolation.rs);
+#   the JS ones also with SpiderMonkey (QuickJS is the default), into
+#   target/sdk-examples/starlingmonkey/.
 # Each SDK's setup.sh installs its toolchain (zig and wasm-tools from PyPI
 # plus wit-bindgen-cli from crates.io for C; componentize-py from PyPI;
 # componentize-js from npm) and returns at once when it is there. An
@@ -13,28 +15,32 @@ out=target/sdk-examples
 mkdir -p "$out"
 start=$(date +%s)
 
-# lang  example-dir                       component
+# lang  example-dir                       component  [JS engine: into $out/<engine>]
 examples="c sdk/c/examples/configmap-writer c-configmap
 python sdk/python/examples/rayjob py-rayjob
 js sdk/js/examples/k8s-job js-job
 c sdk/c/tests/leak c-leak
 python sdk/python/tests/leak py-leak
-js sdk/js/tests/leak js-leak"
+js sdk/js/tests/leak js-leak
+js sdk/js/examples/k8s-job js-job starlingmonkey
+js sdk/js/tests/leak js-leak starlingmonkey"
 
-while read -r lang dir name; do
-  stamp_file="$out/$name.stamp"
+while read -r lang dir name engine; do
+  dest=$out${engine:+/$engine}
+  mkdir -p "$dest"
+  stamp_file="$dest/$name.stamp"
   # The SDK's sources and the example's, without installed or built files,
   # and what the Python and JS builds share (sdk/repro.sh, sdk/repro-shim.c).
   stamp=$(find "sdk/$lang" wit/plugin sdk/repro.sh sdk/repro-shim.c -type f \
       -not -path '*/node_modules/*' -not -path '*/out/*' -not -path '*/__pycache__/*' \
       -not -name '*.pyc' -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-64)
-  if [ -f "$out/$name.wasm" ] && [ "$(cat "$stamp_file" 2>/dev/null)" = "$stamp" ]; then
-    printf '  %-36s %9d bytes  (up to date)\n' "$out/$name.wasm" "$(stat -c %s "$out/$name.wasm")"
+  if [ -f "$dest/$name.wasm" ] && [ "$(cat "$stamp_file" 2>/dev/null)" = "$stamp" ]; then
+    printf '  %-44s %9d bytes  (up to date)\n' "$dest/$name.wasm" "$(stat -c %s "$dest/$name.wasm")"
     continue
   fi
   QUIET=1 bash "sdk/$lang/setup.sh" >/dev/null
-  bash "sdk/$lang/build.sh" "$dir" "$out" >/dev/null
+  WEFT_JS_ENGINE=${engine:-} bash "sdk/$lang/build.sh" "$dir" "$dest" >/dev/null
   echo "$stamp" >"$stamp_file"
-  printf '  %-36s %9d bytes\n' "$out/$name.wasm" "$(stat -c %s "$out/$name.wasm")"
+  printf '  %-44s %9d bytes\n' "$dest/$name.wasm" "$(stat -c %s "$dest/$name.wasm")"
 done <<<"$examples"
 echo "sdk examples: built in $(($(date +%s) - start))s"

@@ -8,8 +8,9 @@
 #
 #   .ci/check-reproducible.sh        (part of `make plugin-tests`)
 #
-# About a minute: eight builds of ~7 s (a k8s-task-plugin and a
-# webapi-task-plugin example per SDK). Nothing is written into the repository.
+# About a minute: ten builds of ~7 s (a k8s-task-plugin and a
+# webapi-task-plugin example per SDK, and the JS k8s-task example with each
+# engine). Nothing is written into the repository.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 unset WEFT_REPRODUCIBLE # the default build is what is checked
@@ -18,39 +19,42 @@ start=$(date +%s)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# lang  example-dir                       component
+# lang  example-dir                       component  [JS engine]
 examples="python sdk/python/examples/rayjob py-rayjob
 js sdk/js/examples/k8s-job js-job
+js sdk/js/examples/k8s-job js-job starlingmonkey
 python sdk/python/examples/http-job py-http-job
 js sdk/js/examples/http-job js-http-job"
 
 failed=()
-while read -r lang dir name; do
+while read -r lang dir name engine; do
   bash "sdk/$lang/setup.sh" >/dev/null
-  a=$tmp/$name/a b=$tmp/$name/b copy=$tmp/$name/elsewhere/src/$(basename "$dir")
+  export WEFT_JS_ENGINE=${engine:-}
+  label=$name${engine:+ ($engine)}
+  a=$tmp/$name$engine/a b=$tmp/$name$engine/b copy=$tmp/$name$engine/elsewhere/src/$(basename "$dir")
   mkdir -p "$a" "$b" "$(dirname "$copy")"
   # First build: the sources where they are.
-  if ! bash "sdk/$lang/build.sh" "$dir" "$a" >"$tmp/$name/a.log" 2>&1; then
-    echo "FAIL $name ($dir): the build failed:" >&2
-    sed 's/^/  /' "$tmp/$name/a.log" >&2
-    failed+=("$name")
+  if ! bash "sdk/$lang/build.sh" "$dir" "$a" >"$tmp/$name$engine/a.log" 2>&1; then
+    echo "FAIL $label ($dir): the build failed:" >&2
+    sed 's/^/  /' "$tmp/$name$engine/a.log" >&2
+    failed+=("$label")
     continue
   fi
   # Second build: a copy (cp without -p: new inodes, fresh mtimes), built from
   # another working directory into another output directory.
   cp -R "$dir" "$copy"
   find "$copy" -exec touch {} +
-  if ! (cd "$tmp/$name/elsewhere" && bash "$repo/sdk/$lang/build.sh" "src/$(basename "$dir")" "$b") \
-      >"$tmp/$name/b.log" 2>&1; then
-    echo "FAIL $name (copy of $dir): the build failed:" >&2
-    sed 's/^/  /' "$tmp/$name/b.log" >&2
-    failed+=("$name")
+  if ! (cd "$tmp/$name$engine/elsewhere" && bash "$repo/sdk/$lang/build.sh" "src/$(basename "$dir")" "$b") \
+      >"$tmp/$name$engine/b.log" 2>&1; then
+    echo "FAIL $label (copy of $dir): the build failed:" >&2
+    sed 's/^/  /' "$tmp/$name$engine/b.log" >&2
+    failed+=("$label")
     continue
   fi
   sum_a=$(sha256sum "$a/$name.wasm" | cut -c1-64)
   sum_b=$(sha256sum "$b/$name.wasm" | cut -c1-64)
   if [ "$sum_a" = "$sum_b" ]; then
-    printf '  ok   %-12s %-32s sha256 %s (%d bytes)\n' "$name" "$dir" "$sum_a" "$(stat -c %s "$a/$name.wasm")"
+    printf '  ok   %-30s %-32s sha256 %s (%d bytes)\n' "$label" "$dir" "$sum_a" "$(stat -c %s "$a/$name.wasm")"
     continue
   fi
   # cmp: "differ: byte N, line L" (N counts from 1) or "EOF on <file>" when
@@ -63,13 +67,13 @@ while read -r lang dir name; do
     off=$((size_a < size_b ? size_a : size_b))
   fi
   {
-    echo "FAIL $name ($dir): not byte-reproducible"
+    echo "FAIL $label ($dir): not byte-reproducible"
     echo "  built from $dir: sha256 $sum_a, $size_a bytes"
     echo "  built from a copy in another directory: sha256 $sum_b, $size_b bytes"
     printf '  first difference at byte offset %d (0x%x)\n' "$off" "$off"
     echo "  see \"Reproducible builds\" in sdk/$lang/README.md"
   } >&2
-  failed+=("$name")
+  failed+=("$label")
 done <<<"$examples"
 
 echo "reproducible builds: checked in $(($(date +%s) - start))s"

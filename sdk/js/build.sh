@@ -52,6 +52,24 @@ case $world in
     disable=(http fetch-event) ;;
 esac
 wit=$(cd "${WEFT_WIT:-$default_wit}" && pwd)
+# The engine (WEFT_JS_ENGINE): QuickJS (componentize-qjs, its non-async
+# runtime; the default, 4-7x cheaper a call) or SpiderMonkey
+# (ComponentizeJS's StarlingMonkey). See README, "Engines". A web-API
+# plugin may await fetch: StarlingMonkey only.
+case $world in
+  webapi-task-plugin) default_engine=starlingmonkey ;;
+  *) default_engine=quickjs ;;
+esac
+engine=${WEFT_JS_ENGINE:-$default_engine}
+case $engine in
+  starlingmonkey|spidermonkey) engine=starlingmonkey ;;
+  quickjs)
+    [ "$world" != webapi-task-plugin ] || {
+      echo "WEFT_JS_ENGINE=quickjs: a $world component needs StarlingMonkey (its calls may await fetch, which QuickJS's non-async runtime cannot)" >&2
+      exit 1
+    } ;;
+  *) echo "WEFT_JS_ENGINE=$engine: unknown engine (quickjs or starlingmonkey)" >&2; exit 64 ;;
+esac
 [ -f "$entry" ] || { echo "$entry: missing" >&2; exit 1; }
 # The manifest's top-level `name:` (quotes and a trailing comment stripped).
 name=$(sed -n -E 's/^name:[[:space:]]*["'\'']?([A-Za-z0-9._-]+)["'\'']?[[:space:]]*(#.*)?$/\1/p' "$manifest" | head -n1)
@@ -70,6 +88,38 @@ mkdir "$tmp/src"
 # SDK (imported as `weft-plugin-sdk`); the host's weft:plugin/* (and, in
 # webapi-task-plugin, wasi:http/*) stay imports.
 node "$here/bundle.mjs" "$entry" "$tmp/src/bundle.js" "$world"
+
+# done: validates the component and puts it and the manifest in place.
+done_build() {
+  wasm-tools validate "$out.tmp"
+  mv "$out.tmp" "$out"
+  cp "$manifest" "$out_dir/$name.yaml"
+  local ms=$(( ($(date +%s%N) - start) / 1000000 ))
+  printf '%s: %s bytes (%s), built in %d.%ds\n' "$out" "$(stat -c %s "$out")" "$engine" $((ms / 1000)) $((ms % 1000 / 100))
+  echo "$out_dir/$name.yaml: manifest"
+}
+
+if [ "$engine" = quickjs ]; then
+  qjs=$here/node_modules/componentize-qjs/cli.mjs
+  [ -f "$qjs" ] || { echo "componentize-qjs not installed: run $here/setup.sh" >&2; exit 1; }
+  # componentize-qjs pre-initialises in its own process (no wizer to
+  # wrap), so the reproducibility shim goes into that node process, which
+  # execs nothing. --disable-gc: an instance serves one call and is reset,
+  # so a collection in a call is work for nothing (reference counting
+  # still frees acyclic garbage; the memory limit still applies).
+  repro_env=()
+  if shim=$(repro_shim "$tmp"); then
+    repro_env=("LD_PRELOAD=$shim" "WEFT_REPRO_SEED=$(repro_seed "$tmp/src")"
+      "SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-315532800}" WEFT_REPRO_UNSET=1)
+  fi
+  (cd "$tmp/src" && env ${repro_env[@]+"${repro_env[@]}"} "$(command -v node)" "$qjs" \
+    --sync --disable-gc --wit "$wit" --world "$world" --js bundle.js -o "$out.tmp" >"$tmp/qjs.log" 2>&1) || {
+    cat "$tmp/qjs.log" >&2
+    exit 1
+  }
+  done_build
+  exit 0
+fi
 # Reproducible builds: wizer runs the bundle's top level in SpiderMonkey and
 # snapshots the engine's memory, so whatever it saw of the host ends up in
 # the component. What varies from build to build:
@@ -124,9 +174,4 @@ chmod +x "$tmp/wizer"
 # -d (see $disable above): the entry comes first, -d takes several values.
 (cd "$tmp/src" && "$cjs" bundle.js --wit "$wit" --world-name "$world" -o "$out.tmp" \
   --wizer-bin "$tmp/wizer" -d "${disable[@]}")
-wasm-tools validate "$out.tmp"
-mv "$out.tmp" "$out"
-cp "$manifest" "$out_dir/$name.yaml"
-ms=$(( ($(date +%s%N) - start) / 1000000 ))
-printf '%s: %s bytes, built in %d.%ds\n' "$out" "$(stat -c %s "$out")" $((ms / 1000)) $((ms % 1000 / 100))
-echo "$out_dir/$name.yaml: manifest"
+done_build

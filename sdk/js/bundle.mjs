@@ -15,7 +15,7 @@
 //
 //   node bundle.mjs <entry.js> <out.js> [world]
 import { rolldown } from 'rolldown';
-import { readFileSync } from 'node:fs';
+import { appendFileSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -82,3 +82,6 @@ const bundle = await rolldown({
 });
 await bundle.write({ file: out, format: 'esm', sourcemap: false });
 await bundle.close();
+// The SDK's build-time warm-up runs here, after the entry module's last
+// statement, in both engines (see runWarmUps in weft-plugin.js).
+appendFileSync(out, "\nglobalThis[Symbol.for('weft-plugin-sdk.warm-up')]?.();\n");

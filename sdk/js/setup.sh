@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the JavaScript plugin toolchain: ComponentizeJS (and the bundler
-# rolldown), pinned in package.json / package-lock.json, into
+# Installs the JavaScript plugin toolchain: ComponentizeJS and
+# componentize-qjs (the two engines, see README "Engines") and the bundler
+# rolldown, pinned in package.json / package-lock.json, into
 # sdk/js/node_modules. `npm install` with the committed lock installs exactly
 # the locked versions; `npm ci` is not used because npm refuses a lock that
 # lacks the optional native bindings of other platforms. Idempotent; returns at once when the locked
@@ -14,7 +15,11 @@ cd "$here"
 
 want=$(node -p "require('./package-lock.json').packages['node_modules/@bytecodealliance/componentize-js'].version")
 have=$(node -p "try { require('./node_modules/@bytecodealliance/componentize-js/package.json').version } catch { '' }")
-if [ "$have" = "$want" ] && [ -x node_modules/.bin/componentize-js ]; then
+# componentize-qjs (WEFT_JS_ENGINE=quickjs) with its native binding.
+want_qjs=$(node -p "require('./package-lock.json').packages['node_modules/componentize-qjs'].version")
+have_qjs=$(node -p "try { require('./node_modules/componentize-qjs/package.json').version } catch { '' }")
+if [ "$have" = "$want" ] && [ -x node_modules/.bin/componentize-js ] && [ "$have_qjs" = "$want_qjs" ] &&
+  ls node_modules/@andreiltd/componentize-qjs-binding-*/*.node >/dev/null 2>&1; then
   echo "componentize-js $have: present"
 else
   echo "installing componentize-js $want (npm install, from package-lock.json)"

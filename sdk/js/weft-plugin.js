@@ -57,6 +57,29 @@ function logAt(level, message) {
   if (!warming) hostLog(LEVELS.includes(level) ? level : 'info', line);
 }
 
+// QuickJS (WEFT_JS_ENGINE=quickjs) has no console: in the component its
+// calls become host log lines, so a plugin's console.log neither throws nor
+// goes missing. (SpiderMonkey's writes stdout, which the host forwards.)
+if (inComponent && typeof globalThis.console === 'undefined') {
+  const show = (v) => {
+    if (typeof v === 'string') return v;
+    try {
+      return JSON.stringify(v) ?? String(v);
+    } catch {
+      return String(v);
+    }
+  };
+  const at = (level) => (...args) => logAt(level, args.map(show).join(' '));
+  globalThis.console = {
+    log: at('info'),
+    info: at('info'),
+    debug: at('debug'),
+    trace: at('trace'),
+    warn: at('warn'),
+    error: at('error'),
+  };
+}
+
 /** Log lines that land in the host's log under the plugin's name, with a
  * level (prefer them to console.log). */
 export const log = {
@@ -76,8 +99,76 @@ export const clock = {
   monotonicNanos: () => (warming ? 0n : BigInt(hostClock.monotonicNanos())),
 };
 
-const encoder = new TextEncoder();
-const decoder = new TextDecoder();
+// UTF-8 both ways. QuickJS (WEFT_JS_ENGINE=quickjs) has no TextEncoder or
+// TextDecoder (SpiderMonkey and Node do): in the component the SDK puts
+// minimal ones (UTF-8 only, no streaming) in their place for plugin code.
+if (inComponent && typeof globalThis.TextEncoder === 'undefined') {
+  globalThis.TextEncoder = class TextEncoder {
+    get encoding() {
+      return 'utf-8';
+    }
+    encode(text = '') {
+      return utf8Encode(text);
+    }
+  };
+  globalThis.TextDecoder = class TextDecoder {
+    get encoding() {
+      return 'utf-8';
+    }
+    decode(bytes) {
+      return utf8Decode(bytes);
+    }
+  };
+}
+const encoder = typeof TextEncoder === 'function' ? new TextEncoder() : { encode: utf8Encode };
+const decoder = typeof TextDecoder === 'function' ? new TextDecoder() : { decode: utf8Decode };
+
+function utf8Encode(text) {
+  const s = String(text);
+  const out = [];
+  for (let i = 0; i < s.length; i++) {
+    let c = s.codePointAt(i);
+    if (c > 0xffff) i++; // the low half of a surrogate pair
+    else if (c >= 0xd800 && c <= 0xdfff) c = 0xfffd; // a lone surrogate
+    if (c < 0x80) out.push(c);
+    else if (c < 0x800) out.push(0xc0 | (c >> 6), 0x80 | (c & 63));
+    else if (c < 0x10000) out.push(0xe0 | (c >> 12), 0x80 | ((c >> 6) & 63), 0x80 | (c & 63));
+    else out.push(0xf0 | (c >> 18), 0x80 | ((c >> 12) & 63), 0x80 | ((c >> 6) & 63), 0x80 | (c & 63));
+  }
+  return Uint8Array.from(out);
+}
+
+// Malformed sequences become U+FFFD, as TextDecoder's default does.
+function utf8Decode(bytes) {
+  const b =
+    bytes == null
+      ? new Uint8Array()
+      : bytes instanceof ArrayBuffer
+        ? new Uint8Array(bytes)
+        : ArrayBuffer.isView(bytes)
+          ? new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+          : bytes;
+  let s = '';
+  for (let i = 0; i < b.length; ) {
+    const c = b[i];
+    const n = c < 0x80 ? 0 : c >= 0xf5 ? -1 : c >= 0xf0 ? 3 : c >= 0xe0 ? 2 : c >= 0xc2 ? 1 : -1;
+    let cp = n === 0 ? c : n === 1 ? c & 31 : n === 2 ? c & 15 : c & 7;
+    let ok = n >= 0 && i + n < b.length + (n === 0 ? 1 : 0);
+    for (let k = 1; ok && k <= n; k++) {
+      if ((b[i + k] & 0xc0) !== 0x80) ok = false;
+      else cp = (cp << 6) | (b[i + k] & 63);
+    }
+    const min = [0, 0x80, 0x800, 0x10000][n];
+    if (!ok || cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) {
+      s += '\ufffd';
+      i += 1;
+    } else {
+      s += String.fromCodePoint(cp);
+      i += n + 1;
+    }
+  }
+  return s;
+}
 
 /** A small key/value store per plugin that outlives a call: instances are
  * fresh for every call, so it is the only memory a plugin keeps. */
@@ -474,9 +565,7 @@ export function definePlugin(spec) {
   };
   if (inComponent && spec.warmUp !== false) {
     const task = isObject(spec.warmUp) ? spec.warmUp : sampleTask;
-    // After the whole entry module has run (wizer runs pending jobs before
-    // it snapshots), so the plugin's own top-level bindings exist.
-    Promise.resolve().then(() => warmUp(exported, isObject(task) ? task : {}));
+    pendingWarmUps.push(() => warmUp(exported, isObject(task) ? task : {}));
   }
   return exported;
 }
@@ -492,6 +581,21 @@ const WARM_UP_ROUNDS = 4;
 // Set by every call of an export: a warm-up that did not run at build time
 // never runs later, inside an instance serving calls.
 let served = false;
+
+// The warm-ups of the plugin's exports, run once the whole entry module has
+// run (so the plugin's own top-level bindings exist): bundle.mjs ends the
+// bundle with a call of `runWarmUps` through this global. Not a promise
+// job: QuickJS's pre-initialiser snapshots without running pending jobs.
+// (A web-API warm-up awaits; SpiderMonkey's wizer drains its job queue.)
+const pendingWarmUps = [];
+const WARM_UP_HOOK = Symbol.for('weft-plugin-sdk.warm-up');
+
+function runWarmUps() {
+  delete globalThis[WARM_UP_HOOK];
+  for (const run of pendingWarmUps.splice(0)) run();
+}
+
+if (inComponent) globalThis[WARM_UP_HOOK] = runWarmUps;
 
 const WARM_UP_OBSERVED = JSON.stringify({
   apiVersion: 'v1',
@@ -853,7 +957,7 @@ export function defineWebApiPlugin(spec) {
   };
   if (inComponent && spec.warmUp !== false) {
     const task = isObject(spec.warmUp) ? spec.warmUp : sampleTask;
-    Promise.resolve().then(() => warmUpWebApi(exported, isObject(task) ? task : {}));
+    pendingWarmUps.push(() => warmUpWebApi(exported, isObject(task) ? task : {}));
   }
   return exported;
 }
@@ -897,3 +1001,7 @@ async function warmUpWebApi(exported, task) {
     globalThis.fetch = realFetch;
   }
 }
+
+/** For the SDK's own tests: the UTF-8 fallbacks used where the engine has
+ * no TextEncoder / TextDecoder (QuickJS). */
+export const _utf8 = { encode: utf8Encode, decode: utf8Decode };

@@ -16,6 +16,9 @@ use weft_plugin::{
     EngineConfig, MiddlewareCall, Plugin, PluginEngine, TaskContext, registry::load_file,
 };
 
+/// The isolation guests' task (inline): a secret to keep.
+const LEAK_TASK: &str = r#"{"taskType": "leak", "config": {"secret": "bench"}}"#;
+
 /// Minor page faults of the calling thread so far.
 fn faults() -> u64 {
     if std::env::var_os("NO_FAULTS").is_some() {
@@ -140,6 +143,20 @@ fn main() {
             "target/sdk-examples/js-job",
             "sdk/js/examples/k8s-job/task.json",
         ),
+        (
+            "js-job (SpiderMonkey)",
+            "target/sdk-examples/starlingmonkey/js-job",
+            "sdk/js/examples/k8s-job/task.json",
+        ),
+        // Each SDK's floor: its isolation guest, which swaps one global and
+        // answers a three-field ConfigMap.
+        ("py-leak", "target/sdk-examples/py-leak", LEAK_TASK),
+        ("js-leak", "target/sdk-examples/js-leak", LEAK_TASK),
+        (
+            "js-leak (SpiderMonkey)",
+            "target/sdk-examples/starlingmonkey/js-leak",
+            LEAK_TASK,
+        ),
     ];
     for (name, base, task) in tasks {
         if !name.contains(&only) {
@@ -149,8 +166,12 @@ fn main() {
         else {
             panic!("{base}.wasm: run `make guests`");
         };
-        let t: Value =
-            serde_json::from_str(&std::fs::read_to_string(root.join(task)).unwrap()).unwrap();
+        let text = if task.starts_with('{') {
+            task.to_string()
+        } else {
+            std::fs::read_to_string(root.join(task)).unwrap()
+        };
+        let t: Value = serde_json::from_str(&text).unwrap();
         let ctx = TaskContext::for_attempt(
             "bench",
             "00000000-0000-0000-0000-000000000000",

@@ -3,7 +3,8 @@
 //! call into a fresh instance, a call on a live instance, and what the
 //! caller waits for per call as the host serves it (a spare instance
 //! prepared ahead, host checks included), for the pod plugin (Rust), the
-//! empty component (the floor) and the SDK examples (C, Python, JavaScript).
+//! empty component (the floor) and the SDK examples (C, Python, JavaScript
+//! with each engine).
 //! `make guests && cargo bench -p weft --bench languages`; `CALLS`
 //! overrides 300 calls per language.
 
@@ -48,6 +49,11 @@ fn main() -> anyhow::Result<()> {
         (
             "JavaScript",
             "target/sdk-examples/js-job",
+            "sdk/js/examples/k8s-job/task.json",
+        ),
+        (
+            "JavaScript (SpiderMonkey)",
+            "target/sdk-examples/starlingmonkey/js-job",
             "sdk/js/examples/k8s-job/task.json",
         ),
     ];

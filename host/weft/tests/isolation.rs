@@ -1,7 +1,8 @@
 //! No state of one task may be visible to the next, whatever reuse the
 //! host does. The isolation guest, in Rust (plugins/testing/leak), C,
-//! Python and JavaScript (sdk/*/tests/leak), keeps each task's secret in a
-//! global and reports what an earlier call left there. Each is shown to
+//! Python and JavaScript (sdk/*/tests/leak; JavaScript built with each
+//! engine), keeps each task's secret in a global and reports what an
+//! earlier call left there. Each is shown to
 //! leak through an instance that is kept across calls (so this test can
 //! fail), then driven through the host's own call path: build-resource,
 //! a call that stores its secret and then faults, and get-task-phase, none
@@ -21,11 +22,13 @@ use weft_plugin::{
 };
 
 /// Each isolation guest: its name and the folder `make guests` builds it to.
-const GUESTS: [(&str, &str); 4] = [
+const GUESTS: [(&str, &str); 5] = [
     ("leak", "target/test-guests"),
     ("c-leak", "target/sdk-examples"),
     ("py-leak", "target/sdk-examples"),
     ("js-leak", "target/sdk-examples"),
+    // The JavaScript guest with the other engine (SpiderMonkey).
+    ("js-leak", "target/sdk-examples/starlingmonkey"),
 ];
 
 fn load(engine: &PluginEngine, name: &str, dir: &str) -> std::sync::Arc<TaskPlugin> {
@@ -88,7 +91,7 @@ fn no_call_sees_what_an_earlier_call_left_in_guest_memory() {
         .unwrap();
         for (name, dir) in GUESTS {
             let plugin = load(&engine, name, dir);
-            isolated(&plugin, name, spares);
+            isolated(&plugin, &format!("{dir}/{name}"), spares);
         }
     }
 }

@@ -15,7 +15,7 @@ pub enum Lang {
     Rust,
     /// `sdk/python`: componentize-py.
     Python,
-    /// `sdk/js`: componentize-js.
+    /// `sdk/js`: componentize-qjs (QuickJS), or componentize-js.
     Js,
     /// `sdk/c`: zig and wit-bindgen's C generator.
     C,
