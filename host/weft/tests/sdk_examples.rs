@@ -134,6 +134,88 @@ fn both_javascript_engines_answer_alike() {
     assert!(a.contains("image"), "{a}");
 }
 
+/// A plugin built with the SDK's default engine (QuickJS, which has no
+/// console and no TextEncoder of its own) may use both: `console.*` lines
+/// reach the host's log at their level, text survives a UTF-8 round trip.
+/// Built and run as an author would: `sdk/js/build.sh`, `weft plugin test`.
+#[test]
+fn quickjs_plugins_get_a_console_and_text_codecs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("console-task");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(
+        dir.join("plugin.js"),
+        r#"import { definePlugin, phase } from 'weft-plugin-sdk';
+export const k8sTask = definePlugin({
+  buildResource(ctx) {
+    console.log('hello from console', { n: 1 });
+    console.warn('careful');
+    const text = new TextDecoder().decode(new TextEncoder().encode('naïve ✓ 😀'));
+    return { apiVersion: 'v1', kind: 'ConfigMap', metadata: ctx.metadata(), data: { text } };
+  },
+  getTaskPhase() { return phase.success({}); },
+});
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("weft-plugin.yaml"),
+        "name: console-task\nversion: 0.1.0\nworld: k8s-task-plugin\ntaskTypes: [console]\n\
+         resources:\n  - {apiVersion: v1, kind: ConfigMap}\nlimits: {deadline: 2s, memory: 64Mi}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("task.json"),
+        r#"{"taskType": "console", "config": {}}"#,
+    )
+    .unwrap();
+    let out = tmp.path().join("out");
+    let build = std::process::Command::new("bash")
+        .current_dir(root())
+        .args([
+            "sdk/js/build.sh",
+            dir.to_str().unwrap(),
+            out.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&build.stdout);
+    assert!(
+        build.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&build.stderr)
+    );
+    assert!(said.contains("(quickjs)"), "{said}");
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_weft"))
+        .args(["plugin", "test", "--log-format", "json"])
+        .arg(out.join("console-task.wasm"))
+        .arg("--task")
+        .arg(dir.join("task.json"))
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr),
+    );
+    assert!(run.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("text: naïve ✓ 😀"), "{stdout}");
+    let line = |msg: &str| -> Value {
+        stderr
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|l| {
+                l["fields"]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains(msg))
+            })
+            .unwrap_or_else(|| panic!("no log line with {msg:?}: {stderr}"))
+    };
+    let hello = line("hello from console");
+    assert_eq!(hello["level"], "INFO", "{hello}");
+    assert_eq!(hello["fields"]["message"], r#"hello from console {"n":1}"#);
+    assert_eq!(line("careful")["level"], "WARN");
+}
+
 fn rayjob_crd() -> CustomResourceDefinition {
     serde_json::from_value(json!({
         "apiVersion": "apiextensions.k8s.io/v1",
