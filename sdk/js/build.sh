@@ -53,7 +53,7 @@ case $world in
 esac
 wit=$(cd "${WEFT_WIT:-$default_wit}" && pwd)
 # The engine (WEFT_JS_ENGINE): QuickJS (componentize-qjs, its non-async
-# runtime; the default, 4-7x cheaper a call) or SpiderMonkey
+# runtime; the default, 4-6x cheaper a call) or SpiderMonkey
 # (ComponentizeJS's StarlingMonkey). See README, "Engines". A web-API
 # plugin may await fetch: StarlingMonkey only.
 case $world in

@@ -57,7 +57,7 @@ function logAt(level, message) {
   if (!warming) hostLog(LEVELS.includes(level) ? level : 'info', line);
 }
 
-// QuickJS (WEFT_JS_ENGINE=quickjs) has no console: in the component its
+// QuickJS (the default engine, see build.sh) has no console: in the component its
 // calls become host log lines, so a plugin's console.log neither throws nor
 // goes missing. (SpiderMonkey's writes stdout, which the host forwards.)
 if (inComponent && typeof globalThis.console === 'undefined') {
@@ -99,9 +99,9 @@ export const clock = {
   monotonicNanos: () => (warming ? 0n : BigInt(hostClock.monotonicNanos())),
 };
 
-// UTF-8 both ways. QuickJS (WEFT_JS_ENGINE=quickjs) has no TextEncoder or
-// TextDecoder (SpiderMonkey and Node do): in the component the SDK puts
-// minimal ones (UTF-8 only, no streaming) in their place for plugin code.
+// UTF-8 both ways. QuickJS has no TextEncoder or TextDecoder (SpiderMonkey
+// and Node do): in the component the SDK puts minimal ones (UTF-8 only, no
+// streaming) in their place, for itself and for plugin code.
 if (inComponent && typeof globalThis.TextEncoder === 'undefined') {
   globalThis.TextEncoder = class TextEncoder {
     get encoding() {
@@ -120,8 +120,8 @@ if (inComponent && typeof globalThis.TextEncoder === 'undefined') {
     }
   };
 }
-const encoder = typeof TextEncoder === 'function' ? new TextEncoder() : { encode: utf8Encode };
-const decoder = typeof TextDecoder === 'function' ? new TextDecoder() : { decode: utf8Decode };
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
 
 function utf8Encode(text) {
   const s = String(text);
@@ -153,7 +153,7 @@ function utf8Decode(bytes) {
     const c = b[i];
     const n = c < 0x80 ? 0 : c >= 0xf5 ? -1 : c >= 0xf0 ? 3 : c >= 0xe0 ? 2 : c >= 0xc2 ? 1 : -1;
     let cp = n === 0 ? c : n === 1 ? c & 31 : n === 2 ? c & 15 : c & 7;
-    let ok = n >= 0 && i + n < b.length + (n === 0 ? 1 : 0);
+    let ok = n >= 0 && i + n < b.length;
     for (let k = 1; ok && k <= n; k++) {
       if ((b[i + k] & 0xc0) !== 0x80) ok = false;
       else cp = (cp << 6) | (b[i + k] & 63);

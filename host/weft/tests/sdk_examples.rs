@@ -39,35 +39,49 @@ fn example(name: &str) -> (Vec<u8>, String) {
     (wasm, yaml)
 }
 
-#[test]
-fn every_sdk_example_passes_the_conformance_checks() {
-    let engine = PluginEngine::new(EngineConfig {
+/// An engine with the tests' shared compile cache.
+fn engine() -> PluginEngine {
+    PluginEngine::new(EngineConfig {
         cache_dir: Some(root().join("target/weft-test-cache")),
         ..EngineConfig::default()
     })
-    .unwrap();
+    .unwrap()
+}
+
+/// The example `name` (a path under target/sdk-examples) as a task plugin.
+fn load(engine: &PluginEngine, name: &str) -> std::sync::Arc<weft_plugin::TaskPlugin> {
+    let (wasm, yaml) = example(name);
+    let manifest = Manifest::parse(&yaml, name).unwrap();
+    match Plugin::load(engine, &wasm, manifest, name).unwrap() {
+        (Plugin::Task(p), _) => p,
+        _ => panic!("{name} is not a task plugin"),
+    }
+}
+
+/// A task file's task with `config`.
+fn context(t: &Value, config: Value) -> TaskContext {
+    TaskContext::for_attempt(
+        "example",
+        "00000000-0000-0000-0000-000000000000",
+        "default",
+        "task",
+        0,
+        t["taskType"].as_str().unwrap(),
+        config,
+        t.get("inputs").cloned().unwrap_or(json!({})),
+    )
+}
+
+#[test]
+fn every_sdk_example_passes_the_conformance_checks() {
+    let engine = engine();
     // The JavaScript example also as built with SpiderMonkey
     // (WEFT_JS_ENGINE=starlingmonkey; QuickJS is the default).
     let spidermonkey = ("starlingmonkey/js-job", "sdk/js/examples/k8s-job/task.json");
     for (name, task) in EXAMPLES.into_iter().chain([spidermonkey]) {
-        let (wasm, yaml) = example(name);
-        let manifest = Manifest::parse(&yaml, name).unwrap();
-        let (Plugin::Task(plugin), _) = Plugin::load(&engine, &wasm, manifest, name).unwrap()
-        else {
-            panic!("{name} is not a task plugin");
-        };
+        let plugin = load(&engine, name);
         let t = task_file(task);
-        let ctx = TaskContext::for_attempt(
-            "example",
-            "00000000-0000-0000-0000-000000000000",
-            "default",
-            "task",
-            0,
-            t["taskType"].as_str().unwrap(),
-            t["config"].clone(),
-            t.get("inputs").cloned().unwrap_or(json!({})),
-        );
-        let report = weft_plugin::conformance::check(&plugin, &[ctx]);
+        let report = weft_plugin::conformance::check(&plugin, &[context(&t, t["config"].clone())]);
         assert!(report.passed(), "{name}: {report:#?}");
     }
 }
@@ -77,33 +91,13 @@ fn every_sdk_example_passes_the_conformance_checks() {
 /// observed objects, the same refusal of a bad config.
 #[test]
 fn both_javascript_engines_answer_alike() {
-    let engine = PluginEngine::new(EngineConfig {
-        cache_dir: Some(root().join("target/weft-test-cache")),
-        ..EngineConfig::default()
-    })
-    .unwrap();
-    let load = |name: &str| {
-        let (wasm, yaml) = example(name);
-        let manifest = Manifest::parse(&yaml, name).unwrap();
-        match Plugin::load(&engine, &wasm, manifest, name).unwrap() {
-            (Plugin::Task(p), _) => p,
-            _ => panic!("{name} is not a task plugin"),
-        }
-    };
-    let (spidermonkey, quickjs) = (load("starlingmonkey/js-job"), load("js-job"));
+    let engine = engine();
+    let (spidermonkey, quickjs) = (
+        load(&engine, "starlingmonkey/js-job"),
+        load(&engine, "js-job"),
+    );
     let t = task_file("sdk/js/examples/k8s-job/task.json");
-    let ctx = |config: Value| {
-        TaskContext::for_attempt(
-            "example",
-            "00000000-0000-0000-0000-000000000000",
-            "default",
-            "task",
-            0,
-            "job",
-            config,
-            t["inputs"].clone(),
-        )
-    };
+    let ctx = |config: Value| context(&t, config);
     let good = ctx(t["config"].clone());
     let (a, b) = (
         spidermonkey.build_resource(&good).unwrap().0,
