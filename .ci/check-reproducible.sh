@@ -31,12 +31,13 @@ while read -r lang dir name engine; do
   bash "sdk/$lang/setup.sh" >/dev/null
   export WEFT_JS_ENGINE=${engine:-}
   label=$name${engine:+ ($engine)}
-  a=$tmp/$name$engine/a b=$tmp/$name$engine/b copy=$tmp/$name$engine/elsewhere/src/$(basename "$dir")
+  work=$tmp/$name$engine
+  a=$work/a b=$work/b copy=$work/elsewhere/src/$(basename "$dir")
   mkdir -p "$a" "$b" "$(dirname "$copy")"
   # First build: the sources where they are.
-  if ! bash "sdk/$lang/build.sh" "$dir" "$a" >"$tmp/$name$engine/a.log" 2>&1; then
+  if ! bash "sdk/$lang/build.sh" "$dir" "$a" >"$work/a.log" 2>&1; then
     echo "FAIL $label ($dir): the build failed:" >&2
-    sed 's/^/  /' "$tmp/$name$engine/a.log" >&2
+    sed 's/^/  /' "$work/a.log" >&2
     failed+=("$label")
     continue
   fi
@@ -44,10 +45,10 @@ while read -r lang dir name engine; do
   # another working directory into another output directory.
   cp -R "$dir" "$copy"
   find "$copy" -exec touch {} +
-  if ! (cd "$tmp/$name$engine/elsewhere" && bash "$repo/sdk/$lang/build.sh" "src/$(basename "$dir")" "$b") \
-      >"$tmp/$name$engine/b.log" 2>&1; then
+  if ! (cd "$work/elsewhere" && bash "$repo/sdk/$lang/build.sh" "src/$(basename "$dir")" "$b") \
+      >"$work/b.log" 2>&1; then
     echo "FAIL $label (copy of $dir): the build failed:" >&2
-    sed 's/^/  /' "$tmp/$name$engine/b.log" >&2
+    sed 's/^/  /' "$work/b.log" >&2
     failed+=("$label")
     continue
   fi
