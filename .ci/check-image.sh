@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Checks the container image without a container engine: runs the very
 # build script deploy/image/Dockerfile runs (deploy/image/build.sh, with the
-# dev build CI already has and the plugins baked), then checks the tree it
-# makes against the Dockerfile (what its runtime stage copies and runs, as
-# which user) and against deploy/base/deployment.yaml (what it mounts and
-# passes, as which user).
+# plugins baked and the dev build CI already has: `make test` passes the
+# binary its tests ran as WEFT_IMAGE_BIN; without it build.sh builds one),
+# then checks the tree it makes against the Dockerfile (what its runtime
+# stage copies and runs, as which user) and against
+# deploy/base/deployment.yaml (what it mounts and passes, as which user).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,7 +33,7 @@ echo "check-image: $dockerfile runs deploy/image/build.sh $image_out"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 rootfs=$tmp/rootfs
-WEFT_IMAGE_PROFILE=dev WEFT_BAKE_PLUGINS=1 bash deploy/image/build.sh "$rootfs"
+WEFT_IMAGE_PROFILE=dev WEFT_BAKE_PLUGINS=1 WEFT_IMAGE_BIN=${WEFT_IMAGE_BIN:-} bash deploy/image/build.sh "$rootfs"
 
 # 3. Every path the runtime stage copies from the builder exists in the tree.
 copies=$(grep -E '^COPY .*--from=builder' <<<"$runtime" || true)
