@@ -42,21 +42,11 @@ host:
 run: guests host
 	cargo run --locked -q -p weft -- run $(EXAMPLE)
 
-## The whole test suite. Clippy lints the workspace while the test build
-## compiles it (clippy-driver as the workspace's rustc, as `cargo clippy`
-## runs it): one build of every target instead of a `cargo clippy` check
-## pass plus a test build, which on 2 cores saves ~10 minutes of a clean
-## run. The same lints, `-D warnings`; cargo keeps these builds apart from
-## plain `cargo build`/`cargo test` ones (the wrapper is in the
-## fingerprint), so a workspace crate built without lints is never taken
-## as linted.
-CLIPPY_DRIVER = $(shell rustup which clippy-driver 2>/dev/null || command -v clippy-driver)
-LINTED = RUSTC_WORKSPACE_WRAPPER=$(CLIPPY_DRIVER) CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
+## The whole test suite.
 test: guests helm-tools grpc-tools browser ray
 	cargo fmt --all --check
-	@test -x "$(CLIPPY_DRIVER)" || { echo "clippy-driver not found: rustup component add clippy" >&2; exit 1; }
-	$(LINTED) cargo test --locked --workspace --all-targets --no-run
-	$(LINTED) cargo test --locked --workspace
+	cargo clippy --locked --workspace --all-targets -- -D warnings
+	cargo test --locked --workspace
 	$(MAKE) plugin-tests
 	WEFT_IMAGE_BIN=target/debug/weft bash .ci/check-image.sh
 
