@@ -25,6 +25,5 @@ export function measure(nanos, wit, calls = CALLS) {
   time('6 an empty function call', () => undefined);
   out['answer bytes'] = String(JSON.stringify(built).length);
   out.context = JSON.stringify(wit); // the input, to compare runs by
-
   return out;
 }

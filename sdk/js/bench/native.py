@@ -33,8 +33,8 @@ HOST_IMPORTS = {
 
 
 def bundle() -> str:
-    """The probe and measure.js bundled as build.sh bundles them, the host's
-    imports replaced and the module's exports dropped."""
+    """measure.js (with the SDK and js-job) bundled as build.sh bundles a
+    plugin, the host's imports replaced and its export made a global."""
     with tempfile.TemporaryDirectory() as tmp:
         out = pathlib.Path(tmp) / "bundle.js"
         subprocess.run(["node", str(SDK / "bundle.mjs"), str(HERE / "measure.js"), str(out)], check=True)
