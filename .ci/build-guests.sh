@@ -4,20 +4,20 @@
 #   target/test-guests/<name>.wasm + <name>.yaml   the sandbox suite's guests (plugins/testing/<crate>)
 # <name> and the .yaml are the crate's weft-plugin.yaml manifest.
 #
-# One cargo invocation per target triple, so std (built from source on the
-# Debian route) is compiled once per triple and cached in plugins/target;
-# web-API plugins (world webapi-task-plugin) get an invocation of their
-# own, so the SDK's `webapi` feature they enable is not unified into the
-# 0.1 components (which stay byte-for-byte what they were without it).
-# A crate builds for wasm32-unknown-unknown (no WASI at all) unless its
-# Cargo.toml says `[package.metadata.weft] target = "wasm32-wasip1"`; such a
-# core module is wrapped with the WASI preview1 reactor adapter.
+# Every guest builds for wasm32-unknown-unknown, so std (built from source
+# on the Debian route) is compiled once per run and cached in
+# plugins/target; web-API plugins (world webapi-task-plugin) get a cargo
+# invocation of their own, so the SDK's `webapi` feature they enable is not
+# unified into the 0.1 components (which stay byte-for-byte what they were
+# without it).
 #
 # Each component is validated and checked against its manifest: it must
 # export the manifest's world and import only the weft:plugin interfaces of
-# that world's version (and WASI, for the wasm32-wasip1 guests; a web-API
-# plugin also wasi:http, the wasi:io streams and pollables it works with,
-# and wasi:clocks/monotonic-clock, whose duration wasi:http's types use).
+# that world's version (a web-API plugin also wasi:http, the wasi:io
+# streams and pollables it works with, and wasi:clocks/monotonic-clock,
+# whose duration wasi:http's types use; a crate whose Cargo.toml says
+# `[package.metadata.weft] wasi = true`, the sandbox's escape guest, any
+# WASI interface).
 # Incremental: with nothing changed a run takes about a second.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,41 +34,28 @@ fi
 wasm_tools=${WEFT_WASM_TOOLS:-wasm-tools}
 export CARGO_TARGET_DIR="$root/plugins/target"
 
-# The cargo command line for a target triple, per the chosen route.
-cargo_for() {
-  local route
-  case "$1" in
-    wasm32-unknown-unknown) route=$WEFT_ROUTE_WASM32_UNKNOWN_UNKNOWN ;;
-    wasm32-wasip1) route=$WEFT_ROUTE_WASM32_WASIP1 ;;
-    *) echo "unknown guest target $1" >&2; exit 1 ;;
-  esac
-  if [ "$route" = rustup ]; then
-    cargo_cmd=(cargo)
-    std_args=()
-  else
-    # Debian's rustc-web; RUSTC_BOOTSTRAP unlocks -Zbuild-std on a stable
-    # compiler. rustup's proxies come first on PATH, so name everything.
-    cargo_cmd=(env -u RUSTUP_TOOLCHAIN RUSTC_BOOTSTRAP=1 RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc
-      CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_LINKER="$WEFT_WASM_LD"
-      CARGO_TARGET_WASM32_WASIP1_LINKER="$WEFT_WASM_LD"
-      CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS="-L native=/usr/lib/wasm32-wasi"
-      /usr/bin/cargo)
-    std_args=(-Zbuild-std=std,panic_abort)
-  fi
-}
+# The cargo command line, per the chosen route.
+target=wasm32-unknown-unknown
+if [ "$WEFT_ROUTE_WASM32_UNKNOWN_UNKNOWN" = rustup ]; then
+  cargo_cmd=(cargo)
+  std_args=()
+else
+  # Debian's rustc-web; RUSTC_BOOTSTRAP unlocks -Zbuild-std on a stable
+  # compiler. rustup's proxies come first on PATH, so name everything.
+  cargo_cmd=(env -u RUSTUP_TOOLCHAIN RUSTC_BOOTSTRAP=1 RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc
+    CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_LINKER="$WEFT_WASM_LD"
+    /usr/bin/cargo)
+  std_args=(-Zbuild-std=std,panic_abort)
+fi
 
-# The guests: one line each, "target package crate-dir out-dir name world".
-cargo_for wasm32-unknown-unknown
+# The guests: one line each, "wasi package crate-dir out-dir name world".
 metadata=$(cd plugins && "${cargo_cmd[@]}" metadata --format-version 1 --locked)
 guests=$(python3 -c '
 import json, os, re, sys
 root = sys.argv[1]
 meta = json.load(sys.stdin)
 members = set(meta["workspace_members"])
-adapter = ""
 for p in meta["packages"]:
-    if p["name"] == "wasi-preview1-component-adapter-provider":
-        adapter = os.path.join(os.path.dirname(p["manifest_path"]), "artefacts", "wasi_snapshot_preview1.reactor.wasm")
     if p["id"] not in members:
         continue
     crate = os.path.relpath(os.path.dirname(p["manifest_path"]), root)
@@ -78,49 +65,37 @@ for p in meta["packages"]:
     text = open(manifest).read()
     name = re.search(r"^name:\s*(\S+)", text, re.M).group(1)
     world = re.search(r"^world:\s*(\S+)", text, re.M).group(1)
-    target = ((p.get("metadata") or {}).get("weft") or {}).get("target", "wasm32-unknown-unknown")
+    wasi = "wasi" if ((p.get("metadata") or {}).get("weft") or {}).get("wasi") else "-"
     out = "test-guests" if crate.startswith("plugins/testing/") else "plugins"
-    print(target, p["name"], crate, out, name, world)
-print("adapter", adapter)
-' "$root" <<<"$metadata")
-adapter=$(awk '$1 == "adapter" {print $2}' <<<"$guests")
-guests=$(grep -v '^adapter' <<<"$guests" | sort -k4,4 -k5,5)
+    print(wasi, p["name"], crate, out, name, world)
+' "$root" <<<"$metadata" | sort -k4,4 -k5,5)
 
-# One cargo invocation per target triple and contract version (0.1 worlds,
-# the 0.2 web-API world).
-for target in $(awk '{print $1}' <<<"$guests" | sort -u); do
-  for family in v01 webapi; do
-    pkgs=()
-    for p in $(awk -v t="$target" -v f="$family" \
-        '$1 == t && (($6 == "webapi-task-plugin") == (f == "webapi")) {print $2}' <<<"$guests"); do
-      pkgs+=(-p "$p")
-    done
-    [ ${#pkgs[@]} -gt 0 ] || continue
-    cargo_for "$target"
-    (cd plugins && "${cargo_cmd[@]}" build --quiet --release --locked "${std_args[@]}" --target "$target" "${pkgs[@]}")
+# One cargo invocation per contract version (0.1 worlds, the 0.2 web-API
+# world).
+for family in v01 webapi; do
+  pkgs=()
+  for p in $(awk -v f="$family" '(($6 == "webapi-task-plugin") == (f == "webapi")) {print $2}' <<<"$guests"); do
+    pkgs+=(-p "$p")
   done
+  [ ${#pkgs[@]} -gt 0 ] || continue
+  (cd plugins && "${cargo_cmd[@]}" build --quiet --release --locked "${std_args[@]}" --target "$target" "${pkgs[@]}")
 done
 
 mkdir -p target/plugins target/test-guests
 status=0
-while read -r target pkg crate out name world; do
+while read -r wasi pkg crate out name world; do
   core="plugins/target/$target/release/${pkg//-/_}.wasm"
   dest="target/$out/$name"
-  adapt=()
   note=$world
-  if [ "$target" = wasm32-wasip1 ]; then
-    [ -f "$adapter" ] || { echo "$pkg: no WASI reactor adapter (depend on wasi-preview1-component-adapter-provider)" >&2; exit 1; }
-    adapt=(--adapt "wasi_snapshot_preview1=$adapter")
-    note="$world, WASI through the preview1 adapter"
-  fi
-  # Re-wrap when the core module is newer or the adapter changed.
+  [ "$wasi" = wasi ] && note="$world, imports WASI"
+  # Re-wrap when the core module is newer or its path changed.
   stamp="plugins/target/components/$out-$name.stamp"
-  if [ ! -f "$dest.wasm" ] || [ "$core" -nt "$dest.wasm" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$core ${adapt[*]}" ]; then
-    "$wasm_tools" component new "$core" "${adapt[@]}" -o "$dest.wasm.tmp"
+  if [ ! -f "$dest.wasm" ] || [ "$core" -nt "$dest.wasm" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$core" ]; then
+    "$wasm_tools" component new "$core" -o "$dest.wasm.tmp"
     "$wasm_tools" validate "$dest.wasm.tmp"
     mv "$dest.wasm.tmp" "$dest.wasm"
     mkdir -p "$(dirname "$stamp")"
-    echo "$core ${adapt[*]}" >"$stamp"
+    echo "$core" >"$stamp"
   fi
   cmp -s "$crate/weft-plugin.yaml" "$dest.yaml" || cp "$crate/weft-plugin.yaml" "$dest.yaml"
 
@@ -137,7 +112,7 @@ while read -r target pkg crate out name world; do
   allowed="^weft:plugin/[a-z-]+@${version//./\\.}\$"
   [ "$world" = webapi-task-plugin ] &&
     allowed="$allowed|^wasi:(http/[a-z-]+|io/[a-z-]+|clocks/monotonic-clock)@0\\.2\\.[0-9]+\$"
-  [ "$target" = wasm32-wasip1 ] && allowed="$allowed|^wasi:"
+  [ "$wasi" = wasi ] && allowed="$allowed|^wasi:"
   stray=$(sed -n 's/^ *import \([^;]*\);$/\1/p' <<<"$wit" | grep -Ev "$allowed" | tr '\n' ' ' || true)
   if [ "$exports" != "$want " ] || [ -n "$stray" ]; then
     echo "$dest.wasm: exports [$exports] (manifest world $world wants $want), unexpected imports [$stray]" >&2

