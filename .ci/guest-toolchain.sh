@@ -28,10 +28,8 @@ if have rustup; then
 fi
 route=debian
 grep -qx "$target" <<<"$installed" && route=rustup
-debian=0
-[ "$route" = debian ] && debian=1
 
-if [ "$debian" = 1 ]; then
+if [ "$route" = debian ]; then
   pkgs=(rustc-web cargo-web rust-web-src lld)
   have dpkg-query || {
     echo "guest toolchain: no rustup wasm32 target and no Debian packaging here;" >&2
@@ -54,7 +52,7 @@ fi
 
 # wasm-ld: lld ships it as wasm-ld-<llvm version> plus, usually, a wasm-ld link.
 wasm_ld=""
-if [ "$debian" = 1 ]; then
+if [ "$route" = debian ]; then
   wasm_ld=$(command -v wasm-ld || ls /usr/bin/wasm-ld-* 2>/dev/null | sort -V | tail -1 || true)
   [ -n "$wasm_ld" ] || { echo "lld is installed but no wasm-ld was found" >&2; exit 1; }
 fi

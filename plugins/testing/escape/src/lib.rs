@@ -61,8 +61,7 @@ const ANY_PORT: IpSocketAddress = IpSocketAddress::Ipv4(Ipv4SocketAddress {
 });
 
 /// Opens `etc/passwd` under every preopened directory (there should be none).
-fn read_host_file() -> String {
-    let dirs = preopens::get_directories();
+fn read_host_file(dirs: &[(fs::Descriptor, String)]) -> String {
     if dirs.is_empty() {
         return "denied: no preopened directory to open /etc/passwd from".into();
     }
@@ -129,13 +128,11 @@ struct Escape;
 impl TaskPlugin for Escape {
     fn build_resource(ctx: TaskContext) -> Result<Value, PluginError> {
         let net = instance_network::instance_network();
-        let names: Vec<String> = preopens::get_directories()
-            .into_iter()
-            .map(|(_, name)| name)
-            .collect();
+        let dirs = preopens::get_directories();
+        let names: Vec<&str> = dirs.iter().map(|(_, name)| name.as_str()).collect();
         let attempts = [
             ("preopens", listing("preopened directories", &names)),
-            ("read-file", read_host_file()),
+            ("read-file", read_host_file(&dirs)),
             (
                 "initial-cwd",
                 listing(
