@@ -6,7 +6,7 @@ SHELL := /bin/bash
 
 EXAMPLE ?= examples/hello.yaml
 
-.PHONY: run test plugin-tests toolchain helm-tools grpc-tools browser ray guests host lint bench fuzz clean-guests
+.PHONY: run test plugin-tests plugins k8s fresh-setup toolchain helm-tools grpc-tools browser ray guests host lint bench fuzz clean-guests
 
 ## Install the guest toolchain (rustup wasm32 target if present, else Debian's rustc-web) and wasm-tools.
 toolchain:
@@ -34,12 +34,27 @@ guests: toolchain
 	@bash .ci/build-guests.sh
 	@bash .ci/build-sdk-examples.sh
 
+## The real control plane (etcd, kube-apiserver, kube-controller-manager,
+## kube-scheduler, kwok) built from its Go modules into a per-machine cache
+## outside the work tree, keyed by tests/k8s/versions.env (tests/k8s/README.md).
+k8s:
+	@bash tests/k8s/build.sh >/dev/null
+
+## The SDK setup scripts from empty caches (the fresh-machine path CI's warm caches hide).
+fresh-setup:
+	@bash .ci/check-fresh-setup.sh
+
 ## Build the host.
 host:
 	cargo build --locked -p weft
 
-## The main job: a workflow end to end on the embedded dev cluster.
-run: guests host
+## The first-party plugins only (target/plugins): what `make run` loads.
+plugins: toolchain
+	@WEFT_GUESTS=plugins bash .ci/build-guests.sh
+
+## The main job: a workflow end to end on the embedded dev cluster. It
+## builds only what it runs: the host and the first-party plugins.
+run: plugins host
 	cargo run --locked -q -p weft -- run $(EXAMPLE)
 
 ## The whole test suite.

@@ -10,6 +10,8 @@
 # example is rebuilt only when its sources or its SDK changed (a stamp of
 # their contents), so a second run takes seconds.
 set -euo pipefail
+# Any failing command says where it failed, whoever hides this script's stdout.
+trap 'echo "$0: line $LINENO: \`$BASH_COMMAND\` failed (status $?)" >&2' ERR
 cd "$(dirname "$0")/.."
 out=target/sdk-examples
 mkdir -p "$out"

@@ -7,6 +7,8 @@
 # stage copies and runs, as which user) and against
 # deploy/base/deployment.yaml (what it mounts and passes, as which user).
 set -euo pipefail
+# Any failing command says where it failed, whoever hides this script's stdout.
+trap 'echo "$0: line $LINENO: \`$BASH_COMMAND\` failed (status $?)" >&2' ERR
 cd "$(dirname "$0")/.."
 
 dockerfile=deploy/image/Dockerfile

@@ -12,6 +12,8 @@
 # webapi-task-plugin example per SDK, and the JS k8s-task example with each
 # engine). Nothing is written into the repository.
 set -euo pipefail
+# Any failing command says where it failed, whoever hides this script's stdout.
+trap 'echo "$0: line $LINENO: \`$BASH_COMMAND\` failed (status $?)" >&2' ERR
 cd "$(dirname "$0")/.."
 unset WEFT_REPRODUCIBLE # the default build is what is checked
 repo=$(pwd)

@@ -15,6 +15,8 @@
 #
 # Idempotent, and quick when everything is there: no apt-get, no pip.
 set -euo pipefail
+# Any failing command says where it failed, whoever hides this script's stdout.
+trap 'echo "$0: line $LINENO: \`$BASH_COMMAND\` failed (status $?)" >&2' ERR
 cd "$(dirname "$0")/.."
 mkdir -p target
 

@@ -21,6 +21,8 @@ WIT_BINDGEN_VERSION=${WIT_BINDGEN_VERSION:-0.61.1}
 WASM_TOOLS_VERSION=${WASM_TOOLS_VERSION:-1.262.0}
 ADAPTER_VERSION=${ADAPTER_VERSION:-48.0.8}
 set -euo pipefail
+# Any failing command says where it failed, whoever hides this script's stdout.
+trap 'echo "$0: line $LINENO: \`$BASH_COMMAND\` failed (status $?)" >&2' ERR
 
 cache=${WEFT_C_SDK_CACHE:-$HOME/.cache/weft-c-sdk}
 mkdir -p "$cache"
@@ -61,8 +63,15 @@ fi
 # 4. The WASI preview1 reactor adapter, from the crates.io crate. cargo keeps
 # downloaded crates under ~/.cargo/registry/src; fetch it with a throwaway
 # manifest when it is not there yet.
+# A glob, not `ls | head`: with the crate never downloaded `ls` fails, and
+# under pipefail that failure ended the script with no message (a fresh
+# machine's `make run` stopped here with status 2).
 find_adapter() {
-  ls -d "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/"wasi-preview1-component-adapter-provider-$ADAPTER_VERSION"/artefacts/wasi_snapshot_preview1.reactor.wasm 2>/dev/null | head -n1
+  local f
+  for f in "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/"wasi-preview1-component-adapter-provider-$ADAPTER_VERSION"/artefacts/wasi_snapshot_preview1.reactor.wasm; do
+    [ -f "$f" ] && { echo "$f"; return 0; }
+  done
+  return 0
 }
 adapter=$(find_adapter)
 if [ -z "$adapter" ]; then

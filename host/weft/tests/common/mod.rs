@@ -401,6 +401,25 @@ impl ControllerProcess {
         );
     }
 
+    /// /metrics once the Workflow controller has started: its series exist
+    /// from then on (as controller-runtime creates them in Start), but the
+    /// endpoint answers earlier, while the controller still reads the API.
+    pub async fn started_metrics(&self) -> String {
+        let started = r#"controller_runtime_max_concurrent_reconciles{controller="workflow"}"#;
+        for _ in 0..600 {
+            let m = self.metrics().await;
+            if m.lines().any(|l| l.starts_with(started)) {
+                return m;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!(
+            "{}: the workflow controller never started (no {started}); log:\n{}",
+            self.identity,
+            self.log()
+        );
+    }
+
     /// SIGKILL, and reap it.
     pub fn kill(&mut self) {
         let _ = self.child.kill();
