@@ -13,6 +13,7 @@ pub mod controller;
 pub mod dev;
 pub mod hotload;
 pub mod kubeclient;
+pub mod node;
 pub mod profiling;
 pub mod render;
 pub mod runtime;

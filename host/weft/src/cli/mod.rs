@@ -15,6 +15,7 @@ pub mod cron;
 pub mod dev;
 pub mod list;
 pub mod logs;
+pub mod node;
 pub mod plugin;
 pub mod rbac;
 pub mod run;
@@ -61,6 +62,9 @@ pub enum Command {
     /// Run the controller against a cluster (kubeconfig or in-cluster).
     #[command(args_override_self = true)]
     Controller(Box<controller::ControllerArgs>),
+    /// Run the pods an API server's scheduler binds to this machine as
+    /// local processes (a node agent, as virtual-kubelet).
+    Node(node::NodeArgs),
     /// The admission webhook alone (validation and task secrets), with its
     /// managed certificate.
     Webhook(Box<webhook::WebhookCommand>),
@@ -149,6 +153,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Dev(args) => dev::dev(args),
         Command::Controller(args) => controller::controller(*args),
         Command::Webhook(args) => webhook::webhook(*args),
+        Command::Node(args) => node::node(args),
         Command::Get(args) => controller::get(args),
         Command::Submit(args) => submit::submit(args),
         Command::List(args) => list::list(args),

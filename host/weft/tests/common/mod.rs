@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod examples;
+pub mod k8s;
 pub mod loopback;
 
 use std::path::{Path, PathBuf};
@@ -326,6 +328,25 @@ pub fn sum(exposition: &str, metric: &str) -> f64 {
         })
         .filter_map(|l| l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()))
         .sum()
+}
+
+/// The Workflow `name` once `done` holds (up to 120 s).
+pub async fn wait_workflow(
+    api: &Api<Workflow>,
+    name: &str,
+    done: impl Fn(&Workflow) -> bool,
+) -> Workflow {
+    let mut last = None;
+    for _ in 0..1200 {
+        if let Ok(w) = api.get(name).await {
+            if done(&w) {
+                return w;
+            }
+            last = Some(w);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("workflow {name} did not get there in 120 s: {last:#?}");
 }
 
 /// A real `weft controller` process against a dev cluster, its log (JSON

@@ -1,36 +1,38 @@
-//! The local runner: the kubelet's role for the dev cluster's one node.
+//! One pod's run on a node: the kubelet's part that Weft plays, for the dev
+//! cluster's runner and for `weft node` on any API server alike.
 //!
-//! A Pod bound to this node (or to none: the runner is also the scheduler)
-//! runs as local processes: init containers one after another, then the
-//! containers side by side, each as `command + args` in its own process
-//! group. Images are not pulled — an Event on the pod says so — so the
-//! command must exist on this machine. Because processes cannot see the
-//! container's filesystem, paths the pod spec names are mapped into a
-//! per-pod directory: the container's `terminationMessagePath` and the
-//! mount paths of `emptyDir` volumes are rewritten wherever they appear in
-//! `command`/`args` (and exported as `WEFT_TERMINATION_MESSAGE_PATH`).
+//! Init containers run one after another, then the containers side by side,
+//! each as `command + args` in its own process group. Images are not pulled
+//! (an Event on the pod says so), so the command must exist on this
+//! machine. Because processes cannot see the container's filesystem, paths
+//! the pod spec names are mapped into a per-pod directory: the container's
+//! `terminationMessagePath` and the mount paths of `emptyDir` volumes are
+//! rewritten wherever they appear in `command`/`args` (and exported as
+//! `WEFT_TERMINATION_MESSAGE_PATH`).
 //!
 //! Simulation (like kwok): with the annotation `weft.dev/simulate: "true"`
 //! (or [`crate::RunnerConfig::simulate_all`]) no process runs; the pod turns
 //! Running, then after `weft.dev/simulate-duration` (default `1s`) ends with
 //! `weft.dev/simulate-exit-code` (default 0) and
 //! `weft.dev/simulate-termination-message`.
+//!
+//! What a run reads and writes goes through [`PodHost`]: the dev cluster's
+//! store in-process, or an API server through a client. So the two nodes
+//! cannot drift apart in how a pod runs.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
-use tokio::sync::{broadcast, mpsc, watch};
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use crate::RunnerConfig;
-use crate::api::Cluster;
 use crate::meta;
-use crate::registry::ResourceType;
-use crate::store::EventKind;
 
 /// Annotation that turns on simulation for one pod.
 pub const SIMULATE: &str = "weft.dev/simulate";
@@ -40,6 +42,45 @@ pub const SIMULATE_DURATION: &str = "weft.dev/simulate-duration";
 pub const SIMULATE_EXIT_CODE: &str = "weft.dev/simulate-exit-code";
 /// Termination message of a simulated pod's containers.
 pub const SIMULATE_MESSAGE: &str = "weft.dev/simulate-termination-message";
+
+/// The API server a node serves, as a pod's run needs it. Objects are JSON
+/// as the API returns them (secrets' `data` base64).
+pub trait PodHost: Send + Sync + 'static {
+    /// This node's name (`spec.nodeName` of the pods it runs).
+    fn node_name(&self) -> &str;
+    /// Where pods' directories (logs, termination messages, volumes) go.
+    fn data_dir(&self) -> &Path;
+    /// `KUBERNETES_SERVICE_PORT` for containers (the host is 127.0.0.1).
+    fn service_port(&self) -> String;
+    /// Whether unbound pods are this node's to bind (the dev cluster has no
+    /// scheduler; a real one does).
+    fn binds(&self) -> bool;
+    /// Who runs the processes, for Events and messages ("the weft dev
+    /// cluster", "weft node n1").
+    fn describe(&self) -> String;
+    /// Rewrites the pod (its spec, or its status when `status`) with `f`,
+    /// unless it is gone or was replaced by one of another uid.
+    fn modify<'a>(
+        &'a self,
+        pod: &'a Value,
+        status: bool,
+        f: Box<dyn FnOnce(&mut Value) + Send + 'a>,
+    ) -> BoxFuture<'a, Option<Arc<Value>>>;
+    /// Creates a core/v1 Event.
+    fn create_event<'a>(&'a self, ns: &'a str, event: Value) -> BoxFuture<'a, ()>;
+    /// A ConfigMap (`/configmaps`) or Secret (`/secrets`), if it exists.
+    fn get<'a>(
+        &'a self,
+        gr: &'a str,
+        ns: &'a str,
+        name: &'a str,
+    ) -> BoxFuture<'a, Option<Arc<Value>>>;
+    /// Completes a deletion once the pod's processes are gone (the
+    /// kubelet's final delete with grace 0).
+    fn finish<'a>(&'a self, pod: &'a Value) -> BoxFuture<'a, ()>;
+    /// Log files a container is still writing: `logs -f` follows these.
+    fn live_logs(&self) -> &Mutex<HashSet<PathBuf>>;
+}
 
 #[derive(Debug, Clone)]
 enum Update {
@@ -53,99 +94,72 @@ struct PodHandle {
     task: JoinHandle<()>,
 }
 
-/// Runs until shutdown; on shutdown every local process is killed.
-pub(crate) async fn run(cx: Arc<Cluster>, cfg: RunnerConfig, mut shutdown: watch::Receiver<bool>) {
-    let mut rx = cx.store.subscribe();
-    let mut pods: HashMap<String, PodHandle> = HashMap::new();
-    resync(&cx, &cfg, &mut pods);
-    loop {
-        tokio::select! {
-            ev = rx.recv() => match ev {
-                Ok(ev) if ev.gr == "/pods" => {
-                    let update = if ev.kind == EventKind::Deleted {
-                        Update::Deleted
-                    } else {
-                        Update::Pod(ev.object.clone())
-                    };
-                    dispatch(&cx, &cfg, &mut pods, &ev.object, update);
-                }
-                Ok(_) => {}
-                Err(broadcast::error::RecvError::Lagged(_)) => resync(&cx, &cfg, &mut pods),
-                Err(broadcast::error::RecvError::Closed) => break,
-            },
-            _ = shutdown.changed() => break,
+/// The pods a node runs, by uid: each change of a pod reaches its run.
+pub struct Pods {
+    host: Arc<dyn PodHost>,
+    cfg: RunnerConfig,
+    runs: HashMap<String, PodHandle>,
+}
+
+impl Pods {
+    /// No pod yet; `host` is the API server the node serves.
+    pub fn new(host: Arc<dyn PodHost>, cfg: RunnerConfig) -> Self {
+        Pods {
+            host,
+            cfg,
+            runs: HashMap::new(),
         }
-        pods.retain(|_, h| !h.task.is_finished());
     }
-    for h in pods.values() {
-        let _ = h.updates.send(Update::Shutdown);
-    }
-    for (_, h) in pods {
-        let _ = tokio::time::timeout(Duration::from_secs(5), h.task).await;
-    }
-}
 
-fn resync(cx: &Arc<Cluster>, cfg: &RunnerConfig, pods: &mut HashMap<String, PodHandle>) {
-    let (all, _) = cx.store.list("/pods", None);
-    for p in all {
-        dispatch(cx, cfg, pods, &p, Update::Pod(p.clone()));
-    }
-}
-
-fn dispatch(
-    cx: &Arc<Cluster>,
-    cfg: &RunnerConfig,
-    pods: &mut HashMap<String, PodHandle>,
-    pod: &Arc<Value>,
-    update: Update,
-) {
-    let uid = pod["metadata"]["uid"].as_str().unwrap_or("").to_string();
-    if let Some(h) = pods.get(&uid) {
-        let _ = h.updates.send(update);
-        return;
-    }
-    let Update::Pod(pod) = update else { return };
-    let node = pod["spec"]["nodeName"].as_str().unwrap_or("");
-    if !node.is_empty() && node != cx.node_name {
-        return;
-    }
-    let phase = pod["status"]["phase"].as_str().unwrap_or("");
-    if phase == "Succeeded" || phase == "Failed" {
-        if pod["metadata"]["deletionTimestamp"].is_string() {
-            // Nothing runs: finish the deletion.
-            finish(cx, &pod);
+    /// The pod as it is now (`deleted`: its last state before it went).
+    pub fn update(&mut self, pod: &Arc<Value>, deleted: bool) {
+        self.runs.retain(|_, h| !h.task.is_finished());
+        let uid = pod["metadata"]["uid"].as_str().unwrap_or("").to_string();
+        let update = if deleted {
+            Update::Deleted
+        } else {
+            Update::Pod(pod.clone())
+        };
+        if let Some(h) = self.runs.get(&uid) {
+            let _ = h.updates.send(update);
+            return;
         }
-        return;
+        if deleted {
+            return;
+        }
+        let node = pod["spec"]["nodeName"].as_str().unwrap_or("");
+        let ours = node == self.host.node_name() || (node.is_empty() && self.host.binds());
+        if !ours {
+            return;
+        }
+        let phase = pod["status"]["phase"].as_str().unwrap_or("");
+        if phase == "Succeeded" || phase == "Failed" {
+            if pod["metadata"]["deletionTimestamp"].is_string() {
+                // Nothing runs: finish the deletion.
+                let (host, pod) = (self.host.clone(), pod.clone());
+                tokio::spawn(async move { host.finish(&pod).await });
+            }
+            return;
+        }
+        let (tx, rx) = watch::channel(Update::Pod(pod.clone()));
+        let run = PodRun::new(self.host.clone(), self.cfg.clone(), pod.clone(), rx);
+        let task = tokio::spawn(run.run());
+        self.runs.insert(uid, PodHandle { updates: tx, task });
     }
-    let (tx, rx) = watch::channel(Update::Pod(pod.clone()));
-    let task = tokio::spawn(PodRun::new(cx.clone(), cfg.clone(), pod, rx).run());
-    pods.insert(uid, PodHandle { updates: tx, task });
-}
 
-fn pods_rt(cx: &Cluster) -> Arc<ResourceType> {
-    cx.registry
-        .lookup("", "v1", "pods")
-        .expect("pods are built in")
-}
-
-/// Removes a pod whose deletion is due.
-fn finish(cx: &Cluster, pod: &Value) {
-    let rt = pods_rt(cx);
-    let ns = pod["metadata"]["namespace"].as_str().unwrap_or("");
-    let name = pod["metadata"]["name"].as_str().unwrap_or("");
-    let mut txn = cx.store.begin();
-    if txn
-        .get("/pods", ns, name)
-        .is_some_and(|p| p["metadata"]["uid"] == pod["metadata"]["uid"])
-    {
-        cx.finish_delete(&mut txn, &rt, ns, name);
+    /// Stops every run: their processes are killed.
+    pub async fn shutdown(self) {
+        for h in self.runs.values() {
+            let _ = h.updates.send(Update::Shutdown);
+        }
+        for (_, h) in self.runs {
+            let _ = tokio::time::timeout(Duration::from_secs(5), h.task).await;
+        }
     }
-    let fut = txn.commit();
-    tokio::spawn(fut);
-    let _ = std::fs::remove_dir_all(pod_dir(&cx.data_dir, pod));
 }
 
-pub(crate) fn pod_dir(data_dir: &Path, pod: &Value) -> PathBuf {
+/// A pod's directory: `pods/NS_NAME_UID` (a namesake gets a new one).
+pub fn pod_dir(data_dir: &Path, pod: &Value) -> PathBuf {
     data_dir.join("pods").join(format!(
         "{}_{}_{}",
         pod["metadata"]["namespace"].as_str().unwrap_or(""),
@@ -155,7 +169,7 @@ pub(crate) fn pod_dir(data_dir: &Path, pod: &Value) -> PathBuf {
 }
 
 /// Where a container instance's log goes; `restart` counts from 0.
-pub(crate) fn log_path(dir: &Path, container: &str, restart: u64) -> PathBuf {
+pub fn log_path(dir: &Path, container: &str, restart: u64) -> PathBuf {
     dir.join("logs").join(format!("{container}-{restart}.log"))
 }
 
@@ -206,7 +220,7 @@ enum Internal {
 }
 
 struct PodRun {
-    cx: Arc<Cluster>,
+    host: Arc<dyn PodHost>,
     cfg: RunnerConfig,
     pod: Arc<Value>,
     updates: watch::Receiver<Update>,
@@ -222,12 +236,12 @@ struct PodRun {
 
 impl PodRun {
     fn new(
-        cx: Arc<Cluster>,
+        host: Arc<dyn PodHost>,
         cfg: RunnerConfig,
         pod: Arc<Value>,
         updates: watch::Receiver<Update>,
     ) -> Self {
-        let dir = pod_dir(&cx.data_dir, &pod);
+        let dir = pod_dir(host.data_dir(), &pod);
         let mut ctrs = Vec::new();
         for (list, init) in [("initContainers", true), ("containers", false)] {
             for c in pod["spec"][list].as_array().into_iter().flatten() {
@@ -257,7 +271,7 @@ impl PodRun {
                 .as_str()
                 .map(String::from)
                 .unwrap_or_else(meta::now),
-            cx,
+            host,
             cfg,
             pod,
             updates,
@@ -301,7 +315,7 @@ impl PodRun {
             tracing::warn!("cannot create pod directory {}: {e}", self.dir.display());
         }
         if self.pod["metadata"]["deletionTimestamp"].is_string() {
-            finish(&self.cx, &self.pod);
+            self.host.finish(&self.pod).await;
             return;
         }
         self.bind().await;
@@ -310,7 +324,7 @@ impl PodRun {
             // The processes died with the previous dev cluster process.
             for c in &mut self.ctrs {
                 c.state = State::Terminated(json!({"exitCode": 137, "reason": "Error",
-                    "message": "the dev cluster restarted while the container was running",
+                    "message": format!("{} restarted while the container was running", self.host.describe()),
                     "finishedAt": meta::now()}));
             }
             self.phase = "Failed".into();
@@ -323,7 +337,7 @@ impl PodRun {
             let name = c["name"].as_str().unwrap_or("");
             self.event(
                 "ImageNotPulled",
-                &format!("Image \"{image}\" was not pulled: the weft dev cluster runs container \"{name}\"'s command as a local process on this machine"),
+                &format!("Image \"{image}\" was not pulled: {} runs container \"{name}\"'s command as a local process on this machine", self.host.describe()),
                 Some(name),
             )
             .await;
@@ -344,7 +358,7 @@ impl PodRun {
             .unwrap_or("")
             .is_empty()
         {
-            let node = self.cx.node_name.clone();
+            let node = self.host.node_name().to_string();
             if let Some(p) = self
                 .modify(false, |p| p["spec"]["nodeName"] = node.clone().into())
                 .await
@@ -357,7 +371,7 @@ impl PodRun {
                     "Successfully assigned {}/{} to {}",
                     self.ns(),
                     self.name(),
-                    self.cx.node_name
+                    self.host.node_name()
                 ),
                 None,
             )
@@ -365,51 +379,29 @@ impl PodRun {
         }
     }
 
-    /// Rewrites the pod (spec when `status` is false) as the system.
-    async fn modify(&self, status: bool, f: impl FnOnce(&mut Value)) -> Option<Arc<Value>> {
-        let rt = pods_rt(&self.cx);
-        let (out, fut) = {
-            let mut txn = self.cx.store.begin();
-            let cur = txn.get("/pods", &self.ns(), &self.name())?;
-            if cur["metadata"]["uid"] != self.pod["metadata"]["uid"] {
-                return None;
-            }
-            let mut new = (*cur).clone();
-            f(&mut new);
-            let out = self
-                .cx
-                .system_replace(&mut txn, &rt, &cur, new, status)
-                .ok();
-            (out, txn.commit())
-        };
-        fut.await.ok()?;
-        out
+    /// Rewrites the pod (spec when `status` is false) as the node.
+    async fn modify(&self, status: bool, f: impl FnOnce(&mut Value) + Send) -> Option<Arc<Value>> {
+        self.host.modify(&self.pod, status, Box::new(f)).await
     }
 
     async fn event(&self, reason: &str, message: &str, container: Option<&str>) {
-        let Some(rt) = self.cx.registry.lookup("", "v1", "events") else {
-            return;
-        };
         let now = meta::now();
+        let node = self.host.node_name();
         let mut involved = json!({"kind": "Pod", "apiVersion": "v1", "namespace": self.ns(),
             "name": self.name(), "uid": self.pod["metadata"]["uid"]});
         if let Some(c) = container {
             involved["fieldPath"] = format!("spec.containers{{{c}}}").into();
         }
         let ev = json!({
+            "apiVersion": "v1", "kind": "Event",
             "metadata": {"generateName": format!("{}.", self.name()), "namespace": self.ns()},
             "involvedObject": involved,
             "reason": reason, "message": message, "type": "Normal",
-            "source": {"component": "weft-runner", "host": self.cx.node_name},
+            "source": {"component": "weft-runner", "host": node},
             "firstTimestamp": now, "lastTimestamp": now, "count": 1,
-            "reportingComponent": "weft-runner", "reportingInstance": self.cx.node_name,
+            "reportingComponent": "weft-runner", "reportingInstance": node,
         });
-        let fut = {
-            let mut txn = self.cx.store.begin();
-            let _ = self.cx.system_create(&mut txn, &rt, &self.ns(), ev);
-            txn.commit()
-        };
-        let _ = fut.await;
+        self.host.create_event(&self.ns(), ev).await;
     }
 
     fn set_cond(&mut self, t: &'static str, ok: bool, reason: Option<&str>) {
@@ -522,7 +514,7 @@ impl PodRun {
             let u = self.updates.borrow_and_update().clone();
             match u {
                 Update::Pod(p) if p["metadata"]["deletionTimestamp"].is_string() => {
-                    finish(&self.cx, &p);
+                    self.host.finish(&p).await;
                     return;
                 }
                 Update::Pod(_) => {}
@@ -567,7 +559,7 @@ impl PodRun {
                     let u = self.updates.borrow_and_update().clone();
                     match u {
                         Update::Pod(p) if p["metadata"]["deletionTimestamp"].is_string() => {
-                            finish(&self.cx, &p);
+                            self.host.finish(&p).await;
                             return;
                         }
                         Update::Pod(_) => {}
@@ -632,7 +624,7 @@ impl PodRun {
                             let grace = p["metadata"]["deletionGracePeriodSeconds"].as_u64().unwrap_or(30);
                             self.event("Killing", "Stopping the pod's processes (deletion)", None).await;
                             self.kill_all(Duration::from_secs(grace)).await;
-                            finish(&self.cx, &p);
+                            self.host.finish(&p).await;
                             return;
                         }
                         Update::Pod(p) => self.pod = p,
@@ -673,9 +665,10 @@ impl PodRun {
     /// Resolves the environment and spawns one container instance.
     async fn start(&mut self, idx: usize) {
         let spec = self.ctrs[idx].spec.clone();
-        let prepared = self
-            .resolve_env(&spec)
-            .and_then(|env| self.fill_volumes(&spec).map(|()| env));
+        let prepared = match self.resolve_env(&spec).await {
+            Ok(env) => self.fill_volumes(&spec).await.map(|()| env),
+            Err(e) => Err(e),
+        };
         let env = match prepared {
             Ok(env) => env,
             Err(msg) => {
@@ -740,15 +733,15 @@ impl PodRun {
             argv = vec![];
         }
         let spawned = if argv.is_empty() {
-            Err("the container has no command or args; the dev cluster cannot run an image's default entrypoint".to_string())
+            Err("the container has no command or args; the node cannot run an image's default entrypoint (images are not pulled)".to_string())
         } else {
             spawn(&argv, &env, c, &self.dir, &log, &tm_file)
         };
         match spawned {
             Ok(child) => {
                 let pid = child.id().map(|p| p as i32).unwrap_or(0);
-                self.cx
-                    .live_logs
+                self.host
+                    .live_logs()
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .insert(log.clone());
@@ -757,11 +750,11 @@ impl PodRun {
                     started: started.clone(),
                 };
                 let tx = self.tx.clone();
-                let cx = self.cx.clone();
+                let host = self.host.clone();
                 tokio::spawn(async move {
                     let code = wait(child).await;
                     let message = termination_message(&tm_file, &log, code, &policy);
-                    cx.live_logs
+                    host.live_logs()
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
                         .remove(&log);
@@ -943,7 +936,7 @@ impl PodRun {
         }
     }
 
-    fn resolve_env(&self, spec: &Value) -> Result<Vec<(String, String)>, String> {
+    async fn resolve_env(&self, spec: &Value) -> Result<Vec<(String, String)>, String> {
         let ns = self.ns();
         let mut env: Vec<(String, String)> = vec![
             (
@@ -953,10 +946,7 @@ impl PodRun {
             ("HOME".into(), self.dir.display().to_string()),
             ("HOSTNAME".into(), self.name()),
             ("KUBERNETES_SERVICE_HOST".into(), "127.0.0.1".into()),
-            (
-                "KUBERNETES_SERVICE_PORT".into(),
-                self.cx.addr.rsplit(':').next().unwrap_or("").into(),
-            ),
+            ("KUBERNETES_SERVICE_PORT".into(), self.host.service_port()),
         ];
         let tm = spec["terminationMessagePath"]
             .as_str()
@@ -984,7 +974,7 @@ impl PodRun {
                     continue;
                 }
                 let name = r["name"].as_str().unwrap_or("");
-                match self.cx.store.get(gr, &ns, name) {
+                match self.host.get(gr, &ns, name).await {
                     Some(obj) => {
                         for (k, v) in obj["data"].as_object().into_iter().flatten() {
                             let v = decode(gr, v);
@@ -1016,7 +1006,7 @@ impl PodRun {
                 let key = r["key"].as_str().unwrap_or("");
                 let optional = r["optional"].as_bool() == Some(true);
                 let what = &gr[1..gr.len() - 1];
-                match self.cx.store.get(gr, &ns, obj_name) {
+                match self.host.get(gr, &ns, obj_name).await {
                     Some(obj) => match obj["data"].get(key) {
                         Some(v) => set(&mut env, name, decode(gr, v)),
                         None if optional => {}
@@ -1052,7 +1042,7 @@ impl PodRun {
     /// mounts into their per-pod directories, as the kubelet projects them
     /// (`items` pick and rename keys; a missing object or key fails the
     /// container unless `optional`).
-    fn fill_volumes(&self, spec: &Value) -> Result<(), String> {
+    async fn fill_volumes(&self, spec: &Value) -> Result<(), String> {
         let ns = self.ns();
         for m in spec["volumeMounts"].as_array().into_iter().flatten() {
             let name = m["name"].as_str().unwrap_or("");
@@ -1082,7 +1072,7 @@ impl PodRun {
             let obj_name = obj_name.unwrap_or("");
             let what = &gr[1..gr.len() - 1];
             let optional = src["optional"].as_bool() == Some(true);
-            let Some(obj) = self.cx.store.get(gr, &ns, obj_name) else {
+            let Some(obj) = self.host.get(gr, &ns, obj_name).await else {
                 if optional {
                     continue;
                 }

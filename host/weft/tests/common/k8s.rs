@@ -1,0 +1,477 @@
+//! The real control plane as a test bed (issue 39): etcd, kube-apiserver,
+//! kube-controller-manager (garbage collector and namespace controller) and
+//! kube-scheduler, built from their Go modules by `tests/k8s/build.sh` and
+//! started here as envtest starts them, one cluster per test file.
+//!
+//! TLS everywhere as in a cluster: one CA signs the API server's serving
+//! certificate, the admin's client certificate (`system:masters`), the
+//! API server's client certificate for kubelets and the nodes' serving
+//! certificates. `--authorization-mode=Node,RBAC`, a service-account
+//! issuer and keys (TokenRequest works), and an audit policy that logs every
+//! request's metadata to a file the tests read.
+//!
+//! The processes are stopped by PID, never by name: a reaper process
+//! watches the test process and, once it is gone, stops them and removes the
+//! cluster's directory (a test binary exits without running destructors).
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use super::{free_port, root};
+
+/// A running control plane.
+pub struct RealCluster {
+    /// Holds everything: PKI, etcd's data, logs, the kubeconfig.
+    pub dir: PathBuf,
+    /// Admin kubeconfig (client certificate in `system:masters`).
+    pub kubeconfig: PathBuf,
+    /// `https://127.0.0.1:PORT`.
+    pub server: String,
+    /// The CA that signed every certificate of this cluster.
+    pub ca: PathBuf,
+    /// The directory of the control plane's binaries.
+    pub bin: PathBuf,
+    pki: Pki,
+    pids: Vec<(String, u32)>,
+}
+
+static SHARED: OnceLock<RealCluster> = OnceLock::new();
+
+/// The test file's one control plane, started by the first test that asks.
+pub fn shared() -> &'static RealCluster {
+    SHARED.get_or_init(RealCluster::start)
+}
+
+/// The binaries' directory: `tests/k8s/build.sh` builds them once per
+/// machine (the cache outside the work tree) and prints where.
+pub fn binaries() -> PathBuf {
+    let out = Command::new("bash")
+        .arg(root().join("tests/k8s/build.sh"))
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("run tests/k8s/build.sh");
+    assert!(
+        out.status.success(),
+        "tests/k8s/build.sh failed (make k8s shows why)"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    PathBuf::from(stdout.lines().last().expect("build.sh prints the bin dir"))
+}
+
+struct Pki {
+    issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
+    dir: PathBuf,
+}
+
+impl Pki {
+    fn new(dir: &Path) -> Pki {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        p.distinguished_name
+            .push(rcgen::DnType::CommonName, "weft-test-k8s-ca");
+        let ca = p.self_signed(&key).unwrap();
+        std::fs::write(dir.join("ca.crt"), ca.pem()).unwrap();
+        Pki {
+            issuer: rcgen::Issuer::new(p, key),
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    /// Writes `<name>.crt` / `<name>.key`: a serving certificate for
+    /// `sans`, or a client certificate for `cn` in `groups`.
+    fn issue(&self, name: &str, cn: &str, groups: &[&str], sans: &[&str]) -> (PathBuf, PathBuf) {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut p =
+            rcgen::CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+                .unwrap();
+        p.distinguished_name.push(rcgen::DnType::CommonName, cn);
+        // One group: rcgen keeps one value per attribute type.
+        if let Some(g) = groups.first() {
+            p.distinguished_name
+                .push(rcgen::DnType::OrganizationName, *g);
+        }
+        p.extended_key_usages = vec![if sans.is_empty() {
+            rcgen::ExtendedKeyUsagePurpose::ClientAuth
+        } else {
+            rcgen::ExtendedKeyUsagePurpose::ServerAuth
+        }];
+        let cert = p.signed_by(&key, &self.issuer).unwrap();
+        let (crt, k) = (
+            self.dir.join(format!("{name}.crt")),
+            self.dir.join(format!("{name}.key")),
+        );
+        std::fs::write(&crt, cert.pem()).unwrap();
+        std::fs::write(&k, key.serialize_pem()).unwrap();
+        (crt, k)
+    }
+}
+
+/// Every request's metadata, so tests can count what a user did.
+const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+";
+
+impl RealCluster {
+    /// Starts a fresh control plane in a new directory under target/.
+    pub fn start() -> RealCluster {
+        let bin = binaries();
+        let started = Instant::now();
+        let base = root().join("target/k8s-clusters");
+        std::fs::create_dir_all(&base).unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("cluster-")
+            .tempdir_in(&base)
+            .unwrap()
+            .keep();
+        let pki = Pki::new(&dir);
+        let ca = dir.join("ca.crt");
+        let (api_crt, api_key) = pki.issue(
+            "apiserver",
+            "kube-apiserver",
+            &[],
+            &["localhost", "127.0.0.1", "kubernetes.default.svc"],
+        );
+        let (admin_crt, admin_key) = pki.issue("admin", "admin", &["system:masters"], &[]);
+        let (kubelet_client_crt, kubelet_client_key) = pki.issue(
+            "apiserver-kubelet-client",
+            "kube-apiserver-kubelet-client",
+            &["system:masters"],
+            &[],
+        );
+        let (sa_key, sa_pub) = (dir.join("sa.key"), dir.join("sa.pub"));
+        let sa = rcgen::KeyPair::generate().unwrap();
+        std::fs::write(&sa_key, sa.serialize_pem()).unwrap();
+        std::fs::write(&sa_pub, sa.public_key_pem()).unwrap();
+        std::fs::write(dir.join("audit-policy.yaml"), AUDIT_POLICY).unwrap();
+
+        let (etcd_port, peer_port, api_port) = (free_port(), free_port(), free_port());
+        let server = format!("https://127.0.0.1:{api_port}");
+        let kubeconfig = dir.join("admin.kubeconfig");
+        std::fs::write(
+            &kubeconfig,
+            kubeconfig_text(&server, &ca, &admin_crt, &admin_key),
+        )
+        .unwrap();
+        let mut cluster = RealCluster {
+            dir: dir.clone(),
+            kubeconfig: kubeconfig.clone(),
+            server,
+            ca: ca.clone(),
+            bin: bin.clone(),
+            pki,
+            pids: Vec::new(),
+        };
+        cluster.reap_after_test_process();
+        let etcd_url = format!("http://127.0.0.1:{etcd_port}");
+        let peer_url = format!("http://127.0.0.1:{peer_port}");
+        cluster.spawn(
+            "etcd",
+            &[
+                "--name=node0".into(),
+                format!("--data-dir={}", dir.join("etcd").display()),
+                format!("--listen-client-urls={etcd_url}"),
+                format!("--advertise-client-urls={etcd_url}"),
+                format!("--listen-peer-urls={peer_url}"),
+                format!("--initial-advertise-peer-urls={peer_url}"),
+                format!("--initial-cluster=node0={peer_url}"),
+                "--unsafe-no-fsync=true".into(),
+                "--quota-backend-bytes=8589934592".into(),
+            ],
+        );
+        cluster.wait("etcd", 30, || http_ok(etcd_port, "/health"));
+        let p = |f: &Path| f.display().to_string();
+        cluster.spawn(
+            "kube-apiserver",
+            &[
+                format!("--etcd-servers={etcd_url}"),
+                "--bind-address=127.0.0.1".into(),
+                format!("--secure-port={api_port}"),
+                format!("--tls-cert-file={}", p(&api_crt)),
+                format!("--tls-private-key-file={}", p(&api_key)),
+                format!("--client-ca-file={}", p(&ca)),
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
+                format!("--service-account-key-file={}", p(&sa_pub)),
+                format!("--service-account-signing-key-file={}", p(&sa_key)),
+                "--service-cluster-ip-range=10.0.0.0/24".into(),
+                "--authorization-mode=Node,RBAC".into(),
+                // ServiceAccount: no default SA controller runs; the taint
+                // plugin: no node-lifecycle controller removes not-ready.
+                "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition".into(),
+                "--allow-privileged=true".into(),
+                format!("--cert-dir={}", dir.join("apiserver-certs").display()),
+                format!("--kubelet-client-certificate={}", p(&kubelet_client_crt)),
+                format!("--kubelet-client-key={}", p(&kubelet_client_key)),
+                format!("--kubelet-certificate-authority={}", p(&ca)),
+                "--kubelet-preferred-address-types=InternalIP".into(),
+                format!(
+                    "--audit-policy-file={}",
+                    dir.join("audit-policy.yaml").display()
+                ),
+                format!("--audit-log-path={}", dir.join("audit.log").display()),
+                "--audit-log-maxsize=0".into(),
+            ],
+        );
+        cluster.wait("kube-apiserver", 90, || {
+            cluster
+                .kubectl(&["get", "--raw", "/readyz"])
+                .status
+                .success()
+        });
+        for (name, port) in [
+            ("kube-controller-manager", free_port()),
+            ("kube-scheduler", free_port()),
+        ] {
+            let k = p(&kubeconfig);
+            let mut args = vec![
+                format!("--kubeconfig={k}"),
+                format!("--authentication-kubeconfig={k}"),
+                format!("--authorization-kubeconfig={k}"),
+                "--bind-address=127.0.0.1".into(),
+                format!("--secure-port={port}"),
+                "--leader-elect=false".into(),
+            ];
+            if name == "kube-controller-manager" {
+                args.push("--controllers=garbage-collector-controller,namespace-controller".into());
+                args.push("--concurrent-gc-syncs=20".into());
+            }
+            cluster.spawn(name, &args);
+        }
+        eprintln!(
+            "real control plane at {} ({}) up in {:.1} s",
+            cluster.server,
+            dir.display(),
+            started.elapsed().as_secs_f64()
+        );
+        cluster
+    }
+
+    fn spawn(&mut self, name: &str, args: &[String]) {
+        let log = std::fs::File::create(self.dir.join(format!("{name}.log"))).unwrap();
+        let child: Child = Command::new(self.bin.join(name))
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {name}: {e}"));
+        self.pids.push((name.to_string(), child.id()));
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("pids"))
+            .unwrap();
+        writeln!(f, "{}", child.id()).unwrap();
+        // Stopped by the reaper process, by PID.
+        std::mem::forget(child);
+    }
+
+    fn wait(&self, name: &str, secs: u64, ready: impl Fn() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        while Instant::now() < deadline {
+            if ready() {
+                return;
+            }
+            if let Some((_, pid)) = self.pids.iter().find(|(n, _)| n == name) {
+                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+                assert!(
+                    !stat.is_empty() && !stat.contains(") Z "),
+                    "{name} exited; its log:\n{}",
+                    self.log(name)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        panic!("{name} not ready in {secs} s; its log:\n{}", self.log(name));
+    }
+
+    /// Stops every process (the PIDs in `pids`) once this test process is
+    /// gone, then removes the directory.
+    fn reap_after_test_process(&self) {
+        let script = format!(
+            "while kill -0 {me} 2>/dev/null; do sleep 0.5; done; p=$(cat '{dir}/pids'); \
+             kill $p 2>/dev/null; sleep 3; kill -9 $p 2>/dev/null; rm -rf '{dir}'",
+            me = std::process::id(),
+            dir = self.dir.display()
+        );
+        Command::new("setsid")
+            .args(["sh", "-c", &script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the reaper");
+    }
+
+    /// A component's log.
+    pub fn log(&self, name: &str) -> String {
+        std::fs::read_to_string(self.dir.join(format!("{name}.log"))).unwrap_or_default()
+    }
+
+    /// kubectl as the admin (blocking).
+    pub fn kubectl(&self, args: &[&str]) -> std::process::Output {
+        Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(args)
+            .output()
+            .expect("run kubectl")
+    }
+
+    /// A kube-rs client as the admin.
+    pub async fn client(&self) -> kube::Client {
+        client_for(&self.kubeconfig).await
+    }
+
+    /// Issues a serving certificate (for a node agent on 127.0.0.1) signed
+    /// by the cluster's CA, which kube-apiserver checks when it proxies
+    /// `kubectl logs` to the node.
+    pub fn serving_cert(&self, name: &str) -> (PathBuf, PathBuf) {
+        self.pki.issue(name, name, &[], &["localhost", "127.0.0.1"])
+    }
+
+    /// A client certificate for `user` in `group`, and a kubeconfig for it.
+    pub fn kubeconfig_as(&self, user: &str, group: Option<&str>) -> PathBuf {
+        let file = format!("user-{}", user.replace(':', "-"));
+        let (crt, key) = self.pki.issue(&file, user, group.as_slice(), &[]);
+        // KUBECONFIG is a list split at ':', which user names hold.
+        let path = self
+            .dir
+            .join(format!("{}.kubeconfig", user.replace(':', "-")));
+        std::fs::write(&path, kubeconfig_text(&self.server, &self.ca, &crt, &key)).unwrap();
+        path
+    }
+
+    /// The audit log's events (JSON lines), as kube-apiserver wrote them.
+    pub fn audit(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(self.dir.join("audit.log"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+}
+
+/// A kube-rs client from a kubeconfig file.
+pub async fn client_for(kubeconfig: &Path) -> kube::Client {
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    kube::Client::try_from(config).unwrap()
+}
+
+fn kubeconfig_text(server: &str, ca: &Path, crt: &Path, key: &Path) -> String {
+    format!(
+        "apiVersion: v1
+kind: Config
+clusters:
+- name: real
+  cluster:
+    server: {server}
+    certificate-authority: {ca}
+users:
+- name: admin
+  user:
+    client-certificate: {crt}
+    client-key: {key}
+contexts:
+- name: real
+  context: {{cluster: real, user: admin, namespace: default}}
+current-context: real
+",
+        ca = ca.display(),
+        crt = crt.display(),
+        key = key.display()
+    )
+}
+
+/// A plain-HTTP GET on loopback answered 200.
+fn http_ok(port: u16, path: &str) -> bool {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    let req = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+    if s.write_all(req.as_bytes()).is_err() {
+        return false;
+    }
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out.starts_with("HTTP/1.1 200") || out.starts_with("HTTP/1.0 200")
+}
+
+/// A `weft node` process registered with a real cluster as the Node
+/// `name`, with a node's credentials (`system:node:NAME` in `system:nodes`,
+/// so the Node authorizer decides what it may do) and a serving
+/// certificate of the cluster's CA. Killed when dropped.
+pub struct NodeProcess {
+    child: Child,
+    /// The Node's name.
+    pub name: String,
+    log: PathBuf,
+}
+
+impl NodeProcess {
+    /// Starts the node and waits until its Node is Ready.
+    pub fn start(cluster: &RealCluster, name: &str) -> NodeProcess {
+        let kubeconfig =
+            cluster.kubeconfig_as(&format!("system:node:{name}"), Some("system:nodes"));
+        let (crt, key) = cluster.serving_cert(&format!("node-{name}"));
+        let log = cluster.dir.join(format!("node-{name}.log"));
+        let child = Command::new(env!("CARGO_BIN_EXE_weft"))
+            .args(["--log-format", "json", "node", "--node-name", name])
+            .arg("--data-dir")
+            .arg(cluster.dir.join(format!("node-{name}")))
+            .args(["--listen", "127.0.0.1:0"])
+            .arg("--tls-cert-file")
+            .arg(&crt)
+            .arg("--tls-private-key-file")
+            .arg(&key)
+            .arg("--client-ca-file")
+            .arg(&cluster.ca)
+            .env("KUBECONFIG", &kubeconfig)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("start weft node");
+        let mut node = NodeProcess {
+            child,
+            name: name.to_string(),
+            log,
+        };
+        let ready = "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}";
+        for _ in 0..300 {
+            let out = cluster.kubectl(&["get", "node", name, "-o", ready]);
+            if String::from_utf8_lossy(&out.stdout) == "True" {
+                return node;
+            }
+            if let Ok(Some(status)) = node.child.try_wait() {
+                panic!("weft node {name} exited ({status}):\n{}", node.log());
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        panic!("weft node {name} not Ready in 60 s:\n{}", node.log())
+    }
+
+    /// Its log (JSON lines).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for NodeProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
