@@ -57,11 +57,16 @@ plugins: toolchain
 run: plugins host
 	cargo run --locked -q -p weft -- run $(EXAMPLE)
 
+## The end-to-end suites that run on the real control plane too (tests/k8s/README.md);
+## `cargo test` runs them on the dev cluster, tests/real_cluster.rs always on kube-apiserver.
+K8S_SUITES := crash ha
+
 ## The whole test suite.
-test: guests helm-tools grpc-tools browser ray
+test: guests helm-tools grpc-tools browser ray k8s fresh-setup
 	cargo fmt --all --check
 	cargo clippy --locked --workspace --all-targets -- -D warnings
 	cargo test --locked --workspace
+	WEFT_TEST_CLUSTER=k8s cargo test --locked -p weft $(addprefix --test ,$(K8S_SUITES)) -- --test-threads=1
 	$(MAKE) plugin-tests
 	WEFT_IMAGE_BIN=target/debug/weft bash .ci/check-image.sh
 

@@ -13,7 +13,7 @@ fail() { echo "tests/k8s/build.sh: $*" >&2; exit 1; }
 command -v go >/dev/null || fail "no 'go' on PATH: the control plane is built from Go modules (Go >= 1.25)"
 command -v python3 >/dev/null || fail "no python3 on PATH (reads 'go mod download -json')"
 
-key=$(sha256sum "$HERE/versions.env" "$HERE/build.sh" | sha256sum | cut -c1-16)
+key=$(sha256sum <"$HERE/versions.env" | cut -c1-16)
 ROOT=${WEFT_K8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/weft/k8s}
 DIR=$ROOT/$KUBE_VERSION-$key
 OUT=$DIR/bin
@@ -91,5 +91,9 @@ for b in etcd kube-apiserver kube-controller-manager kube-scheduler kwok; do
 done
 cp "$HERE/versions.env" "$DIR/versions.env"
 touch "$DIR/done"
+# Builds of other pins are stale: keep the cache to one control plane.
+for other in "$ROOT"/*/; do
+  [ "${other%/}" = "$DIR" ] || { log "removing the stale build ${other%/}"; rm -rf "${other%/}"; }
+done
 log "done: $(du -sh "$OUT" | cut -f1) in $OUT"
 echo "$OUT"

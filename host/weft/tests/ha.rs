@@ -1,5 +1,7 @@
 //! High availability with real `weft controller` processes against the
-//! embedded dev cluster: two replicas behind one leader Lease (exactly one
+//! dev cluster or, with `WEFT_TEST_CLUSTER=k8s`, kube-apiserver's real
+//! Leases (run one test at a time there: they share one control plane):
+//! two replicas behind one leader Lease (exactly one
 //! reconciles; SIGKILL the leader and the standby takes over within the
 //! lease's bounds, finishing the run with no duplicate child), and two
 //! shards (each workflow reconciled by exactly one; a dead shard stops
@@ -147,7 +149,8 @@ async fn reporters(client: &Client, workflow: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_standby_takes_over_from_a_killed_leader_without_duplicating_children() {
-    let (_dir, cluster, kubeconfig, client) = common::dev_cluster().await;
+    let cluster = common::cluster::TestCluster::start().await;
+    let (kubeconfig, client) = (cluster.kubeconfig.clone(), cluster.client.clone());
 
     let a = start(&kubeconfig, "replica-a", &[]);
     let b = start(&kubeconfig, "replica-b", &[]);
@@ -259,7 +262,7 @@ async fn the_standby_takes_over_from_a_killed_leader_without_duplicating_childre
         "no JSON log line names the workflow:\n{log}"
     );
     drop(standby);
-    cluster.shutdown().await;
+    cluster.stop().await;
 }
 
 /// Names of workflows, `per_shard` of each of 2 shards, as the controller
@@ -282,7 +285,8 @@ fn names_by_shard(prefix: &str, per_shard: usize) -> BTreeMap<u32, Vec<String>> 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_shard_reconciles_only_its_workflows() {
-    let (_dir, cluster, kubeconfig, client) = common::dev_cluster().await;
+    let cluster = common::cluster::TestCluster::start().await;
+    let (kubeconfig, client) = (cluster.kubeconfig.clone(), cluster.client.clone());
 
     let shard0 = start(&kubeconfig, "shard-0", &["--shards=2", "--shard=0"]);
     let mut shard1 = start(&kubeconfig, "shard-1", &["--shards=2", "--shard=1"]);
@@ -341,12 +345,13 @@ async fn each_shard_reconciles_only_its_workflows() {
         vec!["shard-1".to_string()]
     );
     drop((shard0, shard1));
-    cluster.shutdown().await;
+    cluster.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_stopped_by_sigterm_hands_over_without_waiting_for_expiry() {
-    let (_dir, cluster, kubeconfig, _client) = common::dev_cluster().await;
+    let cluster = common::cluster::TestCluster::start().await;
+    let kubeconfig = cluster.kubeconfig.clone();
     // A long lease: only a release can hand over quickly.
     let slow = [
         "--leader-elect",
@@ -369,5 +374,5 @@ async fn a_leader_stopped_by_sigterm_hands_over_without_waiting_for_expiry() {
         "the standby waited {took:?}: the stopped leader did not release the lease"
     );
     drop(standby);
-    cluster.shutdown().await;
+    cluster.stop().await;
 }

@@ -50,7 +50,7 @@ pub async fn check_through_kubectl(
         .unwrap()
         .trim();
     let out = super::kubectl(
-        &kubeconfig,
+        kubeconfig,
         &["create", "-f", example.to_str().unwrap(), "-o", "name"],
         None,
     )

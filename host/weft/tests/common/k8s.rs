@@ -301,13 +301,25 @@ impl RealCluster {
             me = std::process::id(),
             dir = self.dir.display()
         );
-        Command::new("setsid")
+        let reaper = Command::new("setsid")
             .args(["sh", "-c", &script])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("start the reaper");
+        // It outlives this process by design.
+        std::mem::forget(reaper);
+    }
+
+    /// Stops the process `pid` with the cluster's own (a test's helper that
+    /// must outlive no test process).
+    pub fn adopt(&self, pid: u32) {
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(self.dir.join("pids"))
+            .unwrap();
+        writeln!(f, "{pid}").unwrap();
     }
 
     /// A component's log.
@@ -466,6 +478,11 @@ impl NodeProcess {
     /// Its log (JSON lines).
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 }
 

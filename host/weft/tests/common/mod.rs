@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod examples;
 pub mod k8s;
 pub mod loopback;
