@@ -5,12 +5,7 @@
 //! `kubectl create` with every problem; with the webhook down,
 //! `failurePolicy` decides. Its own control plane: the configurations it
 //! installs would stand in the other tests' way.
-//!
-//! kube-apiserver reaches a webhook Service through its ClusterIP, which
-//! nothing routes to here (no kube-proxy), so the test makes the Service an
-//! ExternalName of localhost and points the configurations at the
-//! controller's port: the apiserver then dials `https://localhost:PORT`
-//! and checks the certificate for the Service's DNS name, as in a cluster.
+//! (How the apiserver reaches a local process: `RealCluster::route_webhooks`.)
 
 mod common;
 
@@ -35,12 +30,6 @@ fn good(name: &str) -> String {
     )
 }
 
-fn port_patch(port: u16) -> String {
-    format!(
-        r#"[{{"op": "replace", "path": "/webhooks/0/clientConfig/service/port", "value": {port}}}]"#
-    )
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kube_apiserver_calls_the_webhook_deploy_registers() {
     let cluster = shared();
@@ -52,17 +41,7 @@ async fn kube_apiserver_calls_the_webhook_deploy_registers() {
     let apply = ["apply", "--server-side", "-f", webhook.to_str().unwrap()];
     kubectl_ok(kc, &apply, None).await;
     let port = free_port();
-    let service = r#"{"apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": "weft-webhook", "namespace": "weft-system"},
-        "spec": {"type": "ExternalName", "externalName": "localhost"}}"#;
-    kubectl_ok(kc, &["replace", "--force", "-f", "-"], Some(service)).await;
-    for config in [
-        "validatingwebhookconfiguration/weft-validating",
-        "mutatingwebhookconfiguration/weft-pod-secrets",
-    ] {
-        let p = port_patch(port);
-        kubectl_ok(kc, &["patch", config, "--type=json", "-p", &p], None).await;
-    }
+    cluster.route_webhooks(port);
 
     // Before any controller ran: no caBundle, and failurePolicy Fail refuses.
     let out = kubectl(kc, &["create", "-f", "-"], Some(&good("early"))).await;

@@ -295,12 +295,27 @@ impl Managed {
     pub async fn patch_ca_bundles(&self, ca: &str) -> anyhow::Result<()> {
         use base64::Engine as _;
         let want = base64::engine::general_purpose::STANDARD.encode(ca);
-        for name in &self.configurations {
-            if !self
-                .patch_bundle(super::VALIDATING_KIND, name, &want)
-                .await?
-            {
-                self.patch_bundle(super::MUTATING_KIND, name, &want).await?;
+        for entry in &self.configurations {
+            // `validating/NAME` and `mutating/NAME` name the kind, so only
+            // that one is read: a Role limited to the configurations' names
+            // (deploy/'s) answers 403 to a probe of the other kind.
+            match entry.split_once('/') {
+                Some(("validating", name)) => {
+                    self.patch_bundle(super::VALIDATING_KIND, name, &want)
+                        .await?;
+                }
+                Some(("mutating", name)) => {
+                    self.patch_bundle(super::MUTATING_KIND, name, &want).await?;
+                }
+                _ => {
+                    if !self
+                        .patch_bundle(super::VALIDATING_KIND, entry, &want)
+                        .await?
+                    {
+                        self.patch_bundle(super::MUTATING_KIND, entry, &want)
+                            .await?;
+                    }
+                }
             }
         }
         Ok(())

@@ -59,11 +59,13 @@ pub struct WebhookArgs {
     /// third of that time.
     #[arg(long, default_value = "8760h", value_parser = humantime::parse_duration)]
     pub webhook_cert_validity: Duration,
-    /// Webhook configurations whose caBundle is kept on the managed CA.
+    /// Webhook configurations whose caBundle is kept on the managed CA:
+    /// `validating/NAME` or `mutating/NAME` (a bare NAME is looked up as
+    /// either, which costs a denied read where RBAC names the objects).
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "weft-validating,weft-pod-secrets"
+        default_value = "validating/weft-validating,mutating/weft-pod-secrets"
     )]
     pub webhook_configurations: Vec<String>,
     /// The names the managed certificate is for (default: the Service

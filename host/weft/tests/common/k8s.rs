@@ -322,6 +322,51 @@ impl RealCluster {
         writeln!(f, "{pid}").unwrap();
     }
 
+    /// Points deploy/'s webhook configurations at a controller serving on
+    /// 127.0.0.1:`port`. kube-apiserver reaches a webhook Service through
+    /// its ClusterIP, which nothing routes to here (no kube-proxy), so the
+    /// Service `weft-webhook` becomes an ExternalName of localhost and the
+    /// configurations name `port`: the apiserver then dials
+    /// `https://localhost:PORT` and checks the certificate for the
+    /// Service's DNS name, as in a cluster.
+    pub fn route_webhooks(&self, port: u16) {
+        let service = r#"{"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "weft-webhook", "namespace": "weft-system"},
+            "spec": {"type": "ExternalName", "externalName": "localhost"}}"#;
+        let mut replace = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(["replace", "--force", "-f", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        replace
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(service.as_bytes())
+            .unwrap();
+        assert!(
+            replace.wait().unwrap().success(),
+            "replacing Service weft-webhook"
+        );
+        let patch = format!(
+            r#"[{{"op": "replace", "path": "/webhooks/0/clientConfig/service/port", "value": {port}}}]"#
+        );
+        for config in [
+            "validatingwebhookconfiguration/weft-validating",
+            "mutatingwebhookconfiguration/weft-pod-secrets",
+        ] {
+            let out = self.kubectl(&["patch", config, "--type=json", "-p", &patch]);
+            assert!(
+                out.status.success(),
+                "{config}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+
     /// A component's log.
     pub fn log(&self, name: &str) -> String {
         std::fs::read_to_string(self.dir.join(format!("{name}.log"))).unwrap_or_default()
@@ -358,6 +403,19 @@ impl RealCluster {
             .dir
             .join(format!("{}.kubeconfig", user.replace(':', "-")));
         std::fs::write(&path, kubeconfig_text(&self.server, &self.ca, &crt, &key)).unwrap();
+        path
+    }
+
+    /// A kubeconfig that authenticates with a bearer `token` (a
+    /// ServiceAccount's, from the TokenRequest API).
+    pub fn kubeconfig_with_token(&self, name: &str, token: &str) -> PathBuf {
+        let path = self.dir.join(format!("{name}.token.kubeconfig"));
+        let text = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: real\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: {name}\n  user:\n    token: {token}\ncontexts:\n- name: real\n  context: {{cluster: real, user: {name}, namespace: default}}\ncurrent-context: real\n",
+            self.server,
+            self.ca.display()
+        );
+        std::fs::write(&path, text).unwrap();
         path
     }
 
