@@ -59,7 +59,7 @@ run: plugins host
 
 ## The end-to-end suites that run on the real control plane too (tests/k8s/README.md);
 ## `cargo test` runs them on the dev cluster, tests/real_cluster.rs always on kube-apiserver.
-K8S_SUITES := crash ha
+K8S_SUITES := crash ha ttl cron
 
 ## The whole test suite.
 test: guests helm-tools grpc-tools browser ray k8s fresh-setup

@@ -1,8 +1,9 @@
 //! CronWorkflows with real `weft controller` processes against the dev
 //! cluster, driven with kubectl: every tick of `@every 2s` launched exactly
 //! once while controllers are SIGKILLed and the leader changes; `Forbid`
-//! skipping ticks while a run holds; `Replace` aborting it. One dev
-//! cluster for the file.
+//! skipping ticks while a run holds; `Replace` aborting it. One cluster
+//! for the file: the dev cluster, or kube-apiserver with
+//! `WEFT_TEST_CLUSTER=k8s`.
 
 mod common;
 
@@ -111,7 +112,8 @@ async fn events(client: &Client, object: &str, reason: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_tick_runs_once_through_kills_and_failover_and_policies_hold() {
-    let (_dir, _cluster, kc, client) = common::dev_cluster().await;
+    let cluster = common::cluster::TestCluster::start().await;
+    let (kc, client) = (cluster.kubeconfig.clone(), cluster.client.clone());
     let mut a = replica(&kc, "replica-a");
     let mut b = replica(&kc, "replica-b");
     a.metrics().await;

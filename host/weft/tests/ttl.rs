@@ -2,7 +2,9 @@
 //! cluster, driven with kubectl: a finished Workflow and its pods are
 //! deleted within 2 s of their due time, by outcome; one that fell due
 //! while no controller ran goes as soon as one is back; the controller's
-//! default applies to Workflows that set none. One dev cluster for the file.
+//! default applies to Workflows that set none. One cluster for the file:
+//! the dev cluster, or kube-apiserver and its garbage collector with
+//! `WEFT_TEST_CLUSTER=k8s`.
 
 mod common;
 
@@ -63,7 +65,8 @@ async fn gone(client: &kube::Client, name: &str, secs: u64) -> SystemTime {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn finished_workflows_go_at_their_time_to_live() {
-    let (_dir, _cluster, kc, client) = common::dev_cluster().await;
+    let cluster = common::cluster::TestCluster::start().await;
+    let (kc, client) = (cluster.kubeconfig.clone(), cluster.client.clone());
     let api: Api<Workflow> = Api::namespaced(client.clone(), "default");
     let mut controller = ControllerProcess::start(&kc, "ttl", &[]);
     controller.metrics().await;
