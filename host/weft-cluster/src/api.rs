@@ -1352,7 +1352,9 @@ fn scope_for(rt: &ResourceType, status: bool) -> Scope {
 }
 
 fn with_resource(mut e: ApiError, rt: &ResourceType, name: &str) -> ApiError {
-    if e.code == 409 {
+    // An apply conflict names only its fields, as kube-apiserver's does.
+    let apply_conflict = e.details["causes"][0]["reason"] == "FieldManagerConflict";
+    if e.code == 409 && !apply_conflict {
         let mut details = json!({"name": name, "kind": rt.plural});
         if !rt.group.is_empty() {
             details["group"] = rt.group.clone().into();

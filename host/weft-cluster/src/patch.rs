@@ -610,41 +610,12 @@ pub(crate) fn server_side_apply(
             }
             let lv = live.and_then(|l| value_at(l, p));
             if lv.is_some() && !same_value(lv, value_at(applied, p)) {
-                conflicts.push((e.manager.clone(), e.api_version.clone(), p.clone()));
+                conflicts.push((e.manager.clone(), p.clone()));
             }
         }
     }
     if !conflicts.is_empty() && !force {
-        let n = conflicts.len();
-        let causes: Vec<Value> = conflicts
-            .iter()
-            .map(|(m, v, p)| {
-                json!({"reason": "FieldManagerConflict",
-                       "message": format!("conflict with \"{m}\" using {v}"),
-                       "field": display_path(p)})
-            })
-            .collect();
-        let lines: Vec<String> = conflicts
-            .iter()
-            .map(|(m, v, p)| format!("- conflict with \"{m}\" using {v}: {}", display_path(p)))
-            .collect();
-        let name = applied["metadata"]["name"].as_str().unwrap_or("");
-        let mut err = ApiError::conflict(
-            "",
-            name,
-            &format!(
-                "Apply failed with {n} conflict{}: {}",
-                if n == 1 { "" } else { "s" },
-                lines.join("\n")
-            ),
-        );
-        err.message = format!(
-            "Apply failed with {n} conflict{}: {}",
-            if n == 1 { "" } else { "s" },
-            lines.join("\n")
-        );
-        err.details = json!({"causes": causes});
-        return Err(err);
+        return Err(apply_conflict(&conflicts, &entries));
     }
     // Forced (or no conflicts): others lose the fields this apply takes.
     for e in entries.iter_mut() {
@@ -788,6 +759,51 @@ fn same_value(a: Option<&Value>, b: Option<&Value>) -> bool {
         (Some(Value::Number(x)), Some(Value::Number(y))) => x.as_f64() == y.as_f64(),
         _ => a == b,
     }
+}
+
+/// kube-apiserver's answer to an apply that conflicts (structured-merge-diff's
+/// `NewConflictError`): a cause per field, one line for one conflict, else
+/// the paths grouped under each manager, managers sorted. A manager that
+/// applied is named alone, one that updated with its apiVersion and time.
+fn apply_conflict(conflicts: &[(String, Path)], entries: &[Managed]) -> ApiError {
+    let who = |m: &str| {
+        let e = entries.iter().find(|e| e.manager == m);
+        match e.filter(|e| e.operation == "Update") {
+            Some(e) if e.time.is_empty() => format!("\"{m}\" using {}", e.api_version),
+            Some(e) => format!("\"{m}\" using {} at {}", e.api_version, e.time),
+            None => format!("\"{m}\""),
+        }
+    };
+    let causes: Vec<Value> = conflicts
+        .iter()
+        .map(|(m, p)| {
+            json!({"reason": "FieldManagerConflict",
+                   "message": format!("conflict with {}", who(m)),
+                   "field": display_path(p)})
+        })
+        .collect();
+    let n = conflicts.len();
+    let message = if let [(m, p)] = conflicts {
+        format!(
+            "Apply failed with 1 conflict: conflict with {}: {}",
+            who(m),
+            display_path(p)
+        )
+    } else {
+        let managers: BTreeSet<&String> = conflicts.iter().map(|(m, _)| m).collect();
+        let mut lines = Vec::new();
+        for m in managers {
+            lines.push(format!("conflicts with {}:", who(m)));
+            for (_, p) in conflicts.iter().filter(|(x, _)| x == m) {
+                lines.push(format!("- {}", display_path(p)));
+            }
+        }
+        format!("Apply failed with {n} conflicts: {}", lines.join("\n"))
+    };
+    let mut err = ApiError::conflict("", "", &message);
+    err.message = message;
+    err.details = json!({"causes": causes});
+    err
 }
 
 #[cfg(test)]

@@ -83,6 +83,14 @@ impl LabelSelector {
             if req.0.is_empty() || req.0.contains(char::is_whitespace) {
                 return Err(bad("invalid label key"));
             }
+            let values: Vec<&String> = match &req.1 {
+                Op::Eq(v) | Op::Ne(v) => vec![v],
+                Op::In(vs) | Op::NotIn(vs) => vs.iter().collect(),
+                _ => vec![],
+            };
+            if let Some(v) = values.into_iter().find(|v| !label_value(v)) {
+                return Err(bad(&format!("invalid label value {v:?}")));
+            }
             reqs.push(req);
         }
         Ok(LabelSelector(reqs))
@@ -185,6 +193,17 @@ impl FieldSelector {
             (actual == *v) == *eq
         })
     }
+}
+
+/// A label value as Kubernetes allows it: empty, or at most 63 characters of
+/// `[A-Za-z0-9._-]` starting and ending with an alphanumeric.
+fn label_value(v: &str) -> bool {
+    let ok = |c: char| c.is_ascii_alphanumeric();
+    v.is_empty()
+        || (v.len() <= 63
+            && v.starts_with(ok)
+            && v.ends_with(ok)
+            && v.chars().all(|c| ok(c) || matches!(c, '-' | '_' | '.')))
 }
 
 #[cfg(test)]

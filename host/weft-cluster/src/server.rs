@@ -588,6 +588,7 @@ fn list(
     };
     let mut out = Vec::new();
     let mut next = None;
+    let mut remaining = 0u64;
     for item in items.iter() {
         let key = (
             item["metadata"]["namespace"]
@@ -604,7 +605,12 @@ fn list(
         if !filter.matches(item) {
             continue;
         }
+        if next.is_some() {
+            remaining += 1;
+            continue;
+        }
         if limit > 0 && out.len() == limit {
+            remaining = 1;
             next = out.last().map(|o: &Arc<Value>| {
                 use base64::Engine;
                 base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!(
@@ -613,7 +619,7 @@ fn list(
                     o["metadata"]["name"].as_str().unwrap_or("")
                 ))
             });
-            break;
+            continue;
         }
         out.push(Cluster::versioned(&t.rt, &t.version, item));
     }
@@ -631,12 +637,26 @@ fn list(
     let mut metadata = json!({"resourceVersion": list_rev.to_string()});
     if let Some(n) = next {
         metadata["continue"] = n.into();
+        // Exact here: the count is taken from the same state as the page.
+        metadata["remainingItemCount"] = remaining.into();
     }
+    // A list's items carry no apiVersion and kind: the list says them once.
+    let items: Vec<Value> = out
+        .iter()
+        .map(|o| {
+            let mut item = (**o).clone();
+            if let Some(m) = item.as_object_mut() {
+                m.remove("apiVersion");
+                m.remove("kind");
+            }
+            item
+        })
+        .collect();
     let list = json!({
         "kind": t.rt.list_kind,
         "apiVersion": t.rt.api_version(&t.version),
         "metadata": metadata,
-        "items": out.iter().map(|o| &**o).collect::<Vec<_>>(),
+        "items": items,
     });
     Ok(json_response(200, &list))
 }

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 
 use clap::Parser;
-use common::{grant_set, kubectl, kustomize, rendered, root};
+use common::{grant_set, kubectl, kustomize, root};
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
@@ -1115,18 +1115,8 @@ async fn the_dev_cluster_accepts_every_overlay() {
 /// Deployment each asks for.
 const HELM_EXAMPLES: &[(&str, i32)] = &[("dev", 1), ("production", 2), ("sharded", 2)];
 
-/// `helm template` of the chart with an example's values, by Helm's own
-/// engine (the Go SDK, through deploy/helm/template.py).
 fn helm(example: &str) -> String {
-    rendered(
-        Command::new("python3")
-            .arg(root().join("deploy/helm/template.py"))
-            .arg(root().join("deploy/helm/weft"))
-            .arg("-f")
-            .arg(root().join(format!("deploy/helm/examples/{example}.yaml")))
-            .arg("--include-crds"),
-        &format!("helm template ({example})"),
-    )
+    common::helm_template(example)
 }
 
 #[test]

@@ -1,4 +1,5 @@
-//! deploy/ for real (issue 39): `kubectl apply --server-side` of the
+//! deploy/ for real (issue 39): every overlay and Helm example passes
+//! kube-apiserver's server-side dry run; then `kubectl apply --server-side` of the
 //! production overlay (with the k8s-resource and spark components) onto
 //! kube-apiserver, then the controller run out of
 //! cluster as deploy/'s ServiceAccount with a token from the TokenRequest
@@ -236,9 +237,11 @@ const UNUSED_GRANTS: &[(&str, &str, &str, &str)] = &[
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_controller_as_deploys_service_account_runs_every_example_with_no_403() {
+async fn deploy_installs_on_kube_apiserver_and_its_service_account_runs_every_example_with_no_403()
+{
     let cluster = shared();
     let kc = &cluster.kubeconfig;
+    every_overlay_and_helm_example_passes_a_server_dry_run(kc).await;
     // The production overlay with the components of the plugins this
     // controller loads (all first-party ones: their child kinds are watched).
     let dir = cluster.dir.join("install");
@@ -325,4 +328,46 @@ async fn the_controller_as_deploys_service_account_runs_every_example_with_no_40
         unused, justified,
         "granted but unused by every example: list each in UNUSED_GRANTS with why"
     );
+}
+
+/// Every install deploy/ offers, as kube-apiserver sees it: each overlay and
+/// each Helm example applied server-side with `--dry-run=server`, so the
+/// real API validates every object (schemas, defaults, admission) without
+/// keeping it. Their namespaces are made first, as an install would. Run
+/// before anything is installed for real (one cluster for the file).
+async fn every_overlay_and_helm_example_passes_a_server_dry_run(kc: &std::path::Path) {
+    let installs = [
+        ("overlay dev", common::kustomize("deploy/overlays/dev")),
+        (
+            "overlay production",
+            common::kustomize("deploy/overlays/production"),
+        ),
+        ("helm dev", common::helm_template("dev")),
+        ("helm production", common::helm_template("production")),
+        ("helm sharded", common::helm_template("sharded")),
+    ];
+    for (what, install) in installs {
+        let mut namespaces = BTreeSet::new();
+        for doc in serde_yaml::Deserializer::from_str(&install) {
+            let v: Value = serde::Deserialize::deserialize(doc).unwrap();
+            if let Some(ns) = v["metadata"]["namespace"].as_str() {
+                namespaces.insert(ns.to_string());
+            }
+        }
+        for ns in namespaces {
+            let out = common::kubectl(kc, &["create", "namespace", &ns], None).await;
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                out.status.success() || err.contains("AlreadyExists"),
+                "{ns}: {err}"
+            );
+        }
+        let args = ["apply", "--server-side", "--dry-run=server", "-f", "-"];
+        let out = common::kubectl(kc, &args, Some(&install)).await;
+        assert!(
+            out.status.success(),
+            "{what}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }

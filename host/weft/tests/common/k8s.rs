@@ -111,6 +111,46 @@ impl Pki {
     }
 }
 
+/// kwok's pod-complete stage for pods of any owner (upstream's is for Jobs'
+/// pods only): Running pods end Succeeded after RUN_MS.
+const KWOK_COMPLETE: &str = r#"---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-complete-any-owner
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: '.metadata.deletionTimestamp'
+      operator: 'DoesNotExist'
+    - key: '.status.phase'
+      operator: 'In'
+      values: ['Running']
+  delay:
+    durationMilliseconds: RUN_MS
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      containerStatuses:
+      {{ range $index, $item := .spec.containers }}
+      - image: {{ $item.image | Quote }}
+        name: {{ $item.name | Quote }}
+        ready: false
+        restartCount: 0
+        started: false
+        state:
+          terminated:
+            exitCode: 0
+            finishedAt: {{ $now | Quote }}
+            reason: Completed
+            startedAt: {{ $now | Quote }}
+      {{ end }}
+      phase: Succeeded
+"#;
+
 /// Every request's metadata, so tests can count what a user did.
 const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
 kind: Policy
@@ -365,6 +405,67 @@ impl RealCluster {
                 String::from_utf8_lossy(&out.stderr)
             );
         }
+    }
+
+    /// Starts kwok managing `nodes` simulated Nodes (`kwok-node-<i>`):
+    /// pods bound to them turn Running, then Succeeded after `run_ms`
+    /// (exit code 0, for any owner), as kwok's own fast stages do.
+    pub fn start_kwok(&mut self, nodes: usize, run_ms: u64) {
+        let stages = self.bin.join("kwok-stages");
+        let mut config = String::from(
+            "kind: KwokConfiguration\napiVersion: config.kwok.x-k8s.io/v1alpha1\noptions:\n  podPlayStageParallelism: 16\n  nodePlayStageParallelism: 4\n",
+        );
+        for f in ["node-initialize", "pod-ready", "pod-delete"] {
+            config.push_str("---\n");
+            config.push_str(&std::fs::read_to_string(stages.join(format!("{f}.yaml"))).unwrap());
+        }
+        config.push_str(&KWOK_COMPLETE.replace("RUN_MS", &run_ms.to_string()));
+        let file = self.dir.join("kwok.yaml");
+        std::fs::write(&file, config).unwrap();
+        let kc = self.kubeconfig.display().to_string();
+        self.spawn(
+            "kwok",
+            &[
+                format!("--kubeconfig={kc}"),
+                format!("--config={}", file.display()),
+                "--manage-all-nodes=false".into(),
+                "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake".into(),
+                "--cidr=10.244.0.0/16".into(),
+            ],
+        );
+        for i in 0..nodes {
+            let node = format!(
+                r#"{{"apiVersion": "v1", "kind": "Node", "metadata": {{"name": "kwok-node-{i}",
+                "annotations": {{"node.alpha.kubernetes.io/ttl": "0", "kwok.x-k8s.io/node": "fake"}},
+                "labels": {{"kubernetes.io/hostname": "kwok-node-{i}", "type": "kwok"}}}}}}"#
+            );
+            let mut apply = Command::new("kubectl")
+                .arg("--kubeconfig")
+                .arg(&self.kubeconfig)
+                .args(["apply", "-f", "-"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap();
+            apply
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(node.as_bytes())
+                .unwrap();
+            assert!(apply.wait().unwrap().success(), "creating kwok-node-{i}");
+        }
+        self.wait("kwok", 60, || {
+            let out = self.kubectl(&[
+                "wait",
+                "--for=condition=Ready",
+                "node",
+                "-l",
+                "type=kwok",
+                "--timeout=1s",
+            ]);
+            out.status.success()
+        });
     }
 
     /// A component's log.

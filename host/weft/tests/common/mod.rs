@@ -511,6 +511,20 @@ pub fn rendered(cmd: &mut std::process::Command, what: &str) -> String {
     String::from_utf8(out.stdout).expect("UTF-8 YAML")
 }
 
+/// `helm template` of the chart with deploy/helm/examples/`example`.yaml,
+/// by Helm's own engine (the Go SDK, through deploy/helm/template.py).
+pub fn helm_template(example: &str) -> String {
+    rendered(
+        std::process::Command::new("python3")
+            .arg(root().join("deploy/helm/template.py"))
+            .arg(root().join("deploy/helm/weft"))
+            .arg("-f")
+            .arg(root().join(format!("deploy/helm/examples/{example}.yaml")))
+            .arg("--include-crds"),
+        &format!("helm template ({example})"),
+    )
+}
+
 /// `kubectl kustomize DIR` (a path relative to the repository root).
 pub fn kustomize(dir: &str) -> String {
     rendered(
