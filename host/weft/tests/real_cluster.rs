@@ -31,6 +31,9 @@ async fn bed() -> &'static Bed {
         weft::runtime::install_crd(&client).await.unwrap();
         let node = NodeProcess::start(cluster, "weft-1");
         let controller = ControllerProcess::start(&cluster.kubeconfig, "real", &[]);
+        // Statics are never dropped: the cluster's reaper stops them.
+        cluster.adopt(node.pid());
+        cluster.adopt(controller.pid());
         controller.started_metrics().await;
         Bed {
             cluster,

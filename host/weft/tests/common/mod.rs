@@ -442,6 +442,11 @@ impl ControllerProcess {
         );
     }
 
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// SIGKILL, and reap it.
     pub fn kill(&mut self) {
         let _ = self.child.kill();
