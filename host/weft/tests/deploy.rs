@@ -327,11 +327,12 @@ impl Rendered {
             // The default names: weft-webhook.<POD_NAMESPACE>.svc (and
             // .svc.cluster.local), the Service above.
             assert!(w.webhook_names.is_empty(), "{what}: {:?}", w.webhook_names);
+            // Each named with its kind, so only that kind is read.
             assert_eq!(
                 w.webhook_configurations,
                 [
-                    weft::webhook::VALIDATING,
-                    weft::webhook::pod_secrets::CONFIGURATION
+                    format!("validating/{}", weft::webhook::VALIDATING),
+                    format!("mutating/{}", weft::webhook::pod_secrets::CONFIGURATION)
                 ],
                 "{what}"
             );
