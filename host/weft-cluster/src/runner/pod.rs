@@ -512,14 +512,22 @@ impl PodRun {
                 return;
             }
             let u = self.updates.borrow_and_update().clone();
-            match u {
-                Update::Pod(p) if p["metadata"]["deletionTimestamp"].is_string() => {
-                    self.host.finish(&p).await;
-                    return;
-                }
-                Update::Pod(_) => {}
-                Update::Deleted | Update::Shutdown => return,
+            if self.settle(u).await {
+                return;
             }
+        }
+    }
+
+    /// An update while no process runs: a due deletion is finished; whether
+    /// the run is over.
+    async fn settle(&mut self, u: Update) -> bool {
+        match u {
+            Update::Pod(p) if p["metadata"]["deletionTimestamp"].is_string() => {
+                self.host.finish(&p).await;
+                true
+            }
+            Update::Pod(_) => false,
+            Update::Deleted | Update::Shutdown => true,
         }
     }
 
@@ -557,13 +565,8 @@ impl PodRun {
                 r = self.updates.changed() => {
                     if r.is_err() { return; }
                     let u = self.updates.borrow_and_update().clone();
-                    match u {
-                        Update::Pod(p) if p["metadata"]["deletionTimestamp"].is_string() => {
-                            self.host.finish(&p).await;
-                            return;
-                        }
-                        Update::Pod(_) => {}
-                        Update::Deleted | Update::Shutdown => return,
+                    if self.settle(u).await {
+                        return;
                     }
                 }
             }

@@ -373,24 +373,7 @@ impl RealCluster {
         let service = r#"{"apiVersion": "v1", "kind": "Service",
             "metadata": {"name": "weft-webhook", "namespace": "weft-system"},
             "spec": {"type": "ExternalName", "externalName": "localhost"}}"#;
-        let mut replace = Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .args(["replace", "--force", "-f", "-"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap();
-        replace
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(service.as_bytes())
-            .unwrap();
-        assert!(
-            replace.wait().unwrap().success(),
-            "replacing Service weft-webhook"
-        );
+        self.kubectl_with_input(&["replace", "--force", "-f", "-"], service);
         let patch = format!(
             r#"[{{"op": "replace", "path": "/webhooks/0/clientConfig/service/port", "value": {port}}}]"#
         );
@@ -439,21 +422,7 @@ impl RealCluster {
                 "annotations": {{"node.alpha.kubernetes.io/ttl": "0", "kwok.x-k8s.io/node": "fake"}},
                 "labels": {{"kubernetes.io/hostname": "kwok-node-{i}", "type": "kwok"}}}}}}"#
             );
-            let mut apply = Command::new("kubectl")
-                .arg("--kubeconfig")
-                .arg(&self.kubeconfig)
-                .args(["apply", "-f", "-"])
-                .stdin(Stdio::piped())
-                .stdout(Stdio::null())
-                .spawn()
-                .unwrap();
-            apply
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(node.as_bytes())
-                .unwrap();
-            assert!(apply.wait().unwrap().success(), "creating kwok-node-{i}");
+            self.kubectl_with_input(&["apply", "-f", "-"], &node);
         }
         self.wait("kwok", 60, || {
             let out = self.kubectl(&[
@@ -481,6 +450,25 @@ impl RealCluster {
             .args(args)
             .output()
             .expect("run kubectl")
+    }
+
+    /// kubectl as the admin with `input` on its stdin; it must succeed.
+    pub fn kubectl_with_input(&self, args: &[&str], input: &str) {
+        let mut child = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        assert!(child.wait().unwrap().success(), "kubectl {args:?}");
     }
 
     /// A kube-rs client as the admin.
