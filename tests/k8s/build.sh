@@ -10,14 +10,13 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=versions.env
 source "$HERE/versions.env"
 fail() { echo "tests/k8s/build.sh: $*" >&2; exit 1; }
-command -v go >/dev/null || fail "no 'go' on PATH: the control plane is built from Go modules (Go >= 1.25)"
-command -v python3 >/dev/null || fail "no python3 on PATH (reads 'go mod download -json')"
-
 key=$(sha256sum <"$HERE/versions.env" | cut -c1-16)
 ROOT=${WEFT_K8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/weft/k8s}
 DIR=$ROOT/$KUBE_VERSION-$key
 OUT=$DIR/bin
 if [ -f "$DIR/done" ]; then echo "$OUT"; exit 0; fi
+command -v go >/dev/null || fail "no 'go' on PATH: the control plane is built from Go modules (Go >= 1.25)"
+command -v python3 >/dev/null || fail "no python3 on PATH (reads 'go mod download -json')"
 WORK=$DIR/mod
 mkdir -p "$OUT" "$WORK"
 export GOTOOLCHAIN=local GOFLAGS="-modcacherw -buildvcs=false" CGO_ENABLED=0
