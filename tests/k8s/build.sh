@@ -15,6 +15,9 @@ ROOT=${WEFT_K8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/weft/k8s}
 DIR=$ROOT/$KUBE_VERSION-$key
 OUT=$DIR/bin
 if [ -f "$DIR/done" ]; then echo "$OUT"; exit 0; fi
+# The Go of this kind of machine lives in /usr/local/go (also when a
+# non-login shell's PATH lacks it).
+command -v go >/dev/null || [ ! -x /usr/local/go/bin/go ] || PATH=$PATH:/usr/local/go/bin
 command -v go >/dev/null || fail "no 'go' on PATH: the control plane is built from Go modules (Go >= 1.25)"
 command -v python3 >/dev/null || fail "no python3 on PATH (reads 'go mod download -json')"
 WORK=$DIR/mod
