@@ -265,6 +265,7 @@ impl RealCluster {
                 .status
                 .success()
         });
+        cluster.install_crds();
         for (name, port) in [
             ("kube-controller-manager", free_port()),
             ("kube-scheduler", free_port()),
@@ -291,6 +292,21 @@ impl RealCluster {
             started.elapsed().as_secs_f64()
         );
         cluster
+    }
+
+    /// Applies deploy/crds before the controller-manager starts, as on a
+    /// cluster where Weft is installed: the garbage collector watches only
+    /// the kinds it discovered, and finds new CRDs in a resync every 30 s.
+    /// A CRD installed after it started would leave a deleted Workflow's
+    /// pods for up to that long (seen in CI: ttl.rs waited 30 s in vain).
+    fn install_crds(&self) {
+        let crds = root().join("deploy/crds");
+        let crds = crds.display().to_string();
+        let out = self.kubectl(&["apply", "--server-side", "-k", &crds]);
+        assert!(out.status.success(), "kubectl apply -k {crds}: {out:?}");
+        let args = ["wait", "--for=condition=Established", "crd", "--all"];
+        let out = self.kubectl(&args);
+        assert!(out.status.success(), "kubectl wait for the CRDs: {out:?}");
     }
 
     fn spawn(&mut self, name: &str, args: &[String]) {
