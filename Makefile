@@ -59,14 +59,18 @@ run: plugins host
 
 ## The end-to-end suites that run on the real control plane too (tests/k8s/README.md);
 ## `cargo test` runs them on the dev cluster, tests/real_cluster.rs always on kube-apiserver.
-K8S_SUITES := crash ha ttl cron
+## K8S_SUITES give each test a namespace of its own (side by side); K8S_SERIAL's
+## tests use the cluster's default namespace, one at a time.
+K8S_SUITES := controller lifecycle subworkflows templates
+K8S_SERIAL := crash ha ttl cron
 
 ## The whole test suite.
 test: guests helm-tools grpc-tools browser ray k8s fresh-setup
 	cargo fmt --all --check
 	cargo clippy --locked --workspace --all-targets -- -D warnings
 	cargo test --locked --workspace
-	WEFT_TEST_CLUSTER=k8s cargo test --locked -p weft $(addprefix --test ,$(K8S_SUITES)) -- --test-threads=1
+	WEFT_TEST_CLUSTER=k8s cargo test --locked -p weft $(addprefix --test ,$(K8S_SUITES))
+	WEFT_TEST_CLUSTER=k8s cargo test --locked -p weft $(addprefix --test ,$(K8S_SERIAL)) -- --test-threads=1
 	$(MAKE) plugin-tests
 	WEFT_IMAGE_BIN=target/debug/weft bash .ci/check-image.sh
 

@@ -127,7 +127,7 @@ async fn user_failures_use_their_own_budget() {
         "{f:?}"
     );
     let events: kube::Api<k8s_openapi::api::core::v1::Event> =
-        kube::Api::namespaced(env.client.clone(), "default");
+        kube::Api::namespaced(env.client.clone(), &env.ns);
     // Events follow the status write that ends the round: poll briefly.
     let mut reasons: Vec<String> = Vec::new();
     for _ in 0..50 {
@@ -334,7 +334,7 @@ async fn an_invalid_workflow_fails_with_every_problem_and_creates_nothing() {
 async fn events_get_and_metrics_show_what_happened() {
     let env = Env::start().await;
     let events: kube::Api<k8s_openapi::api::core::v1::Event> =
-        kube::Api::namespaced(env.client.clone(), "default");
+        kube::Api::namespaced(env.client.clone(), &env.ns);
     let reasons_of = |name: &'static str| {
         let events = events.clone();
         async move {
@@ -398,13 +398,11 @@ async fn events_get_and_metrics_show_what_happened() {
         "{reasons:?}"
     );
 
-    // `weft get -o mermaid|dot` against the cluster.
-    let url = env.cluster.as_ref().unwrap().base_url();
+    // `weft get -o mermaid|dot` against the cluster, in the kubeconfig
+    // context's namespace.
+    let kc = env.dir.path().join("kubeconfig");
     for (format, needle) in [("mermaid", "n0 --> n1"), ("dot", "\"a\" -> \"b\"")] {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_weft"))
-            .args(["get", "seen", "-o", format, "--server", &url])
-            .output()
-            .unwrap();
+        let out = common::weft(&kc, &["get", "seen", "-o", format]).await;
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(
             out.status.success(),

@@ -1,6 +1,7 @@
 //! Every workflow in examples/ as users run it: through the real `weft
 //! run`, each on its own fresh dev cluster, and through `kubectl create -f`
-//! (kubectl's YAML reader, not ours) against a running controller. Both
+//! (kubectl's YAML reader, not ours) against a running controller (on
+//! the real control plane too, `WEFT_TEST_CLUSTER=k8s`). Both
 //! must end as its `# expect:` line says, and with the outputs its
 //! `# expect-output: NODE {json}` lines name (`workflow`: the workflow's own).
 
@@ -17,7 +18,7 @@ use kube::Api;
 async fn every_example_behaves_the_same_through_kubectl() {
     let env = common::Env::start().await;
     let kubeconfig = env.dir.path().join("kubeconfig");
-    let workflows: Api<weft::api::Workflow> = Api::namespaced(env.client.clone(), "default");
+    let workflows: Api<weft::api::Workflow> = Api::namespaced(env.client.clone(), &env.ns);
     for example in examples() {
         check_through_kubectl(&kubeconfig, &workflows, &example).await;
     }

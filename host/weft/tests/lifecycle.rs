@@ -3,7 +3,9 @@
 //! the ways users drive it: kubectl, the `weft` CLI and the admin API.
 //! Output caching, pod GC, exit handlers, retry, suspend/resume,
 //! stop/terminate and resubmit, with the controller SIGKILLed in the
-//! middle of a retry and of a suspension. One dev cluster per test.
+//! middle of a retry and of a suspension. One dev cluster per test, or
+//! with `WEFT_TEST_CLUSTER=k8s` one kube-apiserver for the file and a
+//! namespace per test.
 
 mod common;
 
@@ -12,6 +14,7 @@ use common::{weft, weft_ok};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use common::cluster::Bed;
 use common::{ControllerProcess, kubectl_ok};
 use k8s_openapi::api::core::v1::Pod;
 use kube::{Api, ResourceExt, api::ListParams};
@@ -65,7 +68,7 @@ async fn wait_node(api: &Api<Workflow>, name: &str, node: &str, want: NodePhase)
 }
 
 async fn pods_of(client: &kube::Client, workflow: &str) -> Vec<Pod> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
     let lp = ListParams::default().labels(&format!("weft.dev/workflow={workflow}"));
     pods.list(&lp).await.unwrap().items
 }
@@ -82,9 +85,10 @@ async fn events(kc: &Path, name: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cached_nodes_reuse_outputs_and_create_no_child() {
-    let (_dir, _cluster, kc, client) = common::dev_cluster().await;
-    let api: Api<Workflow> = Api::namespaced(client.clone(), "default");
-    let controller = ControllerProcess::start(&kc, "cache", &[]);
+    let bed = Bed::start().await;
+    let (kc, client) = (bed.kubeconfig.clone(), bed.client.clone());
+    let api: Api<Workflow> = Api::default_namespaced(client.clone());
+    let controller = bed.controller("cache", &[]);
     controller.metrics().await;
     let cached = |version: &str, max_age: &str| {
         format!(
@@ -234,7 +238,10 @@ async fn cached_nodes_reuse_outputs_and_create_no_child() {
         let said = weft_ok(&kc, &args).await;
         let new = said
             .split_whitespace()
-            .find_map(|w| w.strip_prefix("default/").map(|n| n.trim_end_matches(':')))
+            .find_map(|w| {
+                let n = w.strip_prefix(bed.ns.as_str())?.strip_prefix('/')?;
+                Some(n.trim_end_matches(':'))
+            })
             .unwrap_or_else(|| panic!("no new name in {said:?}"))
             .to_string();
         assert!(new.starts_with("changed-"), "{said}");
@@ -245,9 +252,10 @@ async fn cached_nodes_reuse_outputs_and_create_no_child() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exit_handlers_pod_gc_stop_and_terminate() {
-    let (_dir, _cluster, kc, client) = common::dev_cluster().await;
-    let api: Api<Workflow> = Api::namespaced(client.clone(), "default");
-    let (controller, port) = start(&kc, "exit");
+    let bed = Bed::start().await;
+    let (kc, client) = (bed.kubeconfig.clone(), bed.client.clone());
+    let api: Api<Workflow> = Api::default_namespaced(client.clone());
+    let (controller, port) = start(&bed, "exit");
     controller.metrics().await;
     let exit = "  onExit:\n    - id: notify\n      inputs: {phase: '${workflow.phase}', why: '${workflow.message}'}\n      task: {type: pod, config: {image: busybox:1.36, command: [sh, -c, 'echo exit sees $WEFT_INPUT_PHASE: $WEFT_INPUT_WHY']}}\n";
     let gc = "  podGC: {strategy: OnPodCompletion}\n";
@@ -303,7 +311,7 @@ async fn exit_handlers_pod_gc_stop_and_terminate() {
     let mut admin = admin_client(port).await;
     admin
         .terminate_execution(pb::ExecutionActionRequest {
-            id: id("terminated"),
+            id: id(&bed.ns, "terminated"),
         })
         .await
         .unwrap();
@@ -328,7 +336,8 @@ async fn exit_handlers_pod_gc_stop_and_terminate() {
     let out = weft(&kc, &["stop", "terminated"]).await;
     assert!(!out.status.success());
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("workflow default/terminated already ended"),
+        String::from_utf8_lossy(&out.stderr)
+            .contains(&format!("workflow {}/terminated already ended", bed.ns)),
         "{out:?}"
     );
     let ev = events(&kc, "stopped").await;
@@ -340,9 +349,9 @@ async fn exit_handlers_pod_gc_stop_and_terminate() {
 
 /// A controller process that also serves the admin API (no middleware);
 /// its port.
-fn start(kc: &Path, identity: &str) -> (ControllerProcess, u16) {
+fn start(bed: &Bed, identity: &str) -> (ControllerProcess, u16) {
     let port = common::free_port();
-    let config = kc.with_file_name(format!("{identity}-admin.yaml"));
+    let config = bed.path(&format!("{identity}-admin.yaml"));
     std::fs::write(
         &config,
         format!("listen: 127.0.0.1:{port}\nmiddleware: []\n"),
@@ -364,7 +373,7 @@ fn start(kc: &Path, identity: &str) -> (ControllerProcess, u16) {
         "--plugin-keep-resident",
         "0",
     ];
-    let c = ControllerProcess::start(kc, identity, &args);
+    let c = bed.controller(identity, &args);
     (c, port)
 }
 
@@ -381,22 +390,23 @@ async fn admin_client(
     panic!("no admin API at {url}");
 }
 
-fn id(name: &str) -> Option<pb::ExecutionId> {
+fn id(ns: &str, name: &str) -> Option<pb::ExecutionId> {
     Some(pb::ExecutionId {
-        namespace: "default".into(),
+        namespace: ns.into(),
         name: name.into(),
     })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retry_and_suspend_survive_a_controller_kill() {
-    let (dir, _cluster, kc, client) = common::dev_cluster().await;
-    let api: Api<Workflow> = Api::namespaced(client.clone(), "default");
-    let mut controller = ControllerProcess::start(&kc, "actions-1", &[]);
+    let bed = Bed::start().await;
+    let (kc, client) = (bed.kubeconfig.clone(), bed.client.clone());
+    let api: Api<Workflow> = Api::default_namespaced(client.clone());
+    let mut controller = bed.controller("actions-1", &[]);
     controller.metrics().await;
 
     // Five nodes; the third fails once (a marker file says it ran before).
-    let marker = dir.path().join("n3-ran");
+    let marker = bed.path("n3-ran");
     let flaky = format!("test -f {0} && exit 0; touch {0}; exit 1", marker.display());
     let nodes: Vec<String> = (1..=5)
         .map(|i| {
@@ -429,7 +439,7 @@ async fn retry_and_suspend_survive_a_controller_kill() {
     controller.kill();
     let said = weft_ok(&kc, &["retry", "five"]).await;
     assert!(said.contains("retry r"), "{said}");
-    let controller = ControllerProcess::start(&kc, "actions-2", &[]);
+    let controller = bed.controller("actions-2", &[]);
     controller.metrics().await;
     let wf = wait_phase(&api, "five", WorkflowPhase::Succeeded, 120).await;
     let s = wf.status.unwrap();
@@ -486,7 +496,7 @@ async fn retry_and_suspend_survive_a_controller_kill() {
     wait_node(&api, "chain", "c3", NodePhase::Succeeded).await;
     let mut controller = controller;
     controller.kill();
-    let (controller, port) = start(&kc, "actions-3");
+    let (controller, port) = start(&bed, "actions-3");
     controller.metrics().await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let wf = api.get("chain").await.unwrap();
@@ -506,7 +516,9 @@ async fn retry_and_suspend_survive_a_controller_kill() {
     assert_eq!(shown, "true");
     let mut admin = admin_client(port).await;
     let e = admin
-        .resume_execution(pb::ExecutionActionRequest { id: id("chain") })
+        .resume_execution(pb::ExecutionActionRequest {
+            id: id(&bed.ns, "chain"),
+        })
         .await
         .unwrap()
         .into_inner();
@@ -522,7 +534,7 @@ async fn retry_and_suspend_survive_a_controller_kill() {
     // The admin API refuses to retry what succeeded, as the CLI does.
     let refused = admin
         .retry_execution(pb::RetryExecutionRequest {
-            id: id("five"),
+            id: id(&bed.ns, "five"),
             node_id: "n4".into(),
         })
         .await
@@ -536,7 +548,7 @@ async fn retry_and_suspend_survive_a_controller_kill() {
     // Resubmit: a new workflow with the same spec, through the admin API.
     let e = admin
         .resubmit_execution(pb::ResubmitExecutionRequest {
-            id: id("five"),
+            id: id(&bed.ns, "five"),
             memoized: false,
         })
         .await

@@ -148,6 +148,10 @@ async fn templates_launch_with_their_inputs_and_keep_the_spec_they_started_with(
     );
 
     // Bad launches fail with messages naming the input, and start nothing.
+    let missing = format!(
+        "workflowTemplateRef: WorkflowTemplate \"nope\" not found in namespace {}",
+        env.ns
+    );
     let bad = [
         (
             "no-n",
@@ -167,12 +171,7 @@ async fn templates_launch_with_their_inputs_and_keep_the_spec_they_started_with(
             json!({"num": 1, "size": 3}),
             "workflowTemplateRef.inputs.size: is not an input of template scale (it declares: label, num)",
         ),
-        (
-            "no-template",
-            "nope",
-            json!({}),
-            "workflowTemplateRef: WorkflowTemplate \"nope\" not found in namespace default",
-        ),
+        ("no-template", "nope", json!({}), missing.as_str()),
     ];
     for (name, template, inputs, want) in bad {
         common::kubectl_ok(

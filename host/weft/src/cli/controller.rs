@@ -442,7 +442,7 @@ pub struct GetArgs {
     /// The Workflow's name.
     pub name: String,
     /// Its namespace.
-    #[arg(short, long, default_value = "default")]
+    #[arg(short, long, default_value_t = super::context_namespace(), hide_default_value = true)]
     pub namespace: String,
     /// Output format.
     #[arg(short, long, value_enum, default_value_t = GetFormat::Yaml)]

@@ -127,8 +127,8 @@ pub fn out(text: &str) -> std::io::Result<()> {
 /// `template`) connect, as `weft get` always has.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ClusterArgs {
-    /// The namespace.
-    #[arg(short, long, default_value = "default")]
+    /// The namespace (default: the kubeconfig context's, as kubectl's).
+    #[arg(short, long, default_value_t = context_namespace(), hide_default_value = true)]
     pub namespace: String,
     /// API server URL (default: kubeconfig, as kubectl finds it).
     #[arg(long, value_name = "URL")]
@@ -143,6 +143,29 @@ impl ClusterArgs {
             None => Ok(kube::Client::try_default().await?),
         }
     }
+}
+
+/// The namespace a command uses without `-n`: the current kubeconfig
+/// context's, as kubectl and the argo CLI take it (a user who ran
+/// `kubectl config set-context --current --namespace=team-a` means team-a);
+/// in a pod, the pod's own; else `default`.
+pub fn context_namespace() -> String {
+    let from_kubeconfig = kube::config::Kubeconfig::read().ok().and_then(|kc| {
+        let current = kc.current_context?;
+        kc.contexts
+            .into_iter()
+            .find(|c| c.name == current)?
+            .context?
+            .namespace
+    });
+    from_kubeconfig
+        .or_else(|| {
+            let file = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+            std::fs::read_to_string(file).ok()
+        })
+        .map(|ns| ns.trim().to_string())
+        .filter(|ns| !ns.is_empty())
+        .unwrap_or_else(|| "default".into())
 }
 
 /// Run a parsed command line.

@@ -47,7 +47,7 @@ pub struct RolloutArgs {
     /// The plugin (its head ConfigMap is found by the weft.dev/plugin label).
     pub plugin: String,
     /// The namespace of its ConfigMap.
-    #[arg(short, long, default_value = "default")]
+    #[arg(short, long, default_value_t = super::context_namespace(), hide_default_value = true)]
     pub namespace: String,
     /// API server URL (default: kubeconfig, as kubectl finds it).
     #[arg(long)]
@@ -63,7 +63,7 @@ pub struct PushArgs {
     #[arg(long)]
     pub manifest: Option<PathBuf>,
     /// The namespace of the ConfigMap (one the controller watches).
-    #[arg(short, long, default_value = "default")]
+    #[arg(short, long, default_value_t = super::context_namespace(), hide_default_value = true)]
     pub namespace: String,
     /// The ConfigMap's name (default: the plugin's name).
     #[arg(long)]

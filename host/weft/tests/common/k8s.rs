@@ -524,6 +524,24 @@ impl RealCluster {
         path
     }
 
+    /// Creates namespace `ns` and writes to `path` an admin kubeconfig
+    /// whose context names it, so kubectl and `weft` without `-n` use it:
+    /// the tests of a file share the cluster, each in its own namespace.
+    pub fn namespace(&self, ns: &str, path: &Path) {
+        let out = self.kubectl(&["create", "namespace", ns]);
+        assert!(
+            out.status.success(),
+            "kubectl create namespace {ns}: {out:?}"
+        );
+        let mut kc = kube::config::Kubeconfig::read_from(&self.kubeconfig).unwrap();
+        for c in &mut kc.contexts {
+            if let Some(context) = c.context.as_mut() {
+                context.namespace = Some(ns.to_string());
+            }
+        }
+        std::fs::write(path, serde_yaml::to_string(&kc).unwrap()).unwrap();
+    }
+
     /// The audit log's events (JSON lines), as kube-apiserver wrote them.
     pub fn audit(&self) -> Vec<serde_json::Value> {
         std::fs::read_to_string(self.dir.join("audit.log"))

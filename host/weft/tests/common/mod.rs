@@ -26,17 +26,23 @@ pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// A dev cluster with the controller running against it.
+/// The controller (in this process) on a test's [`cluster::Bed`], whose
+/// fields (`client`, `ns`, `dir`, `cluster`) it lends through `Deref`.
 pub struct Env {
-    pub client: Client,
+    pub bed: cluster::Bed,
     pub registry: std::sync::Arc<weft_plugin::Registry>,
     pub ctx: std::sync::Arc<weft::controller::Context>,
     pub loader: Option<std::sync::Arc<weft::hotload::HotLoader>>,
-    pub cluster: Option<weft_cluster::DevCluster>,
-    pub dir: tempfile::TempDir,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     stop_hotload: Option<tokio::sync::oneshot::Sender<()>>,
     controller: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl std::ops::Deref for Env {
+    type Target = cluster::Bed;
+    fn deref(&self) -> &cluster::Bed {
+        &self.bed
+    }
 }
 
 impl Env {
@@ -51,9 +57,8 @@ impl Env {
     }
 
     async fn start_with(hotload: Option<weft::hotload::HotloadConfig>) -> Env {
-        let dir = tempfile::tempdir().unwrap();
-        let cluster = weft::dev::start(dir.path()).await.expect("dev cluster");
-        let client = weft::runtime::client_for(&cluster.base_url()).unwrap();
+        let bed = cluster::Bed::start().await;
+        let client = bed.client.clone();
         let plugins = root().join("target/plugins");
         assert!(
             plugins.join("pod.wasm").is_file(),
@@ -62,13 +67,12 @@ impl Env {
         let (engine, registry) =
             weft::runtime::load_plugins(&plugins, Some(&root().join("target/weft-test-cache")))
                 .unwrap();
-        weft::runtime::install_crd(&client).await.unwrap();
         let (stop, rx) = tokio::sync::oneshot::channel::<()>();
         let (open, synced) = weft::runtime::after_sync();
         let (ctx, controller) = weft::runtime::spawn_controller_after(
             client.clone(),
             registry.clone(),
-            None,
+            bed.watched(),
             synced,
             async {
                 let _ = rx.await;
@@ -93,19 +97,17 @@ impl Env {
             l.synced().await;
         }
         Env {
-            client,
+            bed,
             registry,
             ctx,
             loader,
-            cluster: Some(cluster),
-            dir,
             stop: Some(stop),
             stop_hotload: Some(stop_hotload),
             controller: Some(controller),
         }
     }
 
-    /// Stops the controller, then the cluster.
+    /// Stops the controller, then the bed.
     pub async fn stop(mut self) {
         if let Some(s) = self.stop_hotload.take() {
             let _ = s.send(());
@@ -116,17 +118,15 @@ impl Env {
         if let Some(c) = self.controller.take() {
             let _ = tokio::time::timeout(Duration::from_secs(5), c).await;
         }
-        if let Some(c) = self.cluster.take() {
-            c.shutdown().await;
-        }
+        self.bed.stop().await;
     }
 
     pub fn workflows(&self) -> Api<Workflow> {
-        Api::namespaced(self.client.clone(), "default")
+        Api::namespaced(self.client.clone(), &self.ns)
     }
 
     pub fn pods(&self) -> Api<Pod> {
-        Api::namespaced(self.client.clone(), "default")
+        Api::namespaced(self.client.clone(), &self.ns)
     }
 
     /// Creates a Workflow from YAML (a `spec:` document), named `name`.
