@@ -134,7 +134,7 @@ async fn create_then_watch_to_completion_and_list_and_get() {
 
     // It naps, so the stream has a running phase to show.
     let napping = HELLO.replace("echo hi;", "sleep 1; echo hi;");
-    let mut req = create("default", "", &napping);
+    let mut req = create(&env.ns, "", &napping);
     req.generate_name = "hello-".into();
     req.labels.insert("team".into(), "ml".into());
     let created = admin.client.create_execution(req).await.unwrap();
@@ -147,7 +147,7 @@ async fn create_then_watch_to_completion_and_list_and_get() {
     let mut stream = admin
         .client
         .watch_execution(pb::WatchExecutionRequest {
-            id: id("default", &name),
+            id: id(&env.ns, &name),
         })
         .await
         .unwrap()
@@ -183,7 +183,7 @@ async fn create_then_watch_to_completion_and_list_and_get() {
     let got = admin
         .client
         .get_execution(pb::GetExecutionRequest {
-            id: id("default", &name),
+            id: id(&env.ns, &name),
         })
         .await
         .unwrap()
@@ -195,14 +195,14 @@ async fn create_then_watch_to_completion_and_list_and_get() {
     for n in ["page-a", "page-b"] {
         admin
             .client
-            .create_execution(create("default", n, HELLO))
+            .create_execution(create(&env.ns, n, HELLO))
             .await
             .unwrap();
     }
     let ml = admin
         .client
         .list_executions(pb::ListExecutionsRequest {
-            namespace: "default".into(),
+            namespace: env.ns.clone(),
             label_selector: "team=ml".into(),
             ..Default::default()
         })
@@ -216,7 +216,7 @@ async fn create_then_watch_to_completion_and_list_and_get() {
         let page = admin
             .client
             .list_executions(pb::ListExecutionsRequest {
-                namespace: "default".into(),
+                namespace: env.ns.clone(),
                 limit: 2,
                 page_token: token.clone(),
                 ..Default::default()
@@ -336,7 +336,7 @@ async fn bad_requests_get_clear_errors() {
         {"id": "a", "dependsOn": ["b"], "task": {"type": "pod", "config": {}}},
         {"id": "b", "dependsOn": ["a"], "task": {"type": "nosuch", "config": {}}}]}"#;
     let e = c
-        .create_execution(create("default", "cyclic", cycle))
+        .create_execution(create(&env.ns, "cyclic", cycle))
         .await
         .unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
@@ -344,31 +344,32 @@ async fn bad_requests_get_clear_errors() {
     assert!(e.message().contains("nosuch"), "{}", e.message());
 
     let e = c
-        .create_execution(create("default", "broken", "nodes: [oops"))
+        .create_execution(create(&env.ns, "broken", "nodes: [oops"))
         .await
         .unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);
     assert!(e.message().starts_with("spec: "), "{}", e.message());
 
-    let mut both = create("default", "x", HELLO);
+    let mut both = create(&env.ns, "x", HELLO);
     both.generate_name = "x-".into();
     let e = c.create_execution(both).await.unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);
 
     let e = c
         .get_execution(pb::GetExecutionRequest {
-            id: id("default", "nope"),
+            id: id(&env.ns, "nope"),
         })
         .await
         .unwrap_err();
     assert_eq!(e.code(), Code::NotFound);
-    assert!(e.message().contains("default/nope"), "{}", e.message());
+    let want = format!("{}/nope", env.ns);
+    assert!(e.message().contains(&want), "{}", e.message());
 
-    c.create_execution(create("default", "twice", HELLO))
+    c.create_execution(create(&env.ns, "twice", HELLO))
         .await
         .unwrap();
     let e = c
-        .create_execution(create("default", "twice", HELLO))
+        .create_execution(create(&env.ns, "twice", HELLO))
         .await
         .unwrap_err();
     assert_eq!(e.code(), Code::AlreadyExists);
@@ -378,13 +379,13 @@ async fn bad_requests_get_clear_errors() {
         "x".repeat(4096)
     );
     let e = c
-        .create_execution(create("default", "huge", &huge))
+        .create_execution(create(&env.ns, "huge", &huge))
         .await
         .unwrap_err();
     assert_eq!(e.code(), Code::ResourceExhausted, "{e:?}");
     // The server is fine afterwards.
     c.get_execution(pb::GetExecutionRequest {
-        id: id("default", "twice"),
+        id: id(&env.ns, "twice"),
     })
     .await
     .unwrap();
@@ -428,7 +429,7 @@ async fn the_first_party_middleware_chain_authenticates_authorizes_and_limits() 
         ),
         authorization: Some(Authorization {
             principals: [
-                ("alice".to_string(), vec!["default".to_string()]),
+                ("alice".to_string(), vec![env.ns.clone()]),
                 ("bob".to_string(), vec!["*".to_string()]),
                 ("carol".to_string(), vec!["team-c".to_string()]),
             ]
@@ -443,11 +444,11 @@ async fn the_first_party_middleware_chain_authenticates_authorizes_and_limits() 
     };
 
     // No token, an unknown one, a forged JWT.
-    let e = c.get_execution(get("default")).await.unwrap_err();
+    let e = c.get_execution(get(&env.ns)).await.unwrap_err();
     assert_eq!(e.code(), Code::Unauthenticated, "{e:?}");
     assert!(e.message().contains("authorization"), "{}", e.message());
     let e = c
-        .get_execution(with_token(get("default"), "mallory-token"))
+        .get_execution(with_token(get(&env.ns), "mallory-token"))
         .await
         .unwrap_err();
     assert_eq!(e.code(), Code::Unauthenticated);
@@ -457,21 +458,21 @@ async fn the_first_party_middleware_chain_authenticates_authorizes_and_limits() 
         json!({"sub": "alice", "exp": far}),
     );
     let e = c
-        .get_execution(with_token(get("default"), &forged))
+        .get_execution(with_token(get(&env.ns), &forged))
         .await
         .unwrap_err();
     assert_eq!(e.code(), Code::Unauthenticated);
 
     // Allowed: the call reaches the service (nothing there: NOT_FOUND).
     let e = c
-        .get_execution(with_token(get("default"), "alice-token"))
+        .get_execution(with_token(get(&env.ns), "alice-token"))
         .await
         .unwrap_err();
     assert_eq!(e.code(), Code::NotFound, "{e:?}");
     assert!(e.metadata().get("x-request-id").is_some());
     let created = c
         .create_execution(with_token(
-            create("default", "by-alice", HELLO),
+            create(&env.ns, "by-alice", HELLO),
             "alice-token",
         ))
         .await
@@ -492,12 +493,12 @@ async fn the_first_party_middleware_chain_authenticates_authorizes_and_limits() 
         .unwrap_err();
     assert_eq!(e.code(), Code::NotFound, "carol may act on team-c: {e:?}");
     let e = c
-        .get_execution(with_token(get("default"), &jwt))
+        .get_execution(with_token(get(&env.ns), &jwt))
         .await
         .unwrap_err();
     assert_eq!(e.code(), Code::PermissionDenied);
     assert!(
-        e.message().contains("carol") && e.message().contains("default"),
+        e.message().contains("carol") && e.message().contains(env.ns.as_str()),
         "{}",
         e.message()
     );
@@ -512,20 +513,20 @@ async fn the_first_party_middleware_chain_authenticates_authorizes_and_limits() 
     // Over the rate: bob has a bucket of 3.
     for _ in 0..3 {
         let e = c
-            .get_execution(with_token(get("default"), "bob-token"))
+            .get_execution(with_token(get(&env.ns), "bob-token"))
             .await
             .unwrap_err();
         assert_eq!(e.code(), Code::NotFound);
     }
     let e = c
-        .get_execution(with_token(get("default"), "bob-token"))
+        .get_execution(with_token(get(&env.ns), "bob-token"))
         .await
         .unwrap_err();
     assert_eq!(e.code(), Code::ResourceExhausted, "{e:?}");
     assert!(e.message().contains("bob"), "{}", e.message());
     // Others are not limited by bob's bucket.
     let e = c
-        .get_execution(with_token(get("default"), "alice-token"))
+        .get_execution(with_token(get(&env.ns), "alice-token"))
         .await
         .unwrap_err();
     assert_eq!(e.code(), Code::NotFound);
@@ -559,7 +560,7 @@ async fn a_faulting_middleware_fails_closed_or_open_as_its_manifest_says() {
     let c = &mut admin.client;
     let get = |test: &str| {
         let mut r = Request::new(pb::GetExecutionRequest {
-            id: id("default", "nothing-here"),
+            id: id(&env.ns, "nothing-here"),
         });
         r.metadata_mut().insert("x-test", test.parse().unwrap());
         r
@@ -612,12 +613,13 @@ async fn swapping_a_middleware_under_load_drops_no_call() {
     for _ in 0..4 {
         let mut c = admin.client.clone();
         let stop = stop.clone();
+        let ns = env.ns.clone();
         callers.push(tokio::spawn(async move {
             let mut calls = 0u32;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 let e = c
                     .get_execution(pb::GetExecutionRequest {
-                        id: id("default", "nothing-here"),
+                        id: id(&ns, "nothing-here"),
                     })
                     .await
                     .unwrap_err();
@@ -650,7 +652,7 @@ async fn abort_and_approve_through_the_api() {
     let gated = r#"{"nodes": [
         {"id": "wait", "gate": {"approval": {"message": "ship it?"}}},
         {"id": "after", "dependsOn": ["wait"], "task": {"type": "pod", "config": {"image": "busybox", "command": ["true"]}}}]}"#;
-    c.create_execution(create("default", "gated", gated))
+    c.create_execution(create(&env.ns, "gated", gated))
         .await
         .unwrap();
     env.wait_for("gated", 30, |wf| {
@@ -663,14 +665,14 @@ async fn abort_and_approve_through_the_api() {
     .await;
     let e = c
         .approve_gate(pb::ApproveGateRequest {
-            id: id("default", "gated"),
+            id: id(&env.ns, "gated"),
             node_id: "after".into(),
         })
         .await
         .unwrap_err();
     assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
     c.approve_gate(pb::ApproveGateRequest {
-        id: id("default", "gated"),
+        id: id(&env.ns, "gated"),
         node_id: "wait".into(),
     })
     .await
@@ -679,7 +681,7 @@ async fn abort_and_approve_through_the_api() {
     assert_eq!(wf.status.unwrap().phase, weft_dag::WorkflowPhase::Succeeded);
 
     // Rejected: the gate fails with the reason, the node after never runs.
-    c.create_execution(create("default", "refused", gated))
+    c.create_execution(create(&env.ns, "refused", gated))
         .await
         .unwrap();
     env.wait_for("refused", 30, |wf| {
@@ -691,7 +693,7 @@ async fn abort_and_approve_through_the_api() {
     })
     .await;
     c.reject_gate(pb::RejectGateRequest {
-        id: id("default", "refused"),
+        id: id(&env.ns, "refused"),
         node_id: "wait".into(),
         reason: "not on a Friday".into(),
     })
@@ -708,7 +710,7 @@ async fn abort_and_approve_through_the_api() {
     );
     let e = c
         .reject_gate(pb::RejectGateRequest {
-            id: id("default", "refused"),
+            id: id(&env.ns, "refused"),
             node_id: "wait".into(),
             reason: "again".into(),
         })
@@ -717,12 +719,12 @@ async fn abort_and_approve_through_the_api() {
     assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
 
     let slow = r#"{"nodes": [{"id": "nap", "gate": {"sleep": "1h"}}]}"#;
-    c.create_execution(create("default", "slow", slow))
+    c.create_execution(create(&env.ns, "slow", slow))
         .await
         .unwrap();
     let ex = c
         .abort_execution(pb::AbortExecutionRequest {
-            id: id("default", "slow"),
+            id: id(&env.ns, "slow"),
             reason: "changed my mind".into(),
         })
         .await
@@ -733,7 +735,7 @@ async fn abort_and_approve_through_the_api() {
     assert_eq!(wf.status.unwrap().phase, weft_dag::WorkflowPhase::Aborted);
     let e = c
         .abort_execution(pb::AbortExecutionRequest {
-            id: id("default", "slow"),
+            id: id(&env.ns, "slow"),
             reason: String::new(),
         })
         .await
@@ -802,7 +804,7 @@ async fn tls_with_client_certificates() {
         .unwrap();
     let e = Client::new(with_cert)
         .get_execution(pb::GetExecutionRequest {
-            id: id("default", "nothing-here"),
+            id: id(&env.ns, "nothing-here"),
         })
         .await
         .unwrap_err();
@@ -823,7 +825,7 @@ async fn tls_with_client_certificates() {
         Ok(ch) => Some(
             Client::new(ch)
                 .get_execution(pb::GetExecutionRequest {
-                    id: id("default", "nothing-here"),
+                    id: id(&env.ns, "nothing-here"),
                 })
                 .await
                 .unwrap_err(),
@@ -848,7 +850,7 @@ async fn tls_with_client_certificates() {
         assert!(
             plain
                 .get_execution(pb::GetExecutionRequest {
-                    id: id("default", "nothing-here"),
+                    id: id(&env.ns, "nothing-here"),
                 })
                 .await
                 .is_err(),
@@ -963,7 +965,7 @@ async fn the_breaker_rolls_a_faulting_middleware_back_or_opens_its_circuit() {
     let c = &mut admin.client;
     let get = |header: &'static str, test: &'static str| {
         let mut r = Request::new(pb::GetExecutionRequest {
-            id: id("default", "nothing-here"),
+            id: id(&env.ns, "nothing-here"),
         });
         r.metadata_mut().insert(header, test.parse().unwrap());
         r
@@ -1018,6 +1020,16 @@ async fn the_breaker_rolls_a_faulting_middleware_back_or_opens_its_circuit() {
     env.stop().await;
 }
 
+/// The namespace a request names: none on a dev cluster (the manifest's,
+/// else `default`, is what is tested there); the test's own on the shared
+/// control plane, where its controller watches that alone.
+fn explicit_namespace(env: &Env) -> String {
+    match env.cluster {
+        Some(_) => String::new(),
+        None => env.ns.clone(),
+    }
+}
+
 /// CreateExecution takes a whole manifest, as `kubectl create -f` does
 /// (here examples/hello.yaml as it is on disk): namespace and generateName
 /// come from it, and it runs to its outputs.
@@ -1028,6 +1040,7 @@ async fn a_whole_workflow_manifest_creates_an_execution() {
     let manifest = std::fs::read_to_string(common::root().join("examples/hello.yaml")).unwrap();
     let req = pb::CreateExecutionRequest {
         spec: manifest,
+        namespace: explicit_namespace(&env),
         ..Default::default()
     };
     let created = admin
@@ -1037,7 +1050,7 @@ async fn a_whole_workflow_manifest_creates_an_execution() {
         .unwrap()
         .into_inner();
     let id = created.id.clone().unwrap();
-    assert_eq!(id.namespace, "default");
+    assert_eq!(id.namespace, env.ns);
     assert!(id.name.starts_with("hello-"), "{id:?}");
     let done = env.finish(&id.name, 60).await;
     let greet = common::node(&done, "greet");
@@ -1050,6 +1063,7 @@ async fn a_whole_workflow_manifest_creates_an_execution() {
         std::fs::read_to_string(common::root().join("examples/inputs-outputs.yaml")).unwrap();
     let req = pb::CreateExecutionRequest {
         spec: manifest,
+        namespace: explicit_namespace(&env),
         ..Default::default()
     };
     let id = admin
@@ -1077,7 +1091,7 @@ async fn a_whole_workflow_manifest_creates_an_execution() {
     );
     let e = admin
         .client
-        .create_execution(create("default", "x", "apiVersion: v1\nkind: ConfigMap\n"))
+        .create_execution(create(&env.ns, "x", "apiVersion: v1\nkind: ConfigMap\n"))
         .await
         .unwrap_err();
     assert_eq!(e.code(), tonic::Code::InvalidArgument);
@@ -1102,6 +1116,7 @@ async fn a_v1alpha_reflection_client_lists_and_creates() {
         .arg(&script)
         .arg(admin.addr.to_string())
         .arg(&manifest)
+        .arg(explicit_namespace(&env))
         .output()
         .await
         .expect("python3 (make grpc-tools installs grpcio and grpcio-reflection)");
@@ -1114,7 +1129,7 @@ async fn a_v1alpha_reflection_client_lists_and_creates() {
     assert!(stdout.contains("weft.admin.v1.AdminService"), "{stdout}");
     let name = stdout
         .lines()
-        .find_map(|l| l.strip_prefix("created: default "))
+        .find_map(|l| l.strip_prefix(format!("created: {} ", env.ns).as_str()))
         .unwrap_or_else(|| panic!("{stdout}"));
     assert!(name.starts_with("hello-"), "{name}");
     let done = env.finish(name, 60).await;
@@ -1136,13 +1151,13 @@ async fn node_details_logs_and_plugins_for_the_console() {
     let spec = r#"{"nodes": [
         {"id": "first", "task": {"type": "pod", "config": {"image": "busybox", "command": ["sh", "-c", "echo one; echo two; exit 4"]}}},
         {"id": "second", "dependsOn": ["first"], "gate": {"approval": {}}}]}"#;
-    c.create_execution(create("default", "inspect", spec))
+    c.create_execution(create(&env.ns, "inspect", spec))
         .await
         .unwrap();
     let wf = env.finish("inspect", 60).await;
     assert_eq!(wf.status.unwrap().phase, weft_dag::WorkflowPhase::Failed);
     let node = |n: &str| pb::GetNodeRequest {
-        id: id("default", "inspect"),
+        id: id(&env.ns, "inspect"),
         node_id: n.into(),
     };
     let d = c.get_node(node("first")).await.unwrap().into_inner();
@@ -1181,7 +1196,7 @@ async fn node_details_logs_and_plugins_for_the_console() {
 
     let mut logs = c
         .stream_node_logs(pb::StreamNodeLogsRequest {
-            id: id("default", "inspect"),
+            id: id(&env.ns, "inspect"),
             node_id: "first".into(),
             follow: false,
             tail_lines: 1,
@@ -1196,7 +1211,7 @@ async fn node_details_logs_and_plugins_for_the_console() {
     assert_eq!(text, "two\n", "the tail of one line");
     let e = c
         .stream_node_logs(pb::StreamNodeLogsRequest {
-            id: id("default", "inspect"),
+            id: id(&env.ns, "inspect"),
             node_id: "second".into(),
             ..Default::default()
         })

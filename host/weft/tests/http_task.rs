@@ -1,6 +1,6 @@
 //! The `http` web-API plugin (plugins/http, Argo's HTTP template) end to
-//! end: a real loopback HTTP server in the test, a real dev cluster and a
-//! real `weft controller` process with the first-party plugins, Workflows
+//! end: a real loopback HTTP server in the test, a real dev cluster (or
+//! kube-apiserver, `WEFT_TEST_CLUSTER=k8s`) and a real `weft controller` process with the first-party plugins, Workflows
 //! created with kubectl.
 //!
 //! Checked from the server's side (what it received, and how often) and
@@ -44,7 +44,7 @@ fn orders(req: &Seen) -> (u16, Value) {
 
 async fn create(kubeconfig: &Path, name: &str, spec: &str) {
     let yaml = format!(
-        "apiVersion: weft.dev/v1alpha1\nkind: Workflow\nmetadata: {{name: {name}, namespace: default}}\nspec:\n{spec}"
+        "apiVersion: weft.dev/v1alpha1\nkind: Workflow\nmetadata: {{name: {name}}}\nspec:\n{spec}"
     );
     common::kubectl_ok(kubeconfig, &["create", "-f", "-"], Some(&yaml)).await;
 }
@@ -68,10 +68,11 @@ async fn finished(api: &Api<Workflow>, name: &str) -> Workflow {
 async fn http_tasks_send_once_chain_outputs_fail_by_condition_and_stay_in_their_lane() {
     let server = Server::start(orders);
     let port = server.port;
-    let (dir, _cluster, kubeconfig, client) = common::dev_cluster().await;
+    let bed = common::cluster::Bed::start().await;
+    let (kubeconfig, client) = (bed.kubeconfig.clone(), bed.client.clone());
     // The operator narrows the plugin to the server: GET, POST and PUT on
     // its port only.
-    let registry_config = dir.path().join("registry.yaml");
+    let registry_config = bed.path("registry.yaml");
     std::fs::write(
         &registry_config,
         format!(
@@ -81,13 +82,13 @@ async fn http_tasks_send_once_chain_outputs_fail_by_condition_and_stay_in_their_
     .unwrap();
     let args = [
         "--plugin-namespace",
-        "default",
+        &bed.ns,
         "--registry-config",
         registry_config.to_str().unwrap(),
     ];
-    let controller = common::ControllerProcess::start(&kubeconfig, "http", &args);
+    let controller = bed.controller("http", &args);
     controller.metrics().await;
-    let api: Api<Workflow> = Api::namespaced(client.clone(), "default");
+    let api: Api<Workflow> = Api::default_namespaced(client.clone());
 
     // 1. A POST with a JSON body; its outputs, CEL over the JSON answer,
     // feed the next node's URL and body through its inputs.
