@@ -1,4 +1,5 @@
-//! Hot loading from ConfigMaps against the embedded dev cluster, with the
+//! Hot loading from ConfigMaps against the embedded dev cluster (or
+//! kube-apiserver, `WEFT_TEST_CLUSTER=k8s`, a namespace per test), with the
 //! real controller and real components (`make guests`): swaps under load,
 //! rejection, compression and splitting, pinning, the circuit breaker and
 //! removal.
@@ -9,6 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use common::cluster::Bed;
 use common::{Env, node, root};
 use k8s_openapi::api::core::v1::{ConfigMap, Event};
 use kube::{
@@ -20,9 +22,9 @@ use weft::hotload::{HotloadConfig, PluginStatus, package};
 use weft_dag::WorkflowPhase;
 use weft_plugin::{Pinning, TaskContext, breaker::BreakerConfig, engine::Digest};
 
-fn config() -> HotloadConfig {
+fn config(ns: &str) -> HotloadConfig {
     HotloadConfig {
-        namespaces: vec!["default".into()],
+        namespaces: vec![ns.into()],
         prune_every: Duration::from_millis(200),
         breaker: BreakerConfig {
             max_faults: 2,
@@ -82,7 +84,7 @@ fn manifest(plugin: &str, task_type: &str, version: &str) -> String {
 async fn push(env: &Env, name: &str, component: &[u8], manifest: &str) -> Digest {
     weft::hotload::push(
         &env.client,
-        "default",
+        &env.ns,
         name,
         component,
         manifest,
@@ -113,7 +115,7 @@ async fn served_by(env: &Env, task_type: &str, digest: Digest, secs: u64) -> Dur
 }
 
 async fn events_for(env: &Env, configmap: &str) -> Vec<Event> {
-    let api: Api<Event> = Api::namespaced(env.client.clone(), "default");
+    let api: Api<Event> = Api::namespaced(env.client.clone(), &env.ns);
     api.list(&ListParams::default())
         .await
         .unwrap()
@@ -141,7 +143,7 @@ async fn wait_event(env: &Env, configmap: &str, reason: &str) -> Event {
 }
 
 fn configmaps(env: &Env) -> Api<ConfigMap> {
-    Api::namespaced(env.client.clone(), "default")
+    Api::namespaced(env.client.clone(), &env.ns)
 }
 
 async fn status_of(env: &Env, configmap: &str) -> Option<PluginStatus> {
@@ -170,11 +172,13 @@ async fn wait_status(
 
 /// Runs the `weft` binary off the async workers (the dev cluster serving
 /// it runs on them).
-async fn weft_cli(args: &[&str]) -> std::process::Output {
+async fn weft_cli(kubeconfig: &std::path::Path, args: &[&str]) -> std::process::Output {
     let argv: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let kubeconfig = kubeconfig.to_path_buf();
     tokio::task::spawn_blocking(move || {
         std::process::Command::new(env!("CARGO_BIN_EXE_weft"))
             .args(&argv)
+            .env("KUBECONFIG", kubeconfig)
             .output()
             .unwrap()
     })
@@ -213,7 +217,7 @@ fn task(task_type: &str, node: &str) -> TaskContext {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_updated_configmap_is_serving_within_a_second() {
-    let env = Env::start_hotload(config()).await;
+    let env = Env::start_hotload(config).await;
     let m = manifest("hot", "hot", "0.1.0");
     let d1 = push(&env, "hot", &version("echo", "serve-1"), &m).await;
     served_by(&env, "hot", d1, 30).await;
@@ -236,12 +240,12 @@ async fn an_updated_configmap_is_serving_within_a_second() {
 async fn twenty_swaps_under_continuous_calls_fail_no_call() {
     // No breaker here: a fault must show up as a failed call, not be hidden
     // by a rollback.
-    let env = Env::start_hotload(HotloadConfig {
+    let env = Env::start_hotload(|ns| HotloadConfig {
         breaker: BreakerConfig {
             max_faults: 0,
             window: Duration::from_secs(60),
         },
-        ..config()
+        ..config(ns)
     })
     .await;
     let m = manifest("swap", "swap", "1.0.0");
@@ -329,7 +333,7 @@ async fn twenty_swaps_under_continuous_calls_fail_no_call() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_plugin_is_rejected_with_an_event_and_the_old_one_keeps_serving() {
-    let env = Env::start_hotload(config()).await;
+    let env = Env::start_hotload(config).await;
     let m = manifest("good", "good", "0.1.0");
     let d1 = push(&env, "good", &version("echo", "good-1"), &m).await;
     served_by(&env, "good", d1, 30).await;
@@ -398,7 +402,7 @@ async fn a_bad_plugin_is_rejected_with_an_event_and_the_old_one_keeps_serving() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_component_over_a_mib_loads_through_compression_and_splitting() {
-    let env = Env::start_hotload(config()).await;
+    let env = Env::start_hotload(config).await;
     // 1.5 MiB that does not compress and 1.5 MiB that does: 3 MiB, about
     // 1.5 MiB compressed, so two parts.
     let mut payload = Vec::with_capacity(3 << 20);
@@ -439,7 +443,7 @@ async fn a_component_over_a_mib_loads_through_compression_and_splitting() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pinned_workflow_finishes_on_its_digest_while_a_new_one_uses_the_new_digest() {
-    let env = Env::start_hotload(config()).await;
+    let env = Env::start_hotload(config).await;
     let m = manifest("pin", "pin", "1.0.0");
     let d1 = push(&env, "pin", &version("echo", "pin-1"), &m).await;
     served_by(&env, "pin", d1, 30).await;
@@ -516,7 +520,7 @@ async fn a_pinned_workflow_finishes_on_its_digest_while_a_new_one_uses_the_new_d
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_breaker_rolls_back_a_version_that_traps() {
-    let env = Env::start_hotload(config()).await;
+    let env = Env::start_hotload(config).await;
     let good = version("echo", "flaky-good");
     let dg = push(&env, "flaky", &good, &manifest("flaky", "flaky", "1.0.0")).await;
     served_by(&env, "flaky", dg, 30).await;
@@ -575,15 +579,15 @@ async fn the_breaker_rolls_back_a_version_that_traps() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_the_configmap_unloads_the_plugin_and_the_cli_shows_status() {
-    let env = Env::start_hotload(config()).await;
-    let server = env.cluster.as_ref().unwrap().base_url();
+    let env = Env::start_hotload(config).await;
+    let kc = env.kubeconfig.clone();
     let dir = tempfile::tempdir().unwrap();
     let wasm = dir.path().join("gone.wasm");
     std::fs::write(&wasm, version("echo", "gone")).unwrap();
     let yaml = dir.path().join("gone.yaml");
     std::fs::write(&yaml, manifest("gone", "gone", "0.3.0")).unwrap();
     let weft = async |args: &[&str]| {
-        let out = weft_cli(args).await;
+        let out = weft_cli(&kc, args).await;
         let stdout = String::from_utf8_lossy(&out.stdout).to_string();
         assert!(
             out.status.success(),
@@ -598,16 +602,14 @@ async fn deleting_the_configmap_unloads_the_plugin_and_the_cli_shows_status() {
         wasm.to_str().unwrap(),
         "--manifest",
         yaml.to_str().unwrap(),
-        "--server",
-        &server,
     ])
     .await;
     assert!(pushed.contains("plugin gone 0.3.0 sha256:"), "{pushed}");
     let d = Digest::of(&std::fs::read(&wasm).unwrap());
     served_by(&env, "gone", d, 30).await;
     wait_status(&env, "gone", "serving", |s| s.serving.is_some()).await;
-    let table = weft(&["plugin", "status", "--server", &server]).await;
-    assert!(table.contains("default/gone"), "{table}");
+    let table = weft(&["plugin", "status"]).await;
+    assert!(table.contains(&format!("{}/gone", env.ns)), "{table}");
     assert!(table.contains(&d.hex()[..12]), "{table}");
     assert!(
         table.contains("0.3.0") && table.contains("pinned"),
@@ -659,8 +661,8 @@ fn job_owner(env: &Env) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_plugin_for_a_task_type_is_rejected_as_a_conflict_and_workflows_keep_running() {
-    let env = Env::start_hotload(config()).await;
-    let server = env.cluster.as_ref().unwrap().base_url();
+    let env = Env::start_hotload(config).await;
+    let kc = env.kubeconfig.clone();
     let js = push(
         &env,
         "js-job",
@@ -677,24 +679,14 @@ async fn a_second_plugin_for_a_task_type_is_rejected_as_a_conflict_and_workflows
         &version("echo", "py"),
         &job_manifest("py-job", 0),
     );
-    let out = weft_cli(&[
-        "plugin",
-        "push",
-        &py,
-        "--server",
-        &server,
-        "--wait",
-        "--timeout",
-        "60s",
-    ])
-    .await;
+    let out = weft_cli(&kc, &["plugin", "push", &py, "--wait", "--timeout", "60s"]).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         !out.status.success(),
         "push --wait of a losing plugin fails: {stderr}"
     );
     assert!(
-        stderr.contains("conflict") && stderr.contains("\"py-job\" claims task type \"job\", which plugin \"js-job\" (configmap default/js-job) already serves (it was loaded first)"),
+        stderr.contains("conflict") && stderr.contains(&format!("\"py-job\" claims task type \"job\", which plugin \"js-job\" (configmap {}/js-job) already serves (it was loaded first)", env.ns)),
         "{stderr}"
     );
     let ev = wait_event(&env, "py-job", "PluginConflict").await;
@@ -736,12 +728,12 @@ async fn a_second_plugin_for_a_task_type_is_rejected_as_a_conflict_and_workflows
     )
     .await
     .unwrap();
-    let table = weft_cli(&["plugin", "status", "--server", &server]).await;
+    let table = weft_cli(&kc, &["plugin", "status"]).await;
     let table = String::from_utf8_lossy(&table.stdout).to_string();
     let row = |cm: &str| {
         table
             .lines()
-            .find(|l| l.starts_with(&format!("default/{cm} ")))
+            .find(|l| l.starts_with(&format!("{}/{cm} ", env.ns)))
             .unwrap_or_else(|| panic!("no row for {cm}: {table}"))
             .to_string()
     };
@@ -798,7 +790,7 @@ async fn a_second_plugin_for_a_task_type_is_rejected_as_a_conflict_and_workflows
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_waits_for_a_plugin_being_loaded_instead_of_failing() {
-    let env = Env::start_hotload(config()).await;
+    let env = Env::start_hotload(config).await;
     // A compile in flight for a type nobody serves yet (held open here so
     // the wait can be watched; the real loader holds the same guard).
     let compiling = env.registry.begin_loading("slow", &["slow".to_string()]);
@@ -850,8 +842,8 @@ async fn a_node_waits_for_a_plugin_being_loaded_instead_of_failing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_workflow_created_right_after_an_update_runs_on_the_new_version() {
-    let env = Env::start_hotload(config()).await;
-    let server = env.cluster.as_ref().unwrap().base_url();
+    let env = Env::start_hotload(config).await;
+    let kc = env.kubeconfig.clone();
     let m = manifest("upd", "upd", "1.0.0");
     let d1 = push(&env, "upd", &version("echo", "upd-1"), &m).await;
     served_by(&env, "upd", d1, 30).await;
@@ -863,7 +855,7 @@ async fn a_workflow_created_right_after_an_update_runs_on_the_new_version() {
     );
     let dir = tempfile::tempdir().unwrap();
     let wasm = files(dir.path(), "upd", &big, &m.replace("1.0.0", "2.0.0"));
-    let pushed = weft_cli(&["plugin", "push", &wasm, "--server", &server]).await;
+    let pushed = weft_cli(&kc, &["plugin", "push", &wasm]).await;
     assert!(pushed.status.success());
     let d2 = Digest::of(&big);
     // Once the loader has seen the change (a watch event away), a new
@@ -890,7 +882,7 @@ async fn a_workflow_created_right_after_an_update_runs_on_the_new_version() {
         d2.to_string()
     );
     // And `push --wait` of the same version returns at once: it serves.
-    let again = weft_cli(&["plugin", "push", &wasm, "--server", &server, "--wait"]).await;
+    let again = weft_cli(&kc, &["plugin", "push", &wasm, "--wait"]).await;
     let stdout = String::from_utf8_lossy(&again.stdout);
     assert!(
         again.status.success(),
@@ -925,12 +917,13 @@ async fn poll_workflow(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pinned_versions_survive_a_controller_sigkill_and_each_workflow_finishes_on_its_own() {
-    let (_dir, cluster, kubeconfig, client) = common::dev_cluster().await;
-    let args = ["--plugin-namespace", "default"];
-    let mut controller = common::ControllerProcess::start(&kubeconfig, "pins-1", &args);
+    let bed = Bed::start().await;
+    let client = bed.client.clone();
+    let args = ["--plugin-namespace", bed.ns.as_str()];
+    let mut controller = bed.controller("pins-1", &args);
     controller.metrics().await;
-    let workflows: Api<weft::api::Workflow> = Api::namespaced(client.clone(), "default");
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let workflows: Api<weft::api::Workflow> = Api::default_namespaced(client.clone());
+    let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
     let serving = async |d: Digest| {
         let start = Instant::now();
         loop {
@@ -962,7 +955,7 @@ async fn pinned_versions_survive_a_controller_sigkill_and_each_workflow_finishes
         let m = manifest("pin", "pin", &format!("{}.0.0", i + 1));
         let d = weft::hotload::push(
             &client,
-            "default",
+            &bed.ns,
             "pin",
             &version("echo", wf),
             &m,
@@ -981,7 +974,7 @@ async fn pinned_versions_survive_a_controller_sigkill_and_each_workflow_finishes
     // A third version: both pinned ones are now replaced versions.
     let d3 = weft::hotload::push(
         &client,
-        "default",
+        &bed.ns,
         "pin",
         &version("echo", "v3"),
         &manifest("pin", "pin", "3.0.0"),
@@ -1012,7 +1005,7 @@ async fn pinned_versions_survive_a_controller_sigkill_and_each_workflow_finishes
     }
 
     controller.kill();
-    let restarted = common::ControllerProcess::start(&kubeconfig, "pins-2", &args);
+    let restarted = bed.controller("pins-2", &args);
     restarted.metrics().await;
     let patch = json!({"metadata": {"annotations": {"approve.weft.dev/ok": "true"}}});
     for wf in ["on-v1", "on-v2"] {
@@ -1051,7 +1044,7 @@ async fn pinned_versions_survive_a_controller_sigkill_and_each_workflow_finishes
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     drop(restarted);
-    cluster.shutdown().await;
+    bed.stop().await;
 }
 
 /// Plugin configuration from a Secret, as a user sets it up: `weft plugin
@@ -1063,34 +1056,34 @@ async fn pinned_versions_survive_a_controller_sigkill_and_each_workflow_finishes
 /// controller's log and `weft plugin status` never show them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plugin_config_comes_from_secrets_and_never_shows_their_values() {
-    let (dir, cluster, kubeconfig, client) = common::dev_cluster().await;
-    let server = cluster.base_url();
-    let registry_config = dir.path().join("registry.yaml");
+    let bed = Bed::start().await;
+    let (kc, client) = (bed.kubeconfig.clone(), bed.client.clone());
+    let registry_config = bed.dir.path().join("registry.yaml");
     std::fs::write(
         &registry_config,
         "plugins:\n  sec:\n    config:\n      plain: overridden\n      opKey: {valueFrom: {secretKeyRef: {name: op-creds, key: k}}}\n",
     )
     .unwrap();
-    let op = "apiVersion: v1\nkind: Secret\nmetadata: {name: op-creds, namespace: default}\nstringData: {k: op-s3cret}\n";
-    let out = common::kubectl(&kubeconfig, &["apply", "-f", "-"], Some(op)).await;
+    let op =
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: op-creds}\nstringData: {k: op-s3cret}\n";
+    let out = common::kubectl(&kc, &["apply", "-f", "-"], Some(op)).await;
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let controller = common::ControllerProcess::start(
-        &kubeconfig,
+    let controller = bed.controller(
         "secrets",
         &[
             "--plugin-namespace",
-            "default",
+            &bed.ns,
             "--registry-config",
             registry_config.to_str().unwrap(),
         ],
     );
     controller.metrics().await;
     let kubectl = async |args: &[&str], stdin: Option<&str>| {
-        let out = common::kubectl(&kubeconfig, args, stdin).await;
+        let out = common::kubectl(&kc, args, stdin).await;
         assert!(
             out.status.success(),
             "kubectl {args:?}: {}",
@@ -1102,28 +1095,37 @@ async fn plugin_config_comes_from_secrets_and_never_shows_their_values() {
         "{}config:\n  greeting:\n    valueFrom: {{secretKeyRef: {{name: sec-creds, key: greeting}}}}\n  tokens:\n    valueFrom: {{secretKeyRef: {{name: sec-creds, key: tokens.json, format: json}}}}\n  extra:\n    valueFrom: {{secretKeyRef: {{name: sec-creds, key: absent, optional: true}}}}\n  plain: visible\n",
         manifest("sec", "sec", "1.0.0")
     );
-    let wasm = files(dir.path(), "sec", &version("echo", "secrets"), &manifest);
+    let wasm = files(
+        bed.dir.path(),
+        "sec",
+        &version("echo", "secrets"),
+        &manifest,
+    );
     let yaml = wasm.replace(".wasm", ".yaml");
 
     // No Secret yet: refused, naming the Secret and the key.
-    let out = weft_cli(&[
-        "plugin",
-        "push",
-        &wasm,
-        "--manifest",
-        &yaml,
-        "--server",
-        &server,
-        "--wait",
-        "--timeout",
-        "90s",
-    ])
+    let out = weft_cli(
+        &kc,
+        &[
+            "plugin",
+            "push",
+            &wasm,
+            "--manifest",
+            &yaml,
+            "--wait",
+            "--timeout",
+            "90s",
+        ],
+    )
     .await;
     let said =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{said}");
     assert!(
-        said.contains("Secret default/sec-creds key \"greeting\": not found"),
+        said.contains(&format!(
+            "Secret {}/sec-creds key \"greeting\": not found",
+            bed.ns
+        )),
         "{said}"
     );
 
@@ -1140,7 +1142,7 @@ async fn plugin_config_comes_from_secrets_and_never_shows_their_values() {
         None,
     )
     .await;
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
     let status = async || -> Option<PluginStatus> {
         let cm = cms.get("sec").await.ok()?;
         serde_json::from_str(cm.annotations().get(package::ANNOTATION_STATUS)?).ok()
@@ -1155,8 +1157,8 @@ async fn plugin_config_comes_from_secrets_and_never_shows_their_values() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let workflows: Api<weft::api::Workflow> = Api::namespaced(client.clone(), "default");
-    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), "default");
+    let workflows: Api<weft::api::Workflow> = Api::default_namespaced(client.clone());
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::default_namespaced(client.clone());
     let run = async |wf: &str| -> serde_json::Value {
         let yaml = format!(
             "apiVersion: weft.dev/v1alpha1\nkind: Workflow\nmetadata: {{name: {wf}}}\nspec:\n  nodes:\n    - {{id: a, task: {{type: sec}}}}\n"
@@ -1233,7 +1235,7 @@ async fn plugin_config_comes_from_secrets_and_never_shows_their_values() {
     assert_eq!(run("uses-v2-still").await["greeting"], "hunter2-v2");
 
     // Nowhere else: not in ConfigMaps, Events, Workflows, metrics, logs or status.
-    let cli = weft_cli(&["plugin", "status", "-n", "default", "--server", &server]).await;
+    let cli = weft_cli(&kc, &["plugin", "status"]).await;
     let places = [
         (
             "configmaps",
@@ -1267,7 +1269,7 @@ async fn push_rollout(
 ) -> Digest {
     weft::hotload::push_with(
         &env.client,
-        "default",
+        &env.ns,
         name,
         component,
         manifest,
@@ -1291,8 +1293,8 @@ const ONE_NODE: &str =
 /// running on the serving version; `weft plugin promote` then serves it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shadow_is_compared_on_real_calls_and_promoted() {
-    let env = Env::start_hotload(config()).await;
-    let server = env.cluster.as_ref().unwrap().base_url();
+    let env = Env::start_hotload(config).await;
+    let kc = env.kubeconfig.clone();
     let echo = push(
         &env,
         "ro",
@@ -1361,10 +1363,7 @@ async fn a_shadow_is_compared_on_real_calls_and_promoted() {
         .is_some_and(|v| v >= 3.0),
         "{m}"
     );
-    let out = weft_cli(&[
-        "plugin", "status", "--diff", "-n", "default", "--server", &server,
-    ])
-    .await;
+    let out = weft_cli(&kc, &["plugin", "status", "--diff"]).await;
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains("shadow 2.0.0") && text.contains("differing"),
@@ -1372,10 +1371,7 @@ async fn a_shadow_is_compared_on_real_calls_and_promoted() {
     );
     assert!(text.contains("  - build-resource of shadowed-"), "{text}");
 
-    let out = weft_cli(&[
-        "plugin", "promote", "ro", "-n", "default", "--server", &server,
-    ])
-    .await;
+    let out = weft_cli(&kc, &["plugin", "promote", "ro"]).await;
     assert!(
         out.status.success(),
         "{}",
@@ -1400,8 +1396,8 @@ async fn a_shadow_is_compared_on_real_calls_and_promoted() {
 /// back to the serving version.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_canary_takes_its_share_of_new_workflows_and_is_aborted() {
-    let env = Env::start_hotload(config()).await;
-    let server = env.cluster.as_ref().unwrap().base_url();
+    let env = Env::start_hotload(config).await;
+    let kc = env.kubeconfig.clone();
     let stable = push(
         &env,
         "ro",
@@ -1410,23 +1406,22 @@ async fn a_canary_takes_its_share_of_new_workflows_and_is_aborted() {
     )
     .await;
     served_by(&env, "ro", stable, 30).await;
-    let out = weft_cli(&[
-        "plugin",
-        "push",
-        &files(
-            &tempfile::tempdir().unwrap().keep(),
-            "ro",
-            &version("echo", "canary"),
-            &manifest("ro", "ro", "2.0.0"),
-        ),
-        "--canary",
-        "25",
-        "--wait",
-        "-n",
-        "default",
-        "--server",
-        &server,
-    ])
+    let out = weft_cli(
+        &kc,
+        &[
+            "plugin",
+            "push",
+            &files(
+                &tempfile::tempdir().unwrap().keep(),
+                "ro",
+                &version("echo", "canary"),
+                &manifest("ro", "ro", "2.0.0"),
+            ),
+            "--canary",
+            "25",
+            "--wait",
+        ],
+    )
     .await;
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -1463,10 +1458,7 @@ async fn a_canary_takes_its_share_of_new_workflows_and_is_aborted() {
     let r = st.rollout.unwrap();
     assert_eq!((r.routed, r.to_candidate), (100, on_canary as u64));
 
-    let out = weft_cli(&[
-        "plugin", "abort", "ro", "-n", "default", "--server", &server,
-    ])
-    .await;
+    let out = weft_cli(&kc, &["plugin", "abort", "ro"]).await;
     assert!(
         out.status.success(),
         "{}",
@@ -1491,7 +1483,7 @@ async fn a_canary_takes_its_share_of_new_workflows_and_is_aborted() {
 /// workflows on the serving version.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_breaker_aborts_a_trapping_canary() {
-    let env = Env::start_hotload(config()).await;
+    let env = Env::start_hotload(config).await;
     let stable = push(
         &env,
         "ro",
@@ -1549,31 +1541,23 @@ async fn the_breaker_aborts_a_trapping_canary() {
 /// beside it again, and new workflows still split between the two.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_canary_survives_a_controller_restart() {
-    let (dir, cluster, kubeconfig, client) = common::dev_cluster().await;
-    let server = cluster.base_url();
-    let args = ["--plugin-namespace", "default"];
-    let mut first = common::ControllerProcess::start(&kubeconfig, "canary-1", &args);
+    let bed = Bed::start().await;
+    let (kc, client) = (bed.kubeconfig.clone(), bed.client.clone());
+    let args = ["--plugin-namespace", bed.ns.as_str()];
+    let mut first = bed.controller("canary-1", &args);
     first.metrics().await;
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
     let status = async || -> Option<PluginStatus> {
         let cm = cms.get("ro").await.ok()?;
         serde_json::from_str(cm.annotations().get(package::ANNOTATION_STATUS)?).ok()
     };
     let stable_file = files(
-        dir.path(),
+        bed.dir.path(),
         "ro",
         &version("echo", "stable"),
         &manifest("ro", "ro", "1.0.0"),
     );
-    let out = weft_cli(&[
-        "plugin",
-        "push",
-        &stable_file,
-        "--wait",
-        "--server",
-        &server,
-    ])
-    .await;
+    let out = weft_cli(&kc, &["plugin", "push", &stable_file, "--wait"]).await;
     assert!(
         out.status.success(),
         "{}",
@@ -1587,16 +1571,10 @@ async fn a_canary_survives_a_controller_restart() {
         &version("echo", "canary"),
         &manifest("ro", "ro", "2.0.0"),
     );
-    let out = weft_cli(&[
-        "plugin",
-        "push",
-        &canary_file,
-        "--canary",
-        "50",
-        "--wait",
-        "--server",
-        &server,
-    ])
+    let out = weft_cli(
+        &kc,
+        &["plugin", "push", &canary_file, "--canary", "50", "--wait"],
+    )
     .await;
     assert!(
         out.status.success(),
@@ -1606,7 +1584,7 @@ async fn a_canary_survives_a_controller_restart() {
     let canary = Digest::of(&version("echo", "canary")).to_string();
 
     first.kill();
-    let second = common::ControllerProcess::start(&kubeconfig, "canary-2", &args);
+    let second = bed.controller("canary-2", &args);
     second.metrics().await;
     let start = Instant::now();
     loop {
@@ -1626,7 +1604,7 @@ async fn a_canary_survives_a_controller_restart() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let workflows: Api<weft::api::Workflow> = Api::namespaced(client.clone(), "default");
+    let workflows: Api<weft::api::Workflow> = Api::default_namespaced(client.clone());
     let mut on = std::collections::BTreeMap::<String, usize>::new();
     for i in 0..4 {
         let name = format!("after-restart-{i}");

@@ -255,8 +255,8 @@ async fn child(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_sdk_example_runs_as_a_task_hot_loaded_from_configmaps() {
-    let env = Env::start_hotload(weft::hotload::HotloadConfig {
-        namespaces: vec!["default".into()],
+    let env = Env::start_hotload(|ns| weft::hotload::HotloadConfig {
+        namespaces: vec![ns.into()],
         ..Default::default()
     })
     .await;

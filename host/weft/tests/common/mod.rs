@@ -48,16 +48,18 @@ impl std::ops::Deref for Env {
 impl Env {
     /// Starts everything in a fresh directory.
     pub async fn start() -> Env {
-        Self::start_with(None).await
+        Self::start_with(None::<fn(&str) -> weft::hotload::HotloadConfig>).await
     }
 
-    /// Starts everything, with plugins also hot-loaded from ConfigMaps.
-    pub async fn start_hotload(config: weft::hotload::HotloadConfig) -> Env {
+    /// Starts everything, with plugins also hot-loaded from ConfigMaps:
+    /// `config` is given the test's namespace.
+    pub async fn start_hotload(config: impl FnOnce(&str) -> weft::hotload::HotloadConfig) -> Env {
         Self::start_with(Some(config)).await
     }
 
-    async fn start_with(hotload: Option<weft::hotload::HotloadConfig>) -> Env {
+    async fn start_with(hotload: Option<impl FnOnce(&str) -> weft::hotload::HotloadConfig>) -> Env {
         let bed = cluster::Bed::start().await;
+        let hotload = hotload.map(|config| config(&bed.ns));
         let client = bed.client.clone();
         let plugins = root().join("target/plugins");
         assert!(
