@@ -1,5 +1,5 @@
 //! Per-plugin RBAC, enforced by the API server: the dev cluster with RBAC
-//! on, deploy/'s Roles applied, and the real `weft controller` running as
+//! on (or kube-apiserver's RBAC, `WEFT_TEST_CLUSTER=k8s`), deploy/'s Roles applied, and the real `weft controller` running as
 //! its ServiceAccount with `--impersonate-plugins`, as deploy/ runs it; and
 //! a web-API task's Secrets read as its plugin's ServiceAccount.
 
@@ -70,19 +70,65 @@ async fn finished(workflows: &Api<weft::api::Workflow>, name: &str) -> weft::api
     panic!("{name} did not finish");
 }
 
-/// The dev cluster with RBAC on and deploy/'s RBAC applied, and the
-/// controller as deploy/ runs it, under its ServiceAccount's name with
-/// `--impersonate-plugins`, loading `plugins` (folder under the repo,
-/// name) and `args`. Also the admin's client and kubeconfig.
+/// A cluster with RBAC on and deploy/'s RBAC applied, and the controller
+/// as deploy/ runs it: as its ServiceAccount with `--impersonate-plugins`,
+/// loading `plugins` (folder under the repo, name) and `args`. On the dev
+/// cluster (RBAC on) the ServiceAccount's name is its token; on the real
+/// control plane (`WEFT_TEST_CLUSTER=k8s`) the token comes from the
+/// TokenRequest API, and the test works in a namespace of its own.
 struct Rbac {
-    cluster: weft_cluster::DevCluster,
+    /// The dev cluster; none on the real control plane.
+    cluster: Option<weft_cluster::DevCluster>,
     admin: kube::Client,
+    /// The admin's kubeconfig, whose context names `ns`.
     admin_kubeconfig: std::path::PathBuf,
+    /// The controller's kubeconfig (deploy/'s ServiceAccount).
+    controller_kubeconfig: std::path::PathBuf,
+    ns: String,
     controller: ControllerProcess,
     _dir: tempfile::TempDir,
 }
 
-async fn rbac_cluster(plugins: &[(&str, &str)], args: &[&str]) -> Rbac {
+impl Rbac {
+    /// The allowed requests, as the API server audited them.
+    fn audit(&self) -> Vec<weft_cluster::AuditRecord> {
+        match &self.cluster {
+            Some(c) => c.audit(),
+            None => common::k8s::shared().audit_records(),
+        }
+    }
+
+    /// A client with the controller's credentials impersonating `user`.
+    async fn impersonating(&self, user: &str) -> kube::Client {
+        let kc = kube::config::Kubeconfig::read_from(&self.controller_kubeconfig).unwrap();
+        let mut config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+            .await
+            .unwrap();
+        config.auth_info.impersonate = Some(user.into());
+        kube::Client::try_from(config).unwrap()
+    }
+
+    async fn stop(self) {
+        drop(self.controller);
+        if let Some(c) = self.cluster {
+            c.shutdown().await;
+        }
+    }
+}
+
+/// The bed: (dir, dev cluster, admin client and kubeconfig, controller
+/// kubeconfig, namespace, the controller's extra flags).
+type Bed = (
+    tempfile::TempDir,
+    Option<weft_cluster::DevCluster>,
+    kube::Client,
+    std::path::PathBuf,
+    std::path::PathBuf,
+    String,
+    Vec<String>,
+);
+
+async fn dev_bed() -> Bed {
     let dir = tempfile::tempdir().unwrap();
     let cluster = weft::dev::start_with(dir.path(), weft_cluster::Authorization::Rbac)
         .await
@@ -93,6 +139,53 @@ async fn rbac_cluster(plugins: &[(&str, &str)], args: &[&str]) -> Rbac {
     apply(&admin_kubeconfig, &deployed_rbac()).await;
     let kubeconfig = dir.path().join("controller.kubeconfig");
     std::fs::write(&kubeconfig, cluster.kubeconfig_as(CONTROLLER)).unwrap();
+    let ns = "default".to_string();
+    (
+        dir,
+        Some(cluster),
+        admin,
+        admin_kubeconfig,
+        kubeconfig,
+        ns,
+        vec![],
+    )
+}
+
+async fn real_bed() -> Bed {
+    static APPLIED: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+    let bed = common::cluster::Bed::start().await;
+    let cluster = common::k8s::shared();
+    APPLIED
+        .get_or_init(|| async { apply(&cluster.kubeconfig, &deployed_rbac()).await })
+        .await;
+    let args = [
+        "create",
+        "token",
+        "weft-controller",
+        "-n",
+        "weft-system",
+        "--duration=2h",
+    ];
+    let token = common::kubectl_ok(&cluster.kubeconfig, &args, None).await;
+    let name = format!("weft-controller-{}", bed.ns);
+    let kubeconfig = cluster.kubeconfig_with_token(&name, token.trim());
+    let extra = bed.controller_args();
+    let common::cluster::Bed {
+        dir,
+        client,
+        kubeconfig: admin_kubeconfig,
+        ns,
+        ..
+    } = bed;
+    (dir, None, client, admin_kubeconfig, kubeconfig, ns, extra)
+}
+
+async fn rbac_cluster(plugins: &[(&str, &str)], args: &[&str]) -> Rbac {
+    let (dir, cluster, admin, admin_kubeconfig, kubeconfig, ns, extra) =
+        match common::cluster::real() {
+            true => real_bed().await,
+            false => dev_bed().await,
+        };
     let folder = dir.path().join("plugins");
     std::fs::create_dir(&folder).unwrap();
     for (from, name) in plugins {
@@ -108,12 +201,15 @@ async fn rbac_cluster(plugins: &[(&str, &str)], args: &[&str]) -> Rbac {
         "--impersonate-plugins",
     ];
     all.extend(args);
+    all.extend(extra.iter().map(String::as_str));
     let controller = ControllerProcess::start(&kubeconfig, "weft-controller-0", &all);
     controller.metrics().await;
     Rbac {
         cluster,
         admin,
         admin_kubeconfig,
+        controller_kubeconfig: kubeconfig,
+        ns,
         controller,
         _dir: dir,
     }
@@ -129,15 +225,9 @@ async fn plugins_write_as_their_service_accounts_and_the_api_server_refuses_unde
         ("target/test-guests", "echo"),
         ("target/test-guests", "undeclared-kind"),
     ];
-    let Rbac {
-        cluster,
-        admin,
-        admin_kubeconfig,
-        controller,
-        _dir,
-    } = rbac_cluster(&plugins, &[]).await;
-    let server = cluster.base_url();
-    let workflows: Api<weft::api::Workflow> = Api::namespaced(admin.clone(), "default");
+    let bed = rbac_cluster(&plugins, &[]).await;
+    let (admin_kubeconfig, controller) = (&bed.admin_kubeconfig, &bed.controller);
+    let workflows: Api<weft::api::Workflow> = Api::namespaced(bed.admin.clone(), &bed.ns);
 
     // The pod plugin's Pod is written as weft-plugin-pod.
     let ok = run(&workflows, "as-pod", "pod").await;
@@ -148,7 +238,7 @@ async fn plugins_write_as_their_service_accounts_and_the_api_server_refuses_unde
         controller.log()
     );
     let pod_sa = "system:serviceaccount:weft-system:weft-plugin-pod";
-    let audit = cluster.audit();
+    let audit = bed.audit();
     assert!(
         audit.iter().any(|r| r.user == pod_sa
             && r.resource == "pods"
@@ -187,11 +277,8 @@ async fn plugins_write_as_their_service_accounts_and_the_api_server_refuses_unde
     // ...and the API server refuses it too, as the plugin's ServiceAccount:
     // an impersonated apply of a ConfigMap as weft-plugin-pod (kube-rs, as
     // the controller's own credentials do it) and `kubectl --as`.
-    let mut config = kube::Config::new(server.parse().unwrap());
-    config.auth_info.token = Some(CONTROLLER.to_string().into());
-    config.auth_info.impersonate = Some(pod_sa.into());
-    let as_pod = kube::Client::try_from(config).unwrap();
-    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(as_pod, "default");
+    let as_pod = bed.impersonating(pod_sa).await;
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(as_pod, &bed.ns);
     let cm: k8s_openapi::api::core::v1::ConfigMap =
         serde_json::from_value(serde_json::json!({"metadata": {"name": "sneaky"}})).unwrap();
     let err = cms
@@ -212,16 +299,8 @@ async fn plugins_write_as_their_service_accounts_and_the_api_server_refuses_unde
         s.message
     );
     let out = kubectl(
-        &admin_kubeconfig,
-        &[
-            "--as",
-            pod_sa,
-            "create",
-            "configmap",
-            "sneaky",
-            "-n",
-            "default",
-        ],
+        admin_kubeconfig,
+        &["--as", pod_sa, "create", "configmap", "sneaky"],
         None,
     )
     .await;
@@ -230,8 +309,7 @@ async fn plugins_write_as_their_service_accounts_and_the_api_server_refuses_unde
         !out.status.success() && err.contains("is forbidden") && err.contains(pod_sa),
         "{err}"
     );
-    drop(controller);
-    cluster.shutdown().await;
+    bed.stop().await;
 }
 
 /// The loopback API of the credentials test: `/whoami` answers with the
@@ -251,7 +329,7 @@ fn whoami(req: &common::loopback::Seen) -> (u16, serde_json::Value) {
 /// A Workflow with one `http` node calling `url` with `secret` (YAML).
 fn with_secret(name: &str, url: &str, secret: &str) -> String {
     format!(
-        "apiVersion: weft.dev/v1alpha1\nkind: Workflow\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  nodes:\n    - id: a\n      task:\n        type: http\n        config: {{url: '{url}', outputs: {{auth: response.json.auth, ok: response.json.ok}}}}\n        secrets: [{secret}]\n"
+        "apiVersion: weft.dev/v1alpha1\nkind: Workflow\nmetadata: {{name: {name}}}\nspec:\n  nodes:\n    - id: a\n      task:\n        type: http\n        config: {{url: '{url}', outputs: {{auth: response.json.auth, ok: response.json.ok}}}}\n        secrets: [{secret}]\n"
     )
 }
 
@@ -266,20 +344,15 @@ async fn a_tasks_secret_is_sent_as_a_header_only_once_its_namespace_grants_the_p
     const TOKEN: &str = "s3cr3t-task-token-9";
     let server = common::loopback::Server::start(whoami);
     let url = server.url("/whoami");
-    let Rbac {
-        cluster,
-        admin,
-        admin_kubeconfig,
-        controller,
-        _dir,
-    } = rbac_cluster(&[("target/plugins", "http")], &["--workflow-events=all"]).await;
+    let bed = rbac_cluster(&[("target/plugins", "http")], &["--workflow-events=all"]).await;
+    let (admin_kubeconfig, controller, ns) = (&bed.admin_kubeconfig, &bed.controller, &bed.ns);
     common::kubectl_ok(
-        &admin_kubeconfig,
-        &["-n", "default", "create", "secret", "generic", "api-token"],
+        admin_kubeconfig,
+        &["create", "secret", "generic", "api-token"],
         None,
     )
     .await;
-    let workflows: Api<weft::api::Workflow> = Api::namespaced(admin.clone(), "default");
+    let workflows: Api<weft::api::Workflow> = Api::namespaced(bed.admin.clone(), ns);
     let header = "{name: api-token, key: token, mountAs: header, header: {name: Authorization, prefix: 'Bearer ', hosts: [127.0.0.1]}}";
     let node = |wf: &weft::api::Workflow| wf.status.as_ref().unwrap().nodes["a"].clone();
     let finished = |name: &'static str| finished(&workflows, name);
@@ -288,21 +361,23 @@ async fn a_tasks_secret_is_sent_as_a_header_only_once_its_namespace_grants_the_p
     // before any request, naming the Secret, the user it was read as, and
     // the grant.
     let yaml = with_secret("creds-denied", &url, header);
-    common::kubectl_ok(&admin_kubeconfig, &["create", "-f", "-"], Some(&yaml)).await;
+    common::kubectl_ok(admin_kubeconfig, &["create", "-f", "-"], Some(&yaml)).await;
     let a = node(&finished("creds-denied").await);
     assert_eq!(a.phase, NodePhase::Failed);
     assert_eq!(a.reason.as_deref(), Some("SecretUnavailable"));
     let msg = a.message.clone().unwrap_or_default();
     let plugin_sa = "system:serviceaccount:weft-system:weft-plugin-http";
     assert!(
-        msg.contains("plugin http may not get Secret default/api-token") && msg.contains(plugin_sa),
+        msg.contains(&format!("plugin http may not get Secret {ns}/api-token"))
+            && msg.contains(plugin_sa),
         "{msg}"
     );
     assert_eq!(server.count(), 0, "a request left without its consent");
 
     // The namespace grants it with the very commands the message gives
-    // (rendered by kubectl, then applied: `kubectl create role` sends
-    // protobuf, which the dev cluster does not read).
+    // (run as given on kube-apiserver; on the dev cluster rendered by
+    // kubectl, then applied: `kubectl create role` sends protobuf, which
+    // the dev cluster does not read).
     let grant = msg
         .split("to let it send this Secret: ")
         .nth(1)
@@ -310,20 +385,26 @@ async fn a_tasks_secret_is_sent_as_a_header_only_once_its_namespace_grants_the_p
     for command in grant.split(" && ") {
         let mut args: Vec<&str> = command.split_whitespace().skip(1).collect();
         assert_eq!(command.split_whitespace().next(), Some("kubectl"));
+        if bed.cluster.is_none() {
+            common::kubectl_ok(admin_kubeconfig, &args, None).await;
+            continue;
+        }
         args.extend(["--dry-run=client", "-o", "yaml"]);
-        let object = common::kubectl_ok(&admin_kubeconfig, &args, None).await;
-        apply(&admin_kubeconfig, &object).await;
+        let object = common::kubectl_ok(admin_kubeconfig, &args, None).await;
+        apply(admin_kubeconfig, &object).await;
     }
 
     // 2. Readable now, but the Secret has no such key yet: named, nothing
     // sent.
     let yaml = with_secret("creds-nokey", &url, header);
-    common::kubectl_ok(&admin_kubeconfig, &["create", "-f", "-"], Some(&yaml)).await;
+    common::kubectl_ok(admin_kubeconfig, &["create", "-f", "-"], Some(&yaml)).await;
     let a = node(&finished("creds-nokey").await);
     assert_eq!(a.phase, NodePhase::Failed);
     let msg = a.message.clone().unwrap_or_default();
     assert!(
-        msg.contains("task.secrets[0]: Secret default/api-token has no key \"token\""),
+        msg.contains(&format!(
+            "task.secrets[0]: Secret {ns}/api-token has no key \"token\""
+        )),
         "{msg}\n{}",
         controller.log()
     );
@@ -331,21 +412,13 @@ async fn a_tasks_secret_is_sent_as_a_header_only_once_its_namespace_grants_the_p
     // 3. With the key, the header is sent.
     let patch = format!("{{\"stringData\": {{\"token\": \"{TOKEN}\"}}}}");
     common::kubectl_ok(
-        &admin_kubeconfig,
-        &[
-            "-n",
-            "default",
-            "patch",
-            "secret",
-            "api-token",
-            "-p",
-            &patch,
-        ],
+        admin_kubeconfig,
+        &["patch", "secret", "api-token", "-p", &patch],
         None,
     )
     .await;
     let yaml = with_secret("creds-ok", &url, header);
-    common::kubectl_ok(&admin_kubeconfig, &["create", "-f", "-"], Some(&yaml)).await;
+    common::kubectl_ok(admin_kubeconfig, &["create", "-f", "-"], Some(&yaml)).await;
     let wf = finished("creds-ok").await;
     let a = node(&wf);
     assert_eq!(a.phase, NodePhase::Succeeded, "{a:?}\n{}", controller.log());
@@ -359,10 +432,10 @@ async fn a_tasks_secret_is_sent_as_a_header_only_once_its_namespace_grants_the_p
         serde_json::json!({"auth": "[redacted]", "ok": true})
     );
     // Read as the plugin, never as the controller itself.
-    let reads: Vec<_> = cluster
+    let reads: Vec<_> = bed
         .audit()
         .into_iter()
-        .filter(|r| r.resource == "secrets" && r.namespace == "default" && r.name == "api-token")
+        .filter(|r| r.resource == "secrets" && &r.namespace == ns && r.name == "api-token")
         .collect();
     assert!(
         reads.iter().any(|r| r.user == plugin_sa
@@ -376,10 +449,10 @@ async fn a_tasks_secret_is_sent_as_a_header_only_once_its_namespace_grants_the_p
     // must name its hosts; a pod-only mount is refused for a web-API task.
     let open = "{name: api-token, key: token, mountAs: header, header: {name: Authorization}}";
     let yaml = with_secret("creds-open", &url, open);
-    common::kubectl_ok(&admin_kubeconfig, &["create", "-f", "-"], Some(&yaml)).await;
+    common::kubectl_ok(admin_kubeconfig, &["create", "-f", "-"], Some(&yaml)).await;
     let env = "{name: api-token, key: token}";
     let yaml = with_secret("creds-env", &url, env);
-    common::kubectl_ok(&admin_kubeconfig, &["create", "-f", "-"], Some(&yaml)).await;
+    common::kubectl_ok(admin_kubeconfig, &["create", "-f", "-"], Some(&yaml)).await;
     let msg = node(&finished("creds-open").await)
         .message
         .unwrap_or_default();
@@ -402,13 +475,13 @@ async fn a_tasks_secret_is_sent_as_a_header_only_once_its_namespace_grants_the_p
     // The value is nowhere a user reads.
     let everything = [
         common::kubectl_ok(
-            &admin_kubeconfig,
+            admin_kubeconfig,
             &["get", "workflows", "-A", "-o", "yaml"],
             None,
         )
         .await,
         common::kubectl_ok(
-            &admin_kubeconfig,
+            admin_kubeconfig,
             &["get", "events", "-A", "-o", "yaml"],
             None,
         )
@@ -422,6 +495,5 @@ async fn a_tasks_secret_is_sent_as_a_header_only_once_its_namespace_grants_the_p
         everything[1].contains("creds-denied"),
         "Events were written"
     );
-    drop(controller);
-    cluster.shutdown().await;
+    bed.stop().await;
 }

@@ -552,6 +552,44 @@ impl RealCluster {
     }
 }
 
+impl RealCluster {
+    /// The allowed requests of the audit log as the dev cluster records
+    /// them ([`weft_cluster::AuditRecord`]): the impersonated user as
+    /// `user`, the one who impersonated as `impersonator`.
+    pub fn audit_records(&self) -> Vec<weft_cluster::AuditRecord> {
+        let text = |v: &serde_json::Value| v.as_str().unwrap_or("").to_string();
+        self.audit()
+            .iter()
+            .filter(|e| e["stage"] == "ResponseComplete" || e["stage"] == "ResponseStarted")
+            .filter(|e| {
+                e["responseStatus"]["code"]
+                    .as_u64()
+                    .is_some_and(|c| c < 400)
+            })
+            .filter(|e| e["objectRef"]["resource"].is_string())
+            .map(|e| {
+                let r = &e["objectRef"];
+                let mut resource = text(&r["resource"]);
+                if let Some(sub) = r["subresource"].as_str() {
+                    resource = format!("{resource}/{sub}");
+                }
+                let impersonated = e["impersonatedUser"]["username"].as_str();
+                weft_cluster::AuditRecord {
+                    user: impersonated
+                        .map(String::from)
+                        .unwrap_or_else(|| text(&e["user"]["username"])),
+                    verb: text(&e["verb"]),
+                    api_group: text(&r["apiGroup"]),
+                    resource,
+                    namespace: text(&r["namespace"]),
+                    name: text(&r["name"]),
+                    impersonator: impersonated.map(|_| text(&e["user"]["username"])),
+                }
+            })
+            .collect()
+    }
+}
+
 /// A kube-rs client from a kubeconfig file.
 pub async fn client_for(kubeconfig: &Path) -> kube::Client {
     let kc = kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
