@@ -2,7 +2,8 @@
 //! deploy/base/webhook.yaml's own configurations: the controller manages
 //! the certificate and writes the caBundle, kube-apiserver calls it over
 //! TLS at `weft-webhook.weft-system.svc` and refuses a bad Workflow at
-//! `kubectl create` with every problem; with the webhook down,
+//! `kubectl create` with every problem, and admits good ones across
+//! certificate renewals; with the webhook down,
 //! `failurePolicy` decides. Its own control plane: the configurations it
 //! installs would stand in the other tests' way.
 //! (How the apiserver reaches a local process: `RealCluster::route_webhooks`.)
@@ -57,6 +58,9 @@ async fn kube_apiserver_calls_the_webhook_deploy_registers() {
             &port.to_string(),
             "--leader-elect-namespace",
             "weft-system",
+            // Renewed every 2 s or so: the rotation below.
+            "--webhook-cert-validity",
+            "6s",
         ],
     );
     controller.started_metrics().await;
@@ -110,6 +114,33 @@ async fn kube_apiserver_calls_the_webhook_deploy_registers() {
         );
     }
     kubectl_ok(kc, &["create", "-f", "-"], Some(&good("fine"))).await;
+
+    // Across certificate renewals (same CA, the caBundle stays), every
+    // create kube-apiserver admits through the webhook succeeds.
+    let not_after = "jsonpath={.items[0].metadata.annotations.weft\\.dev/not-after}";
+    let secret = ["get", "secrets", "-A", "--field-selector"];
+    let mut seen = std::collections::BTreeSet::new();
+    let start = std::time::Instant::now();
+    for i in 0.. {
+        if start.elapsed() > Duration::from_secs(10) {
+            break;
+        }
+        let name = format!("rotated-{i}");
+        let out = kubectl(kc, &["create", "-f", "-"], Some(&good(&name))).await;
+        assert!(
+            out.status.success(),
+            "{name} refused during a rotation: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            controller.log()
+        );
+        let args = [
+            &secret[..],
+            &["metadata.name=weft-webhook-certs", "-o", not_after],
+        ]
+        .concat();
+        seen.insert(kubectl_ok(kc, &args, None).await);
+    }
+    assert!(seen.len() >= 3, "renewed {} times: {seen:?}", seen.len());
 
     // The webhook down: Fail refuses, Ignore lets Workflows through.
     drop(controller);
