@@ -6,6 +6,7 @@
 
 pub mod cluster;
 pub mod examples;
+pub mod install;
 pub mod k8s;
 pub mod loopback;
 
