@@ -142,8 +142,13 @@ impl ApiError {
         Self::new(500, "", message)
     }
 
+    /// 410 Expired, without `details` (kube-apiserver's NewResourceExpired
+    /// sets none).
     pub(crate) fn gone(message: impl Into<String>) -> Self {
-        Self::new(410, "Expired", message)
+        Self {
+            details: Value::Null,
+            ..Self::new(410, "Expired", message)
+        }
     }
 
     pub(crate) fn too_old(requested: u64, oldest: u64) -> Self {
@@ -221,7 +226,7 @@ impl ApiError {
                 "code": self.code,
             });
         }
-        json!({
+        let mut status = json!({
             "kind": "Status",
             "apiVersion": "v1",
             "metadata": {},
@@ -230,7 +235,11 @@ impl ApiError {
             "reason": self.reason,
             "details": self.details,
             "code": self.code,
-        })
+        });
+        if self.details.is_null() {
+            status.as_object_mut().unwrap().remove("details");
+        }
+        status
     }
 }
 

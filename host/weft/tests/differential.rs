@@ -2,6 +2,11 @@
 //! cluster and to kube-apiserver, answers compared — status code, reason,
 //! causes, message, `Warning` headers and the returned object (without
 //! uids, timestamps, resourceVersions, managedFields, continue tokens).
+//! Watches (410 Gone after a compaction, initial events and their
+//! bookmark) are compared by their events, and kubectl commands (a
+//! `kind: List`, `create role` in protobuf, `--validate` strict, warn and
+//! ignore) by exit status and output. `DIFF_SHOW=PREFIX` prints the
+//! answers of the cases whose names start so.
 //! Every difference must be listed, with its reason, in
 //! host/weft-cluster/README.md's "Differences from kube-apiserver" table;
 //! a new one, or a listed one that went away, fails the test.
@@ -22,6 +27,9 @@ struct Case {
     content_type: &'static str,
     body: Value,
     impersonate: Option<&'static str>,
+    /// Compact both servers' history first (etcd's; the dev cluster keeps
+    /// a short one here), so an old resourceVersion is gone.
+    compacted: bool,
 }
 
 const JSON: &str = "application/json";
@@ -37,6 +45,7 @@ fn case(name: &'static str, method: &'static str, path: &'static str, body: Valu
         content_type: JSON,
         body,
         impersonate: None,
+        compacted: false,
     }
 }
 
@@ -188,6 +197,29 @@ fn cases() -> Vec<Case> {
                 Value::Null,
             )
         },
+        // Watches end by timeoutSeconds; their events are compared.
+        case(
+            "create-service",
+            "POST",
+            "/api/v1/namespaces/diff/services",
+            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"},
+                "spec": {"type": "ExternalName", "externalName": "example.com"}}),
+        ),
+        Case {
+            compacted: true,
+            ..case(
+                "watch-too-old",
+                "GET",
+                "/api/v1/namespaces/diff/services?watch=true&resourceVersion=1&timeoutSeconds=1",
+                Value::Null,
+            )
+        },
+        case(
+            "watch-initial-events-bookmark",
+            "GET",
+            "/api/v1/namespaces/diff/configmaps?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1",
+            Value::Null,
+        ),
         case(
             "delete-configmap",
             "DELETE",
@@ -201,6 +233,75 @@ fn cases() -> Vec<Case> {
             Value::Null,
         ),
     ]
+}
+
+/// A kubectl command run against both clusters: its exit status, standard
+/// output and standard error are compared.
+struct KubectlCase {
+    name: &'static str,
+    args: &'static [&'static str],
+    stdin: Option<String>,
+}
+
+/// What kubectl does beyond single JSON requests: a `kind: List`, a
+/// protobuf body (`kubectl create role`), and client-side schema checks
+/// against the server's OpenAPI under `--validate` strict, warn and ignore.
+fn kubectl_cases() -> Vec<KubectlCase> {
+    let list = r#"{"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "l1", "namespace": "diff"}},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "l2", "namespace": "diff"}}]}"#;
+    let bogus = |name: &str| {
+        let mut w = workflow(json!({"bogus": 1}));
+        w["metadata"]["name"] = name.into();
+        Some(w.to_string())
+    };
+    let k = |name, args, stdin| KubectlCase { name, args, stdin };
+    vec![
+        k(
+            "kubectl-list",
+            &["create", "-f", "-"],
+            Some(list.to_string()),
+        ),
+        k(
+            "kubectl-create-role",
+            &[
+                "create",
+                "role",
+                "r",
+                "-n",
+                "diff",
+                "--verb=get",
+                "--resource=configmaps",
+            ],
+            None,
+        ),
+        k(
+            "kubectl-validate-strict",
+            &["create", "--validate=strict", "-f", "-"],
+            bogus("v-strict"),
+        ),
+        k(
+            "kubectl-validate-warn",
+            &["create", "--validate=warn", "-f", "-"],
+            bogus("v-warn"),
+        ),
+        k(
+            "kubectl-validate-ignore",
+            &["create", "--validate=ignore", "-f", "-"],
+            bogus("v-ignore"),
+        ),
+    ]
+}
+
+/// A kubectl case's outcome on one cluster, the server's address removed.
+async fn run_kubectl(kubeconfig: &std::path::Path, c: &KubectlCase) -> Answer {
+    let out = common::kubectl(kubeconfig, c.args, c.stdin.as_deref()).await;
+    let text = |b: &[u8]| String::from_utf8_lossy(b).trim().to_string();
+    Answer {
+        code: out.status.code().unwrap_or(-1) as u16,
+        warnings: Vec::new(),
+        body: json!({"stdout": text(&out.stdout), "stderr": text(&out.stderr)}),
+    }
 }
 
 /// What an answer is compared by.
@@ -239,8 +340,7 @@ async fn send(client: &Client, c: &Case) -> Answer {
         .await
         .unwrap()
         .to_bytes();
-    let body = serde_json::from_slice(&bytes)
-        .unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into()));
+    let body = serde_json::from_slice(&bytes).unwrap_or_else(|_| events(&bytes));
     Answer {
         code,
         warnings,
@@ -248,8 +348,27 @@ async fn send(client: &Client, c: &Case) -> Answer {
     }
 }
 
+/// A watch's answer: one event per line, as an array; or the text.
+fn events(bytes: &[u8]) -> Value {
+    let events: Result<Vec<Value>, _> = serde_json::Deserializer::from_slice(bytes)
+        .into_iter()
+        .collect();
+    match events {
+        Ok(events) if !events.is_empty() => Value::Array(events),
+        _ => Value::String(String::from_utf8_lossy(bytes).into()),
+    }
+}
+
 /// Drops what differs between any two servers (and runs).
 fn normalize(mut v: Value) -> Value {
+    if let Some(events) = v.as_array_mut() {
+        for e in events.iter_mut() {
+            if let Some(object) = e.get_mut("object") {
+                *object = normalize(object.take());
+            }
+        }
+        return v;
+    }
     if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
         for k in [
             "uid",
@@ -288,16 +407,22 @@ fn normalize(mut v: Value) -> Value {
 fn differences(dev: &Answer, real: &Answer) -> Vec<&'static str> {
     let mut out = Vec::new();
     if dev.code != real.code {
-        out.push("code");
+        // Another outcome: the rest differs with it.
+        return vec!["code"];
     }
-    let status = |a: &Answer| a.body["kind"] == "Status";
-    if status(dev) && status(real) {
-        for (aspect, key) in [("reason", "reason"), ("message", "message")] {
-            if dev.body[key] != real.body[key] {
-                out.push(aspect);
+    // A Status, or a watch's ERROR event (which carries one).
+    let status = |a: &Answer| match a.body["type"] == "ERROR" {
+        true => a.body["object"].clone(),
+        false => a.body.clone(),
+    };
+    let (d, r) = (status(dev), status(real));
+    if d["kind"] == "Status" && r["kind"] == "Status" {
+        for key in ["reason", "message", "code"] {
+            if d[key] != r[key] {
+                out.push(key);
             }
         }
-        if dev.body["details"]["causes"] != real.body["details"]["causes"] {
+        if d["details"]["causes"] != r["details"]["causes"] {
             out.push("causes");
         }
     } else if dev.body != real.body {
@@ -332,9 +457,14 @@ fn listed() -> BTreeSet<(String, String)> {
 async fn the_dev_cluster_answers_as_kube_apiserver_or_says_why_not() {
     let real = common::k8s::shared();
     let dir = tempfile::tempdir().unwrap();
-    let dev = weft::dev::start_with(dir.path(), weft_cluster::Authorization::Rbac)
-        .await
-        .unwrap();
+    // A history of ten changes: the cases make more, so a watch from the
+    // first resourceVersion is gone here as after etcd's compaction.
+    let config = weft_cluster::Config {
+        history_limit: 10,
+        ..weft_cluster::Config::new(std::path::absolute(dir.path()).unwrap())
+            .with_authorization(weft_cluster::Authorization::Rbac)
+    };
+    let dev = weft_cluster::DevCluster::start(config).await.unwrap();
     let dev_kc = dir.path().join("admin.kubeconfig");
     dev.write_kubeconfig(&dev_kc).unwrap();
     let eve_kc = dir.path().join("eve.kubeconfig");
@@ -355,10 +485,23 @@ async fn the_dev_cluster_answers_as_kube_apiserver_or_says_why_not() {
     let mut found = BTreeSet::new();
     let mut report = String::new();
     for c in cases() {
+        if c.compacted {
+            real.compact_etcd();
+        }
         let mut answers = Vec::new();
         for (admin, eve) in &clients {
             let client = if c.user.is_some() { eve } else { admin };
-            answers.push(send(client, &c).await);
+            let answer = tokio::time::timeout(std::time::Duration::from_secs(20), send(client, &c))
+                .await
+                .unwrap_or_else(|_| Answer {
+                    code: 0,
+                    warnings: Vec::new(),
+                    body: "no answer in 20 s".into(),
+                });
+            answers.push(answer);
+        }
+        if std::env::var("DIFF_SHOW").is_ok_and(|v| c.name.starts_with(&v)) {
+            eprintln!("{}: {answers:?}", c.name);
         }
         for aspect in differences(&answers[0], &answers[1]) {
             found.insert((c.name.to_string(), aspect.to_string()));
@@ -371,6 +514,23 @@ async fn the_dev_cluster_answers_as_kube_apiserver_or_says_why_not() {
                 answers[1].code,
                 answers[1].warnings,
                 answers[1].body
+            ));
+        }
+    }
+    let kubeconfigs = [dev_kc.clone(), real.kubeconfig.clone()];
+    for c in kubectl_cases() {
+        let mut answers = Vec::new();
+        for kc in &kubeconfigs {
+            answers.push(run_kubectl(kc, &c).await);
+        }
+        if std::env::var("DIFF_SHOW").is_ok_and(|v| c.name.starts_with(&v)) {
+            eprintln!("{}: {answers:?}", c.name);
+        }
+        for aspect in differences(&answers[0], &answers[1]) {
+            found.insert((c.name.to_string(), aspect.to_string()));
+            report.push_str(&format!(
+                "\n{} / {aspect}:\n  dev cluster:    {} {}\n  kube-apiserver: {} {}\n",
+                c.name, answers[0].code, answers[0].body, answers[1].code, answers[1].body
             ));
         }
     }

@@ -35,6 +35,8 @@ pub struct RealCluster {
     pub ca: PathBuf,
     /// The directory of the control plane's binaries.
     pub bin: PathBuf,
+    /// etcd's client port (plain HTTP on loopback).
+    etcd_port: u16,
     pki: Pki,
     pids: Vec<(String, u32)>,
 }
@@ -206,6 +208,7 @@ impl RealCluster {
             server,
             ca: ca.clone(),
             bin: bin.clone(),
+            etcd_port,
             pki,
             pids: Vec::new(),
         };
@@ -257,6 +260,11 @@ impl RealCluster {
                 ),
                 format!("--audit-log-path={}", dir.join("audit.log").display()),
                 "--audit-log-maxsize=0".into(),
+                // Services (which Weft's controller never watches) bypass
+                // the watch cache: after compact_etcd() a watch from an old
+                // resourceVersion of them is 410 Gone at once, where the
+                // cache would keep serving its last 75 s or more.
+                "--watch-cache-sizes=services#0".into(),
             ],
         );
         cluster.wait("kube-apiserver", 90, || {
@@ -542,6 +550,19 @@ impl RealCluster {
         std::fs::write(path, serde_yaml::to_string(&kc).unwrap()).unwrap();
     }
 
+    /// Compacts etcd's history up to its current revision (physically), as
+    /// kube-apiserver does every 5 minutes: a watch from an older
+    /// resourceVersion is then answered 410 Gone. Through etcd's gRPC
+    /// gateway.
+    pub fn compact_etcd(&self) {
+        let range = http_post(self.etcd_port, "/v3/kv/range", r#"{"key": "AA=="}"#);
+        let v: serde_json::Value = serde_json::from_str(&range).expect(&range);
+        let rev = v["header"]["revision"].as_str().expect(&range).to_string();
+        let body = format!(r#"{{"revision": "{rev}", "physical": true}}"#);
+        let out = http_post(self.etcd_port, "/v3/kv/compaction", &body);
+        assert!(out.contains("header"), "etcd compaction to {rev}: {out}");
+    }
+
     /// The audit log's events (JSON lines), as kube-apiserver wrote them.
     pub fn audit(&self) -> Vec<serde_json::Value> {
         std::fs::read_to_string(self.dir.join("audit.log"))
@@ -625,6 +646,22 @@ current-context: real
 }
 
 /// A plain-HTTP GET on loopback answered 200.
+/// A plain-HTTP/1.0 request on loopback; the answer's body.
+fn http_post(port: u16, path: &str, body: &str) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let req = format!(
+        "POST {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out.split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or(out)
+}
+
 fn http_ok(port: u16, path: &str) -> bool {
     let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
         return false;
