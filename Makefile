@@ -64,10 +64,15 @@ run: plugins host
 K8S_SUITES := controller lifecycle subworkflows templates admin http_task hotload plugin_rbac
 K8S_SERIAL := crash ha ttl cron
 
-## The whole test suite.
-test: guests helm-tools grpc-tools browser ray k8s fresh-setup
+## Formatting, clippy, and the import loops issue 40 has closed (.ci/import-loops.py).
+lint:
 	cargo fmt --all --check
 	cargo clippy --locked --workspace --all-targets -- -D warnings
+	python3 .ci/import-loops.py --max weft-plugin=0
+
+## The whole test suite.
+test: guests helm-tools grpc-tools browser ray k8s fresh-setup
+	$(MAKE) lint
 	cargo test --locked --workspace
 	WEFT_TEST_CLUSTER=k8s cargo test --locked -p weft $(addprefix --test ,$(K8S_SUITES))
 	WEFT_TEST_CLUSTER=k8s cargo test --locked -p weft $(addprefix --test ,$(K8S_SERIAL)) -- --test-threads=1

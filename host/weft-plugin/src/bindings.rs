@@ -1,8 +1,9 @@
 //! Host bindings generated from `wit/plugin`, in one place.
 //!
-//! The two worlds share their imports: the middleware world reuses the
+//! The three worlds share their imports: the middleware world reuses the
 //! task world's generated interfaces through `with:` so one `Host` impl
-//! serves both.
+//! serves both, and the web-API world (`weft:plugin@0.2.0`) maps its own
+//! onto the same host state.
 
 /// Bindings of the `k8s-task-plugin` world.
 #[allow(missing_docs)]
@@ -31,8 +32,8 @@ pub mod middleware {
 }
 
 /// Bindings of the `webapi-task-plugin` world of `weft:plugin@0.2.0`
-/// (issue 20, not served yet): generated so that the draft WIT is checked
-/// by every build. `wasi:http` and `wasi:io` are wasmtime's own.
+/// (issue 20), served by [`crate::webapi`]. `wasi:http` and `wasi:io` are
+/// wasmtime's own.
 #[allow(missing_docs)]
 pub mod webapi {
     wasmtime::component::bindgen!({

@@ -68,7 +68,7 @@ impl RawEgress {
                 })?;
         }
         if let Some(m) = self.max_response {
-            e.max_response = crate::manifest::parse_quantity(&m)
+            e.max_response = crate::quantity::parse_quantity(&m)
                 .map_err(|p| ("egress.maxResponse".to_string(), p))?;
         }
         if let Some(c) = self.concurrency {

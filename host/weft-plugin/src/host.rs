@@ -16,6 +16,7 @@ use wasmtime::{ResourceLimiter, component::ResourceTable};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView, p2::pipe::MemoryOutputPipe};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
+use crate::PLUGIN_LOG_TARGET;
 use crate::outbound::Hooks;
 
 use crate::bindings::task::weft::plugin::{clock, log, state, types::Level};
@@ -300,12 +301,6 @@ fn truncate(s: &str) -> &str {
     }
     &s[..end]
 }
-
-/// The log target of every line a plugin writes (its `log` calls and a
-/// WASI guest's stdout and stderr), so an operator can set its level apart
-/// from the host's: `RUST_LOG=warn,plugin=debug`. `weft` shows it at info
-/// by default.
-pub const PLUGIN_LOG_TARGET: &str = "plugin";
 
 impl crate::bindings::task::weft::plugin::types::Host for HostState {}
 

@@ -39,12 +39,20 @@ pub mod manifest;
 pub mod outbound;
 pub mod plugin;
 mod prepared;
+pub mod quantity;
 pub mod registry;
 pub mod rollout;
 pub mod webapi;
 
 pub use engine::{Digest, EngineConfig, PluginEngine, PreparerPriority};
-pub use host::{PLUGIN_LOG_TARGET, StateLimits, StateStore};
+pub use host::{StateLimits, StateStore};
+
+/// The tracing target of what plugins log (the `log` import and a WASI
+/// guest's stdout and stderr), so an operator can set its level apart
+/// from the host's: `RUST_LOG=warn,plugin=debug`. `weft` shows it at info
+/// by default. At the crate's root: the host and the outbound hooks both
+/// log to it.
+pub const PLUGIN_LOG_TARGET: &str = "plugin";
 pub use manifest::Manifest;
 pub use plugin::{
     CallError, FailureKind, MiddlewareCall, MiddlewarePlugin, Phase, PhaseInfo, Plugin,

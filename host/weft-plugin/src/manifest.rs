@@ -6,7 +6,7 @@
 //! world it must implement, which kinds it may create, and how much time and
 //! memory each call gets.
 
-use std::{collections::BTreeMap, fmt, path::Path, str::FromStr, time::Duration};
+use std::{collections::BTreeMap, fmt, path::Path, time::Duration};
 
 use serde::{Deserialize, Serialize};
 
@@ -55,13 +55,14 @@ pub enum World {
     /// `weft:plugin/middleware-plugin`: a gRPC request policy hook.
     MiddlewarePlugin,
     /// `weft:plugin/webapi-task-plugin@0.2.0`: runs tasks as jobs of a
-    /// web API over allow-listed outbound HTTP (issue 20; the manifest is
-    /// read and checked, the host does not serve the world yet).
+    /// web API over allow-listed outbound HTTP (issue 20; served by
+    /// [`crate::webapi`]).
     WebapiTaskPlugin,
 }
 
 impl World {
-    /// The world's name in `wit/plugin/world.wit`.
+    /// The world's name in `wit/plugin/world.wit` (the web-API world's in
+    /// `wit/plugin-0.2`).
     pub fn wit_name(self) -> &'static str {
         match self {
             World::K8sTaskPlugin => "k8s-task-plugin",
@@ -520,29 +521,8 @@ fn json_type(v: &serde_json::Value) -> &'static str {
     }
 }
 
-/// Parses a Kubernetes-style byte quantity: `64Mi`, `1Gi`, `512Ki`, `100M`, `4096`.
-pub fn parse_quantity(s: &str) -> Result<u64, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (digits, suffix) = s.split_at(split);
-    let n = u64::from_str(digits).map_err(|_| format!("{s:?} is not a quantity like 64Mi"))?;
-    let mult: u64 = match suffix {
-        "" => 1,
-        "Ki" => 1 << 10,
-        "Mi" => 1 << 20,
-        "Gi" => 1 << 30,
-        "k" | "K" => 1_000,
-        "M" => 1_000_000,
-        "G" => 1_000_000_000,
-        _ => {
-            return Err(format!(
-                "{s:?} has an unknown unit {suffix:?} (use Ki, Mi or Gi)"
-            ));
-        }
-    };
-    n.checked_mul(mult)
-        .ok_or_else(|| format!("{s:?} is too large"))
-}
+/// Parses a Kubernetes-style byte quantity (kept here by its old path).
+pub use crate::quantity::parse_quantity;
 
 /// Labels carried through to every resource; kept sorted for deterministic output.
 pub type Labels = BTreeMap<String, String>;

@@ -271,7 +271,7 @@ impl Hooks {
     }
 
     fn deny(&mut self, d: Denied) -> Response {
-        tracing::warn!(target: crate::host::PLUGIN_LOG_TARGET, plugin = %d.plugin, "{d}");
+        tracing::warn!(target: crate::PLUGIN_LOG_TARGET, plugin = %d.plugin, "{d}");
         lock(&self.incidents).denied.get_or_insert(d);
         Box::new(async { Err(Error::HttpRequestDenied) })
     }

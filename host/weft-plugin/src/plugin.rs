@@ -79,7 +79,9 @@ pub enum LoadProblem {
     /// Asking the plugin for its properties failed.
     #[error("properties() failed: {0}")]
     Properties(Box<CallError>),
-    /// The manifest names a world this host reads but does not run yet.
+    /// The manifest names a world this host reads but does not run (none
+    /// today: every world is served; kept for a world added to the WIT
+    /// before its host).
     #[error("world {0} is not served by this version of the host")]
     Unserved(World),
 }
@@ -488,7 +490,7 @@ pub const OWNER_KIND: &str = "Workflow";
 /// Label set on every resource the host creates for a task.
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "weft");
 
-/// A loaded plugin version of either world.
+/// A loaded plugin version of one of the three worlds.
 #[derive(Clone)]
 pub enum Plugin {
     /// A task plugin.

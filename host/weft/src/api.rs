@@ -104,8 +104,10 @@ fn cache_entries(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 /// `apiVersion` of Workflows.
 pub const API_VERSION: &str = "weft.dev/v1alpha1";
 
-/// The finalizer that lets the controller stop a workflow's children
-/// (through each plugin's abort behaviour) before the Workflow goes away.
+/// The finalizer earlier controllers put on Workflows to stop their
+/// children first. None is added now (the garbage collector deletes the
+/// owned children); a Workflow that still carries it is aborted and
+/// released when deleted (`controller::reconcile_owned`).
 pub const FINALIZER: &str = "weft.dev/abort-children";
 
 /// Weft's CRDs by the file name each has in `deploy/crds/` (`weft crd

@@ -112,7 +112,7 @@ impl SpanExporter for OtlpExporter {
 /// exported whatever the log level.
 pub fn init(format: LogFormat, verbose: u8, otlp: Option<&str>) -> Result<Telemetry, Error> {
     // Plugin log lines are the plugin author's output: shown at info
-    // whatever the host's level (see weft_plugin::host::PLUGIN_LOG_TARGET).
+    // whatever the host's level (see weft_plugin::PLUGIN_LOG_TARGET).
     let default = match verbose {
         0 => "warn,plugin=info",
         1 => "info",
