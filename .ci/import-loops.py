@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Import loops inside each crate: modules (files) that reach each other
-through `crate::`, `super::` and `self::` paths, outside `#[cfg(test)]`
-blocks. Prints each loop (a strongly connected component of more than one
+through `crate::`, `super::` and `self::` paths (in code, not comments),
+outside `#[cfg(test)]` blocks. Prints each loop (a strongly connected component of more than one
 module) and a count per crate.
 
     python3 .ci/import-loops.py [CRATE_DIR ...]   # default: host/*/
@@ -17,7 +17,9 @@ import sys
 from pathlib import Path
 
 PATH = re.compile(r"\b(crate|super|self)((?:::[A-Za-z_][A-Za-z0-9_]*)+)")
-USE_GROUP = re.compile(r"\buse\s+(crate|super|self)::([A-Za-z_][A-Za-z0-9_:]*)::\{([^;]*)\};", re.S)
+USE_GROUP = re.compile(
+    r"\buse\s+(crate|super|self)::(?:([A-Za-z_][A-Za-z0-9_:]*)::)?\{([^;]*)\};", re.S
+)
 
 
 def modules(src: Path) -> dict:
@@ -35,7 +37,9 @@ def modules(src: Path) -> dict:
 
 
 def non_test(text: str) -> str:
-    """The file without its `#[cfg(test)] mod ... { }` blocks."""
+    """The file without comments (doc links are not imports) and without
+    its `#[cfg(test)] mod ... { }` blocks."""
+    text = re.sub(r"//[^\n]*", "", text)
     out, i = [], 0
     for m in re.finditer(r"#\[cfg\(test\)\]\s*(pub(\([a-z]+\))?\s+)?mod\s+\w+\s*\{", text):
         if m.start() < i:
@@ -48,6 +52,20 @@ def non_test(text: str) -> str:
         i = j
     out.append(text[i:])
     return "".join(out)
+
+
+def top_level(group: str) -> list:
+    """The comma-separated items of a `{...}` use group, nested groups whole."""
+    items, depth, cur = [], 0, ""
+    for ch in group:
+        if ch == "," and depth == 0:
+            items.append(cur.strip())
+            cur = ""
+            continue
+        depth += {"{": 1, "}": -1}.get(ch, 0)
+        cur += ch
+    items.append(cur.strip())
+    return [i for i in items if i]
 
 
 def resolve(mods: dict, here: tuple, root: str, rest: list) -> tuple | None:
@@ -78,10 +96,11 @@ def edges(mods: dict) -> dict:
         text = non_test(f.read_text())
         refs = [(r, p.strip(":").split("::")) for r, p in PATH.findall(text)]
         for root, prefix, group in USE_GROUP.findall(text):
-            for item in re.split(r"[,\s]+", group):
-                item = item.split("::")[0].strip("{} ")
-                if item and item != "self":
-                    refs.append((root, prefix.split("::") + [item]))
+            head = prefix.split("::") if prefix else []
+            for item in top_level(group):
+                item = item.split("::")[0].split(" as ")[0].strip()
+                if item and item not in ("self", "*"):
+                    refs.append((root, head + [item]))
         for root, parts in refs:
             target = resolve(mods, here, root, parts)
             if target is not None and target != here and target != ():

@@ -26,8 +26,44 @@ use std::time::Duration;
 
 use wasmtime::Store;
 
-use crate::engine::PreparerPriority;
 use crate::host::HostState;
+
+/// The scheduling priority of the engine's preparer thread.
+///
+/// The preparer is handed a used instance in the middle of a request (a
+/// middleware call returns before the handler runs), so its resets and
+/// instantiations (~30–120 µs a request) run while the rest of that very
+/// request needs a core; on a 2-core node a woken thread of the request
+/// then waits for them. A lower priority lets it take the core at once
+/// (measured in docs/benchmarks.md, "Admin API latency").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PreparerPriority {
+    /// Nice 19: every normal thread that wakes goes first, and the
+    /// preparer still gets a small share of busy cores (~1.5% each).
+    #[default]
+    Low,
+    /// Linux `SCHED_IDLE`: only CPU nobody else wants. While the cores
+    /// stay busy, spares are made late and calls instantiate inline, as
+    /// with no spares.
+    Idle,
+    /// The same priority as every other thread.
+    Normal,
+}
+
+impl std::str::FromStr for PreparerPriority {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "low" => Ok(PreparerPriority::Low),
+            "idle" => Ok(PreparerPriority::Idle),
+            "normal" => Ok(PreparerPriority::Normal),
+            _ => Err(format!(
+                "{s:?} is not a preparer priority (low, idle or normal)"
+            )),
+        }
+    }
+}
 
 /// A call's store: whichever way it ends, it goes back through
 /// [`Spares::retire`] when dropped.
