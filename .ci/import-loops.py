@@ -101,7 +101,12 @@ def edges(mods: dict) -> dict:
                 item = item.split("::")[0].split(" as ")[0].strip()
                 if item and item not in ("self", "*"):
                     refs.append((root, head + [item]))
+        # `super::x` inside an inline `mod y { }` may mean a sibling inline
+        # module of this file (bindings.rs's worlds), not a file module.
+        inline = set(re.findall(r"\bmod\s+(\w+)\s*\{", text))
         for root, parts in refs:
+            if root in ("super", "self") and parts and parts[0] in inline:
+                continue
             target = resolve(mods, here, root, parts)
             if target is not None and target != here and target != ():
                 # A module reaching into its own child is its business.

@@ -1,5 +1,5 @@
-//! Weft's plugin host: runs sandboxed WebAssembly task and middleware
-//! plugins.
+//! Weft's plugin host: runs sandboxed WebAssembly task, middleware and
+//! web-API plugins.
 //!
 //! This crate knows nothing of Kubernetes clients or gRPC servers (it only
 //! speaks JSON objects and plain Rust types), so the controller, the admin
@@ -9,9 +9,12 @@
 //! - [`manifest`]: what a plugin declares (world, task types, kinds, limits).
 //! - [`engine`]: one wasmtime engine with the pooling allocator, an epoch
 //!   ticker for deadlines, and compilation cached by sha256 digest.
-//! - [`plugin`]: loading a component (every check once) and calling it (a
-//!   fresh store per call, prepared ahead of time by [`prepared`]; traps, deadlines and memory exhaustion become
-//!   typed [`plugin::CallError`]s).
+//! - [`plugin`]: loading a component (every check once) into a [`Plugin`]
+//!   of one of three worlds, each in its own module: [`task`] (Kubernetes
+//!   task plugins), [`middleware`] (gRPC hooks) and [`webapi`] (web-API
+//!   tasks), all calling through [`call`]'s skeleton (a fresh store per
+//!   call, prepared ahead of time by `prepared`; traps, deadlines and
+//!   memory exhaustion become typed [`CallError`]s).
 //! - [`registry`]: task type -> plugin and middleware slots, swapped atomically;
 //!   earlier versions kept for pinned workflows and rollbacks.
 //! - [`breaker`]: counts sandbox faults per version, for automatic rollback.
@@ -30,18 +33,21 @@
 #[doc(hidden)]
 pub mod bindings;
 pub mod breaker;
+pub mod call;
 pub mod conformance;
 pub mod egress;
 pub mod engine;
 pub mod fuzz;
 mod host;
 pub mod manifest;
+pub mod middleware;
 pub mod outbound;
 pub mod plugin;
 mod prepared;
 pub mod quantity;
 pub mod registry;
 pub mod rollout;
+pub mod task;
 pub mod webapi;
 
 pub use engine::{Digest, EngineConfig, PluginEngine, PreparerPriority};

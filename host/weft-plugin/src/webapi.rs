@@ -18,12 +18,13 @@ use crate::{
     bindings::webapi::{
         WebapiTaskPlugin as Bindings, WebapiTaskPluginPre, weft::plugin::types as wit,
     },
+    call::{CallError, CallStats, Common, prepare},
     egress::Rule,
     host::HostState,
     manifest::{Manifest, Poll},
     outbound::{Credential, Outbound},
-    plugin::{CallError, CallStats, Common, Phase, PhaseInfo, TaskContext, prepare},
     prepared::{CallStore, Spares},
+    task::{Phase, PhaseInfo, TaskContext},
 };
 
 /// Largest `resource-meta` a plugin may return: it is kept in the node's
@@ -409,8 +410,7 @@ impl WebApiPlugin {
     fn phase_info(&self, call: &'static str, info: wit::PhaseInfo) -> Result<PhaseInfo, CallError> {
         let links = info.log_links.into_iter().map(|l| (l.name, l.uri));
         let parts = (info.reason, info.message, info.outputs);
-        self.common
-            .phase_info(call, phase(info.phase), parts, links)
+        crate::task::checked_phase_info(&self.common, call, phase(info.phase), parts, links)
     }
 }
 
