@@ -7,41 +7,10 @@
 use std::collections::BTreeSet;
 use std::time::SystemTime;
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-
 use crate::compile::Compiled;
 use crate::status::{NodePhase, NodeStatus, WorkflowPhase, WorkflowStatus, timestamp};
 
-/// How a user stops a running workflow.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub enum Shutdown {
-    /// Abort running nodes, then run the exit handlers.
-    Stop,
-    /// Abort running nodes; no exit handler runs.
-    Terminate,
-}
-
-/// `spec.podGC`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PodGc {
-    /// When children are deleted.
-    pub strategy: PodGcStrategy,
-}
-
-/// When a node's children are deleted (Argo's podGC strategies).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub enum PodGcStrategy {
-    /// As soon as the node finishes, whatever its outcome.
-    OnPodCompletion,
-    /// As soon as the node succeeds.
-    OnPodSuccess,
-    /// When the workflow finishes.
-    OnWorkflowCompletion,
-    /// When the workflow succeeds.
-    OnWorkflowSuccess,
-}
+pub use crate::spec::lifecycle::{PodGc, PodGcStrategy, RetryRecord, Shutdown};
 
 impl PodGcStrategy {
     /// Whether a node that just reached `phase` loses its children now.
@@ -66,25 +35,6 @@ impl PodGcStrategy {
 /// The annotation a user sets to ask for a retry: `<id>` or `<id>:<node>`
 /// (a fresh id per request, so a repeated request is done once).
 pub const RETRY_ANNOTATION: &str = "weft.dev/retry";
-
-/// One retry the controller carried out (`status.retries`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct RetryRecord {
-    /// The request's id (from the annotation).
-    pub id: String,
-    /// The node it restarted from, when one was named.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node: Option<String>,
-    /// When it was carried out.
-    pub at: String,
-    /// The nodes it reset.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub nodes: Vec<String>,
-    /// Why it was refused, when it was (nothing was reset).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
 
 /// A retry request, read from the annotation.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -5,7 +5,6 @@
 //! should not need 50 round trips), and an invalid workflow starts nothing.
 
 use std::collections::{HashMap, HashSet};
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,38 +16,11 @@ use crate::spec::NodeSpec;
 use crate::spec::{DEFAULT_SYSTEM_RETRIES, WorkflowSpec};
 use crate::{expr, inputs, nodes};
 
+pub use crate::problem::{Problem, Problems, describe};
+
 /// The most nodes one workflow may have; beyond it the status would not
 /// fit a Kubernetes object.
 pub const MAX_NODES: usize = 20_000;
-
-/// One thing wrong with a workflow spec.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
-    /// The node it concerns, if any.
-    pub node: Option<String>,
-    /// The field, e.g. `dependsOn` or `retries.backoff`.
-    pub field: String,
-    /// What is wrong.
-    pub message: String,
-}
-
-impl fmt::Display for Problem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.node {
-            Some(n) => write!(f, "node {n}: {}: {}", self.field, self.message),
-            None => write!(f, "{}: {}", self.field, self.message),
-        }
-    }
-}
-
-/// Joins problems into one message, one per line.
-pub fn describe(problems: &[Problem]) -> String {
-    problems
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join("\n")
-}
 
 /// What a node does.
 #[derive(Debug, Clone)]
@@ -151,30 +123,6 @@ fn node_id(s: &str) -> Result<(), String> {
         Err(format!(
             "{s:?} is not a node id: 1-63 letters, digits or '-', starting and ending with a letter or digit"
         ))
-    }
-}
-
-/// Why an input is named `true` or `false`: almost always a YAML 1.1
-/// reader (kubectl's) that read a key such as `n`, `y`, `no` or `off` as a
-/// boolean. Refused rather than run with the wrong name.
-pub(crate) fn yaml11_boolean(name: &str) -> String {
-    format!(
-        "input named {name:?}: kubectl's YAML reader (YAML 1.1) turns keys such as n, y, yes, no, on and off into {name}; quote the name ('n') or choose another"
-    )
-}
-
-/// Problems found so far: every pass adds to them, so a user sees them all.
-#[derive(Debug, Default)]
-pub struct Problems(pub Vec<Problem>);
-
-impl Problems {
-    /// Adds one.
-    pub fn add(&mut self, node: Option<&str>, field: &str, message: impl Into<String>) {
-        self.0.push(Problem {
-            node: node.map(str::to_string),
-            field: field.to_string(),
-            message: message.into(),
-        });
     }
 }
 
@@ -410,7 +358,7 @@ fn expressions(spec: &WorkflowSpec, n: &NodeSpec, exit: bool, p: &mut Problems) 
         exprs.push(("when", w.clone()));
     }
     for name in n.inputs.keys().filter(|k| *k == "true" || *k == "false") {
-        p.add(id, "inputs", yaml11_boolean(name));
+        p.add(id, "inputs", crate::problem::yaml11_boolean(name));
     }
     match expr::template_exprs(&Value::Object(n.inputs.clone())) {
         Ok(es) => exprs.extend(es.into_iter().map(|e| ("inputs", e))),

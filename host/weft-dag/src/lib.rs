@@ -16,6 +16,7 @@ pub mod expr;
 pub mod fuzz;
 pub mod inputs;
 pub mod nodes;
+pub mod problem;
 pub mod schedule;
 pub mod spec;
 pub mod status;

@@ -10,8 +10,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::spec::template::TemplateRecord;
 use crate::spec::{WorkflowSpec, any_object};
-use crate::template::TemplateRecord;
 
 /// Where a workflow stands.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
@@ -126,7 +126,7 @@ pub struct WorkflowStatus {
     pub suspended: bool,
     /// The retries carried out, oldest first (`weft retry`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub retries: Vec<crate::actions::RetryRecord>,
+    pub retries: Vec<crate::spec::lifecycle::RetryRecord>,
     /// The exit handler, once the main DAG ended (`spec.onExit`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_exit: Option<ExitStatus>,

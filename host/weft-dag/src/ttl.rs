@@ -7,26 +7,9 @@
 
 use std::time::{Duration, SystemTime};
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-
 use crate::status::{WorkflowPhase, WorkflowStatus, parse_timestamp};
 
-/// How long a finished Workflow is kept, by how it ended.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct TtlStrategy {
-    /// Seconds after it finished, whatever the outcome (unless one of the
-    /// two below applies).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub seconds_after_completion: Option<u64>,
-    /// Seconds after it succeeded.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub seconds_after_success: Option<u64>,
-    /// Seconds after it failed or was aborted.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub seconds_after_failure: Option<u64>,
-}
+pub use crate::spec::lifecycle::TtlStrategy;
 
 /// When a finished workflow is to be deleted: the TTL for how it ended
 /// (success or failure, else completion, else the controller's

@@ -8,8 +8,13 @@ use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::inputs::Inputs;
-use crate::template::TemplateRef;
+pub mod cache;
+pub mod inputs;
+pub mod lifecycle;
+pub mod template;
+
+use inputs::Inputs;
+use template::TemplateRef;
 
 /// A free-form JSON object in the CRD schema: Kubernetes keeps its unknown
 /// fields instead of pruning them.
@@ -66,11 +71,11 @@ pub struct WorkflowSpec {
     /// Delete the Workflow (and through owner references its children)
     /// this long after it finished (Argo's `ttlStrategy`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ttl_strategy: Option<crate::ttl::TtlStrategy>,
+    pub ttl_strategy: Option<lifecycle::TtlStrategy>,
     /// Delete children early (Argo's `podGC`): their node status and
     /// outputs stay in the Workflow's status.
     #[serde(default, skip_serializing_if = "Option::is_none", rename = "podGC")]
-    pub pod_gc: Option<crate::actions::PodGc>,
+    pub pod_gc: Option<lifecycle::PodGc>,
     /// Nodes that run after the main DAG ends, whatever its outcome (Argo's
     /// `onExit`): they see `workflow.phase`, `workflow.failures` (`[{node,
     /// message}]`) and `workflow.duration` (seconds) in `when` and `${...}`.
@@ -82,7 +87,7 @@ pub struct WorkflowSpec {
     /// Stop the workflow: `Stop` aborts running nodes then runs the exit
     /// handlers; `Terminate` (like `abort`) runs none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub shutdown: Option<crate::actions::Shutdown>,
+    pub shutdown: Option<lifecycle::Shutdown>,
 }
 
 /// Flyte's failure policies.
@@ -141,7 +146,7 @@ pub struct NodeSpec {
     /// Reuse the outputs of an earlier successful run of the same task
     /// with the same inputs (Flyte's cache, Argo's memoize); task nodes only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cache: Option<crate::cache::CacheSpec>,
+    pub cache: Option<cache::CacheSpec>,
 }
 
 /// A list of free-form objects in the CRD schema (nodes inside nodes: the
