@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 use std::time::SystemTime;
 
-use crate::compile::Compiled;
+use crate::compiled::Compiled;
 use crate::status::{NodePhase, NodeStatus, WorkflowPhase, WorkflowStatus, timestamp};
 
 pub use crate::spec::lifecycle::{PodGc, PodGcStrategy, RetryRecord, Shutdown};

@@ -16,95 +16,9 @@ use crate::spec::NodeSpec;
 use crate::spec::{DEFAULT_SYSTEM_RETRIES, WorkflowSpec};
 use crate::{expr, inputs, nodes};
 
+pub(crate) use crate::compiled::duration;
+pub use crate::compiled::{CheckContext, Compiled, CompiledNode, Kind, MAX_NODES, Retries};
 pub use crate::problem::{Problem, Problems, describe};
-
-/// The most nodes one workflow may have; beyond it the status would not
-/// fit a Kubernetes object.
-pub const MAX_NODES: usize = 20_000;
-
-/// What a node does.
-#[derive(Debug, Clone)]
-pub enum Kind {
-    /// Runs one task.
-    Task,
-    /// Maps a task over a list.
-    Array,
-    /// Waits for a duration.
-    Sleep(Duration),
-    /// Waits for an approval.
-    Approval,
-    /// Runs a child Workflow.
-    Workflow,
-    /// Runs a task, then the nodes it generated.
-    Dynamic,
-}
-
-/// Retry budgets and backoff, parsed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Retries {
-    /// Retries after user failures.
-    pub user: u32,
-    /// Retries after system failures.
-    pub system: u32,
-    /// First delay.
-    pub backoff: Duration,
-    /// Largest delay.
-    pub max_backoff: Duration,
-}
-
-impl Retries {
-    /// The delay before attempt `n` (the first retry is n = 1).
-    pub fn delay(&self, retry: u32) -> Duration {
-        let factor = 1u32
-            .checked_shl(retry.saturating_sub(1))
-            .unwrap_or(u32::MAX);
-        self.backoff
-            .checked_mul(factor)
-            .unwrap_or(self.max_backoff)
-            .min(self.max_backoff)
-    }
-}
-
-/// A node ready to schedule.
-#[derive(Debug, Clone)]
-pub struct CompiledNode {
-    /// The node id.
-    pub id: String,
-    /// Indices of the nodes it depends on.
-    pub deps: Vec<usize>,
-    /// What it does.
-    pub kind: Kind,
-    /// Its condition, compiled.
-    pub when: Option<Arc<Program>>,
-    /// Per-attempt timeout.
-    pub timeout: Option<Duration>,
-    /// Retry budgets.
-    pub retries: Retries,
-}
-
-/// A validated workflow: nodes in topological order plus the edges both ways.
-#[derive(Debug, Clone)]
-pub struct Compiled {
-    /// Nodes, in the spec's order.
-    pub nodes: Vec<CompiledNode>,
-    /// Node id to index.
-    pub index: HashMap<String, usize>,
-    /// A topological order of node indices.
-    pub order: Vec<usize>,
-    /// For each node, the nodes that depend on it.
-    pub dependents: Vec<Vec<usize>>,
-    /// The workflow's active deadline.
-    pub active_deadline: Option<Duration>,
-    /// The values of the workflow's inputs (defaults, or what a launch bound).
-    pub inputs: Map<String, Value>,
-    /// The exit handler (`spec.onExit`) as a workflow of its own.
-    pub on_exit: Option<Box<(WorkflowSpec, Compiled)>>,
-}
-
-pub(crate) fn duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s)
-        .map_err(|e| format!("{s:?} is not a duration like 30s or 10m: {e}"))
-}
 
 /// Argo's rule for DAG task names: letters of either case, digits and
 /// '-', starting and ending with a letter or digit (at most 63, as it is
@@ -126,14 +40,6 @@ fn node_id(s: &str) -> Result<(), String> {
     }
 }
 
-/// What a node check needs besides the node.
-pub struct CheckContext<'a> {
-    /// Whether some plugin serves a task type (the registry's answer).
-    pub known_task_type: &'a dyn Fn(&str) -> bool,
-    /// The nodes are an exit handler's: they may read `workflow.*`.
-    pub exit: bool,
-}
-
 /// Validates a spec and compiles it: a short sequence of passes, each of
 /// which adds what it finds to one list. `known_task_type` says whether
 /// some plugin serves a task type (the registry's answer).
@@ -151,9 +57,11 @@ fn compile_dag(
     known_task_type: &dyn Fn(&str) -> bool,
     exit: bool,
 ) -> Result<Compiled, Vec<Problem>> {
+    let child = |spec: &WorkflowSpec| compile(spec, known_task_type);
     let cx = CheckContext {
         known_task_type,
         exit,
+        compile: &child,
     };
     let mut p = Problems::default();
     let active_deadline = workflow_settings(spec, &mut p);

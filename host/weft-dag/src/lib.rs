@@ -11,12 +11,14 @@
 pub mod actions;
 pub mod cache;
 pub mod compile;
+pub mod compiled;
 pub mod cron;
 pub mod expr;
 pub mod fuzz;
 pub mod inputs;
 pub mod nodes;
 pub mod problem;
+pub mod round;
 pub mod schedule;
 pub mod spec;
 pub mod status;

@@ -3,10 +3,11 @@
 
 use serde_json::{Map, Value};
 
-use crate::compile::{CheckContext, CompiledNode, Kind, Problems};
+use crate::compiled::{CheckContext, CompiledNode, Kind};
 use crate::expr::{self, Scope};
 use crate::nodes::{Handler, task};
-use crate::schedule::{Executor, Round, TaskObservation, TaskRequest, TaskState};
+use crate::problem::Problems;
+use crate::round::{Executor, Round, TaskObservation, TaskRequest, TaskState};
 use crate::spec::{ArraySpec, NodeSpec};
 use crate::status::{ItemStatus, NodePhase, NodeStatus, parse_timestamp, timestamp_millis};
 
@@ -289,7 +290,7 @@ impl<E: Executor> Round<'_, E> {
                 // Cannot reach the minimum any more: stop what still runs.
                 let keep = st.phase;
                 st.phase = NodePhase::Running;
-                self.abort_node(spec, n, st);
+                crate::nodes::abort(self, spec, n, st);
                 st.phase = keep;
             }
             self.running = self.running.saturating_sub(1);

@@ -7,10 +7,11 @@
 
 use serde_json::{Map, Value};
 
-use crate::compile::{self, CheckContext, CompiledNode, Kind, MAX_NODES, Problems};
+use crate::compiled::{CheckContext, CompiledNode, Kind, MAX_NODES};
 use crate::expr::Scope;
 use crate::nodes::{Handler, task};
-use crate::schedule::{Executor, Round, TaskObservation, TaskState};
+use crate::problem::Problems;
+use crate::round::{Executor, Round, TaskObservation, TaskState};
 use crate::spec::{DEFAULT_MAX_DYNAMIC_NODES, DynamicSpec, NodeSpec, WorkflowSpec};
 use crate::status::NodeStatus;
 
@@ -112,11 +113,10 @@ impl<E: Executor> Round<'_, E> {
             Ok(c) => c,
             Err(why) => return self.fail(&n.id, st, "InvalidDynamicWorkflow", why),
         };
-        let exec = &*self.exec;
-        if let Err(problems) = compile::compile(&child, &|t| exec.serves(t)) {
+        if let Err(problems) = self.compile_child(&child) {
             let why = format!(
                 "the generated workflow is invalid:\n{}",
-                compile::describe(&problems)
+                crate::problem::describe(&problems)
             );
             return self.fail(&n.id, st, "InvalidDynamicWorkflow", why);
         }

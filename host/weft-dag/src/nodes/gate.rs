@@ -5,10 +5,11 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::compile::{CompiledNode, Kind, Problems, duration};
+use crate::compiled::{CompiledNode, Kind, duration};
 use crate::expr::Scope;
 use crate::nodes::Handler;
-use crate::schedule::{Executor, Round};
+use crate::problem::Problems;
+use crate::round::{Executor, Round};
 use crate::spec::{GateSpec, NodeSpec};
 use crate::status::{NodePhase, NodeStatus, parse_timestamp, timestamp_millis};
 

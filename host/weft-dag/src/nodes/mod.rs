@@ -8,9 +8,10 @@ pub mod gate;
 pub mod subworkflow;
 pub mod task;
 
-use crate::compile::{CheckContext, CompiledNode, Kind, Problems};
+use crate::compiled::{CheckContext, CompiledNode, Kind};
 use crate::expr::Scope;
-use crate::schedule::{Executor, Round};
+use crate::problem::Problems;
+use crate::round::{Executor, Round};
 use crate::spec::NodeSpec;
 use crate::status::NodeStatus;
 

@@ -6,14 +6,15 @@
 
 use serde_json::{Map, Value};
 
-use crate::compile::{CheckContext, CompiledNode, Kind, Problems};
+use crate::compiled::{CheckContext, CompiledNode, Kind};
 use crate::expr::{self, Scope};
 use crate::inputs::InputSpec;
 use crate::nodes::Handler;
-use crate::schedule::{Executor, Round, WorkflowRequest};
+use crate::problem::Problems;
+use crate::round::{Executor, Round, WorkflowRequest};
 use crate::spec::{NodeSpec, SubWorkflowSpec, WorkflowSpec};
 use crate::status::{NodePhase, NodeStatus};
-use crate::template::TemplateRef;
+use crate::spec::template::TemplateRef;
 
 /// The sub-workflow node handler.
 pub struct SubWorkflow;
@@ -38,7 +39,7 @@ pub fn check(n: &NodeSpec, w: &SubWorkflowSpec, cx: &CheckContext<'_>, p: &mut P
         }
         (None, false) => {
             let inline = inline_spec(w, &w.inputs);
-            if let Err(problems) = crate::compile::compile(&inline, cx.known_task_type) {
+            if let Err(problems) = (cx.compile)(&inline) {
                 for q in problems {
                     p.add(id, "workflow", q.to_string());
                 }

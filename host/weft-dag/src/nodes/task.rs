@@ -3,10 +3,11 @@
 
 use std::collections::HashSet;
 
-use crate::compile::{CheckContext, CompiledNode, Problems};
+use crate::compiled::{CheckContext, CompiledNode};
 use crate::expr::Scope;
 use crate::nodes::Handler;
-use crate::schedule::{CacheRequest, Executor, Round, TaskObservation, TaskRequest, TaskState};
+use crate::problem::Problems;
+use crate::round::{CacheRequest, Executor, Round, TaskObservation, TaskRequest, TaskState};
 use crate::spec::{HeaderMount, MountAs, NodeSpec, SecretRef, TaskSpec};
 use crate::status::{NodePhase, NodeStatus, parse_timestamp, timestamp_millis};
 

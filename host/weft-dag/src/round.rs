@@ -1,0 +1,345 @@
+//! One reconcile round's state and the primitives every node kind uses
+//! (transition, fail, resolve inputs, count a failure, compile a generated
+//! spec), with the interface to the executor. Below `crate::nodes`, which
+//! extends [`Round`] per node kind, and `crate::schedule`, which drives it.
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, SystemTime};
+
+use serde_json::{Map, Value};
+
+use crate::cache::{CacheEntry, CacheSpec};
+use crate::compiled::{Compiled, Retries};
+use crate::expr::{self, Scope};
+use crate::problem::Problem;
+use crate::spec::{FailurePolicy, NodeSpec, TaskSpec, WorkflowSpec};
+use crate::status::{LogLink, NodePhase, NodeStatus, PluginRef, ResourceRef, timestamp};
+
+/// How a round compiles a spec a node generated: `crate::compile::compile`.
+pub type Compile = fn(&WorkflowSpec, &dyn Fn(&str) -> bool) -> Result<Compiled, Vec<Problem>>;
+
+/// One attempt of a task, as the executor is asked about it.
+#[derive(Debug)]
+pub struct TaskRequest<'a> {
+    /// The node id.
+    pub node_id: &'a str,
+    /// The item index, for an array node's task.
+    pub item: Option<usize>,
+    /// The attempt, from 0.
+    pub attempt: u32,
+    /// The task.
+    pub task: &'a TaskSpec,
+    /// The resolved inputs.
+    pub inputs: &'a Map<String, Value>,
+    /// The plugin version the node is pinned to, once it has started.
+    pub plugin: Option<&'a PluginRef>,
+    /// The attempt's resource, once known.
+    pub resource: Option<&'a ResourceRef>,
+}
+
+/// How an attempt ended, or that it has not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskState {
+    /// Still going (queued, initializing, running...).
+    InProgress,
+    /// Finished well.
+    Succeeded,
+    /// Finished badly.
+    Failed {
+        /// Whether another attempt may help.
+        retryable: bool,
+        /// Whether the platform failed (counted on the system budget).
+        system: bool,
+    },
+}
+
+/// What the executor knows about an attempt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskObservation {
+    /// The verdict.
+    pub state: TaskState,
+    /// The plugin's phase name (e.g. `initializing`).
+    pub task_phase: Option<String>,
+    /// Reason.
+    pub reason: Option<String>,
+    /// Message.
+    pub message: Option<String>,
+    /// Outputs, when it succeeded.
+    pub outputs: Option<Map<String, Value>>,
+    /// The resource that runs it.
+    pub resource: Option<ResourceRef>,
+    /// The plugin version that served it.
+    pub plugin: Option<PluginRef>,
+    /// Log links.
+    pub log_links: Vec<LogLink>,
+}
+
+impl TaskObservation {
+    /// An attempt in progress with a plugin phase.
+    pub fn in_progress(task_phase: &str) -> Self {
+        Self::with_state(TaskState::InProgress, Some(task_phase.into()))
+    }
+
+    /// A successful attempt.
+    pub fn succeeded(outputs: Option<Map<String, Value>>) -> Self {
+        Self {
+            outputs,
+            ..Self::with_state(TaskState::Succeeded, Some("success".into()))
+        }
+    }
+
+    /// A failed attempt.
+    pub fn failed(retryable: bool, system: bool, reason: &str, message: &str) -> Self {
+        Self {
+            reason: Some(reason.into()),
+            message: Some(message.into()),
+            ..Self::with_state(TaskState::Failed { retryable, system }, None)
+        }
+    }
+
+    fn with_state(state: TaskState, task_phase: Option<String>) -> Self {
+        Self {
+            state,
+            task_phase,
+            reason: None,
+            message: None,
+            outputs: None,
+            resource: None,
+            plugin: None,
+            log_links: Vec::new(),
+        }
+    }
+}
+
+/// Whether a task node may start now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Readiness {
+    /// Start it.
+    Ready,
+    /// Keep it `Pending` with this reason and message (e.g. its plugin is
+    /// being loaded), for at most `timeout` from the first wait; then it
+    /// fails as the platform's fault.
+    Wait {
+        /// Machine-readable reason, e.g. `WaitingForPlugin`.
+        reason: String,
+        /// What it waits for.
+        message: String,
+        /// How long it may wait in all.
+        timeout: Duration,
+    },
+}
+
+/// Starts, observes and stops task attempts. Implementations must be
+/// idempotent: `task` for an attempt that already exists observes it.
+pub trait Executor {
+    /// Whether a task node may start now (asked before its first attempt).
+    fn ready(&mut self, _task: &TaskSpec) -> Readiness {
+        Readiness::Ready
+    }
+    /// Make sure the attempt runs (create its resource when missing) and say
+    /// where it stands.
+    fn task(&mut self, req: &TaskRequest<'_>) -> TaskObservation;
+    /// Stop the attempt (abort, timeout, fail-fast).
+    fn abort(&mut self, req: &TaskRequest<'_>);
+    /// Whether some plugin serves a task type (checked on the nodes a
+    /// dynamic node generates).
+    fn serves(&self, _task_type: &str) -> bool {
+        true
+    }
+    /// Make sure an attempt's child Workflow runs (create it when missing)
+    /// and say where it stands; its outputs are the child's.
+    fn workflow(&mut self, req: &WorkflowRequest<'_>) -> TaskObservation {
+        let _ = req;
+        TaskObservation::failed(
+            false,
+            true,
+            "Unsupported",
+            "this executor runs no child workflows",
+        )
+    }
+    /// Abort an attempt's child Workflow.
+    fn abort_workflow(&mut self, _req: &WorkflowRequest<'_>) {}
+    /// A fresh cached result of a task with these inputs, if there is one.
+    fn cache_lookup(&mut self, _req: &CacheRequest<'_>) -> Option<CacheEntry> {
+        None
+    }
+    /// Remembers a successful task's outputs.
+    fn cache_store(&mut self, _req: &CacheRequest<'_>, _outputs: &Map<String, Value>) {}
+}
+
+/// A cached task node's look-up or store.
+#[derive(Debug)]
+pub struct CacheRequest<'a> {
+    /// The node id.
+    pub node_id: &'a str,
+    /// The task.
+    pub task: &'a TaskSpec,
+    /// The resolved inputs.
+    pub inputs: &'a Map<String, Value>,
+    /// The node's cache settings.
+    pub cache: &'a CacheSpec,
+    /// The plugin that served the task (on store), for `includePlugin`.
+    pub plugin: Option<&'a PluginRef>,
+    /// The round's clock (entries past `maxAge` are not used).
+    pub now: SystemTime,
+}
+
+/// One attempt of a child Workflow (a sub-workflow node, or the nodes a
+/// dynamic node generated).
+#[derive(Debug)]
+pub struct WorkflowRequest<'a> {
+    /// The node id.
+    pub node_id: &'a str,
+    /// The attempt, from 0.
+    pub attempt: u32,
+    /// The child's spec: nodes of its own or a `workflowTemplateRef`, with
+    /// its inputs resolved.
+    pub spec: &'a WorkflowSpec,
+    /// The child, once known.
+    pub resource: Option<&'a ResourceRef>,
+}
+
+/// What a round knows besides the spec and status.
+#[derive(Debug)]
+pub struct RoundInput<'a> {
+    /// The clock.
+    pub now: SystemTime,
+    /// The Workflow's `metadata.generation`.
+    pub generation: Option<i64>,
+    /// Approved gate node ids.
+    pub approvals: &'a HashSet<String>,
+    /// Rejected gate node ids, with the reason given.
+    pub rejections: &'a HashMap<String, String>,
+    /// The Workflow is being deleted: stop everything.
+    pub deleting: bool,
+}
+
+/// A node's phase change, for Events and metrics.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Transition {
+    /// Node id.
+    pub node: String,
+    /// Old phase.
+    pub from: NodePhase,
+    /// New phase.
+    pub to: NodePhase,
+    /// Why.
+    pub message: Option<String>,
+}
+
+/// What a round did.
+#[derive(Debug, Default)]
+pub struct RoundOutcome {
+    /// Node transitions, in the order they happened.
+    pub transitions: Vec<Transition>,
+    /// The earliest time the workflow needs another round even if nothing
+    /// changes (a backoff ends, a timeout or deadline passes, a sleep ends).
+    pub wake_at: Option<SystemTime>,
+    /// The workflow's phase changed.
+    pub workflow_changed: bool,
+}
+
+impl RoundOutcome {
+    pub(crate) fn wake(&mut self, at: SystemTime) {
+        self.wake_at = Some(self.wake_at.map_or(at, |w| w.min(at)));
+    }
+}
+
+/// One reconcile round in progress: what node handlers read and change.
+pub struct Round<'a, E: Executor> {
+    pub(crate) spec: &'a WorkflowSpec,
+    pub(crate) compiled: &'a Compiled,
+    pub(crate) input: &'a RoundInput<'a>,
+    pub(crate) exec: &'a mut E,
+    pub(crate) out: RoundOutcome,
+    pub(crate) running: usize,
+    pub(crate) failed_fast: Option<String>,
+    /// Node phases by index, kept current during the pass.
+    pub(crate) phases: Vec<NodePhase>,
+    /// `workflow` in an exit handler's expressions.
+    pub(crate) workflow: Option<Value>,
+    /// How a spec a node generates is compiled (`crate::compile::compile`,
+    /// handed in by the scheduler so the round needs no import of it).
+    pub(crate) compile: Compile,
+}
+
+impl<E: Executor> Round<'_, E> {
+    pub(crate) fn transition(
+        &mut self,
+        id: &str,
+        st: &mut NodeStatus,
+        to: NodePhase,
+        message: Option<String>,
+    ) {
+        if st.phase != to {
+            self.out.transitions.push(Transition {
+                node: id.to_string(),
+                from: st.phase,
+                to,
+                message: message.clone(),
+            });
+        }
+        st.phase = to;
+        if message.is_some() {
+            st.message = message;
+        }
+        if to.is_terminal() {
+            // What only matters while a node runs goes, so a finished
+            // 10k-node status stays small.
+            st.finished_at = Some(timestamp(self.input.now));
+            st.retry_at = None;
+            st.attempt_started_at = None;
+            st.task_phase = None;
+        }
+    }
+
+    /// Compiles a spec a node generated (a dynamic node's child) against
+    /// the task types the executor serves.
+    pub(crate) fn compile_child(&self, spec: &WorkflowSpec) -> Result<Compiled, Vec<Problem>> {
+        let exec = &*self.exec;
+        (self.compile)(spec, &|t| exec.serves(t))
+    }
+
+    pub(crate) fn fail(&mut self, id: &str, st: &mut NodeStatus, reason: &str, message: String) {
+        st.reason = Some(reason.into());
+        self.transition(id, st, NodePhase::Failed, Some(message.clone()));
+        self.node_failed(id, &message);
+    }
+
+    pub(crate) fn node_failed(&mut self, id: &str, message: &str) {
+        if self.spec.failure_policy == FailurePolicy::FailFast && self.failed_fast.is_none() {
+            self.failed_fast = Some(format!("node {id} failed: {message}"));
+        }
+    }
+
+    pub(crate) fn resolve_inputs(
+        &self,
+        spec: &NodeSpec,
+        scope: &Scope,
+    ) -> Result<Map<String, Value>, String> {
+        match expr::resolve(&Value::Object(spec.inputs.clone()), scope)? {
+            Value::Object(m) => Ok(m),
+            _ => unreachable!("an object resolves to an object"),
+        }
+    }
+
+    /// Counts a failure on its budget; the backoff before the next attempt
+    /// when one is left.
+    pub(crate) fn count_failure(
+        &self,
+        r: Retries,
+        user: &mut u32,
+        system: &mut u32,
+        retryable: bool,
+        is_system: bool,
+    ) -> Option<Duration> {
+        let (count, limit) = if is_system {
+            *system += 1;
+            (*system, r.system)
+        } else {
+            *user += 1;
+            (*user, r.user)
+        };
+        (retryable && count <= limit).then(|| r.delay(*user + *system))
+    }
+}
