@@ -68,7 +68,7 @@ K8S_SERIAL := crash ha ttl cron
 lint:
 	cargo fmt --all --check
 	cargo clippy --locked --workspace --all-targets -- -D warnings
-	python3 .ci/import-loops.py --max weft-plugin=0 --max weft-dag=0
+	python3 .ci/import-loops.py --max weft-plugin=0 --max weft-dag=0 --max weft-cluster=1
 
 ## The whole test suite.
 test: guests helm-tools grpc-tools browser ray k8s fresh-setup

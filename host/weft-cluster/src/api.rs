@@ -1380,9 +1380,7 @@ fn fold_string_data(obj: &mut Value) {
     }
 }
 
-/// The most bytes one stored object may take: etcd's default
-/// `--max-request-bytes` (1.5 MiB), which every real cluster inherits.
-pub(crate) const MAX_OBJECT: usize = 1536 * 1024;
+pub(crate) use crate::status::MAX_OBJECT;
 
 /// Refuses an object etcd would not store, as a real cluster does.
 fn fits_in_etcd(rt: &ResourceType, name: &str, obj: &Value) -> Result<(), ApiError> {

@@ -15,35 +15,12 @@ use hyper::HeaderMap;
 
 use crate::rbac::{Attributes, Authorization, Authorizer};
 use crate::status::{ApiError, ApiResult};
-
-/// The user requests without a token are in RBAC mode: the cluster admin.
-pub(crate) const ADMIN: &str = "system:admin";
-const ANONYMOUS: &str = "system:anonymous";
-const AUTHENTICATED: &str = "system:authenticated";
-const UNAUTHENTICATED: &str = "system:unauthenticated";
-const SA_PREFIX: &str = "system:serviceaccount:";
-
-/// A user and the groups RBAC matches bindings against.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct UserInfo {
-    pub(crate) name: String,
-    pub(crate) groups: Vec<String>,
-}
+pub(crate) use crate::user::{
+    ADMIN, ANONYMOUS, AUTHENTICATED, SA_PREFIX, UNAUTHENTICATED, UserInfo, service_account_groups,
+    split_service_account,
+};
 
 impl UserInfo {
-    /// The user a bearer token names. A service account's name brings the
-    /// groups the service-account token authenticator adds.
-    pub(crate) fn token_user(name: &str) -> Self {
-        let mut groups = split_service_account(name)
-            .map(|(ns, _)| service_account_groups(ns))
-            .unwrap_or_default();
-        groups.push(AUTHENTICATED.into());
-        UserInfo {
-            name: name.into(),
-            groups,
-        }
-    }
-
     /// Without a token: the admin in RBAC mode (so the kubeconfig
     /// [`crate::DevCluster`] writes keeps full rights), else anonymous, as
     /// the audit has always named such requests.
@@ -59,19 +36,6 @@ impl UserInfo {
             },
         }
     }
-}
-
-fn service_account_groups(ns: &str) -> Vec<String> {
-    vec![
-        "system:serviceaccounts".into(),
-        format!("system:serviceaccounts:{ns}"),
-    ]
-}
-
-/// `system:serviceaccount:NS:NAME` as (NS, NAME).
-fn split_service_account(user: &str) -> Option<(&str, &str)> {
-    let (ns, name) = user.strip_prefix(SA_PREFIX)?.split_once(':')?;
-    (!ns.is_empty() && !name.is_empty() && !name.contains(':')).then_some((ns, name))
 }
 
 /// A request's bearer token, if it has one.

@@ -24,6 +24,7 @@ mod admission;
 mod api;
 mod audit;
 mod authn;
+mod body;
 mod error;
 pub mod fuzz;
 mod gc;
@@ -40,6 +41,7 @@ mod server;
 mod status;
 mod store;
 mod table;
+mod user;
 
 use std::collections::HashSet;
 use std::net::SocketAddr;

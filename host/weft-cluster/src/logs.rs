@@ -11,8 +11,8 @@ use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
 use crate::api::Cluster;
+use crate::body::{Body, text, text_stream};
 use crate::runner::{log_path, pod_dir};
-use crate::server::{Body, text, text_stream};
 use crate::status::{ApiError, ApiResult};
 
 /// Last `n` lines of `data`.

@@ -13,9 +13,9 @@ use std::str::FromStr;
 
 use serde_json::Value;
 
-use crate::authn::UserInfo;
 use crate::status::ApiError;
 use crate::store::Store;
+use crate::user::UserInfo;
 
 /// How the dev cluster authorizes requests.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -358,7 +358,7 @@ impl Registry {
         }
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<ResourceType>>> {
+    pub(crate) fn read(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<ResourceType>>> {
         self.types.read().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -526,108 +526,5 @@ impl Registry {
             "groupVersion": gv,
             "resources": resources,
         }))
-    }
-
-    /// `/openapi/v3`: one entry per group-version. kubectl reads it to learn
-    /// that PATCH takes `fieldValidation` (then it validates server-side
-    /// and needs no schema download).
-    pub(crate) fn openapi_v3_root(&self) -> Value {
-        let mut paths = serde_json::Map::new();
-        let mut gvs: Vec<(String, String)> = Vec::new();
-        for t in self.read().iter() {
-            for v in &t.versions {
-                if !gvs.contains(&(t.group.clone(), v.clone())) {
-                    gvs.push((t.group.clone(), v.clone()));
-                }
-            }
-        }
-        for (g, v) in gvs {
-            let key = if g.is_empty() {
-                format!("api/{v}")
-            } else {
-                format!("apis/{g}/{v}")
-            };
-            let hash = self.openapi_hash(&g, &v);
-            paths.insert(
-                key.clone(),
-                json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash={hash}")}),
-            );
-        }
-        json!({"paths": paths})
-    }
-
-    fn openapi_hash(&self, group: &str, version: &str) -> String {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        for t in self.read().iter().filter(|t| t.group == group) {
-            (&t.plural, &t.kind, t.namespaced, &t.versions).hash(&mut h);
-            if let Some(s) = t.schema(version) {
-                s.to_string().hash(&mut h);
-            }
-        }
-        version.hash(&mut h);
-        format!("{:016X}", h.finish())
-    }
-
-    /// `/openapi/v3/api/v1`, `/openapi/v3/apis/{group}/{version}`: PATCH
-    /// operations (kubectl learns from them that the server validates
-    /// fields), and the schemas of custom resources from their CRDs
-    /// (`kubectl explain`). Built-in types have no schemas here: kubectl
-    /// falls back to its compiled-in types for them.
-    pub(crate) fn openapi_v3_gv(&self, group: &str, version: &str) -> Option<Value> {
-        let mut paths = serde_json::Map::new();
-        let prefix = if group.is_empty() {
-            format!("/api/{version}")
-        } else {
-            format!("/apis/{group}/{version}")
-        };
-        for t in self
-            .read()
-            .iter()
-            .filter(|t| t.group == group && t.versions.iter().any(|v| v == version))
-        {
-            let path = if t.namespaced {
-                format!("{prefix}/namespaces/{{namespace}}/{}/{{name}}", t.plural)
-            } else {
-                format!("{prefix}/{}/{{name}}", t.plural)
-            };
-            let op = json!({
-                "operationId": format!("patch{}", t.kind),
-                "x-kubernetes-action": "patch",
-                "x-kubernetes-group-version-kind": {"group": t.group, "version": version, "kind": t.kind},
-                "parameters": [
-                    {"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
-                    {"name": "fieldManager", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
-                    {"name": "force", "in": "query", "schema": {"type": "boolean", "uniqueItems": true}},
-                    {"name": "dryRun", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
-                ],
-                "responses": {"200": {"description": "OK"}},
-            });
-            paths.insert(path, json!({"patch": op}));
-        }
-        if paths.is_empty() {
-            return None;
-        }
-        let types = self.read();
-        let served: Vec<&ResourceType> = types
-            .iter()
-            .filter(|t| t.group == group && t.versions.iter().any(|v| v == version))
-            .map(|t| &**t)
-            .collect();
-        let schemas = crate::schema::openapi::v3_components(&served, version);
-        Some(json!({
-            "openapi": "3.0.0",
-            "info": {"title": "Kubernetes (weft dev cluster)", "version": "v1.32.0"},
-            "paths": paths,
-            "components": {"schemas": schemas},
-        }))
-    }
-
-    /// `/openapi/v2`: the custom resources' schemas.
-    pub(crate) fn openapi_v2(&self) -> Value {
-        let types = self.read();
-        let custom: Vec<&ResourceType> =
-            types.iter().filter(|t| !t.builtin).map(|t| &**t).collect();
-        crate::schema::openapi::v2_document(&custom)
     }
 }

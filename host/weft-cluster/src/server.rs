@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited, StreamBody, combinators::BoxBody};
+use http_body_util::{BodyExt, Limited, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper::{Method, Request, Response, StatusCode, header};
 use serde_json::{Value, json};
@@ -15,19 +15,15 @@ use tokio::sync::{broadcast, mpsc, watch};
 
 use crate::api::{Cluster, DeleteOpts, PatchType, WriteOpts};
 use crate::authn::Caller;
+pub(crate) use crate::body::{Body, full};
 use crate::registry::ResourceType;
+use crate::schema::openapi;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::status::{ApiError, ApiResult};
 use crate::store::{EventKind, WatchEvent};
 
 /// Bodies above this are refused, as by a real API server (3 MiB).
 pub(crate) const MAX_BODY: usize = 3 * 1024 * 1024;
-
-pub(crate) type Body = BoxBody<Bytes, Infallible>;
-
-fn full(b: impl Into<Bytes>) -> Body {
-    Full::new(b.into()).boxed()
-}
 
 fn json_response(code: u16, v: &Value) -> Response<Body> {
     let body = serde_json::to_vec(v).unwrap_or_default();
@@ -133,16 +129,12 @@ async fn route(
             .resource_list(g, v)
             .map(|d| json_response(200, &d))
             .ok_or_else(ApiError::no_route),
-        ["openapi", "v2"] if get => Ok(json_response(200, &cx.registry.openapi_v2())),
-        ["openapi", "v3"] if get => Ok(json_response(200, &cx.registry.openapi_v3_root())),
-        ["openapi", "v3", "api", v] if get => cx
-            .registry
-            .openapi_v3_gv("", v)
+        ["openapi", "v2"] if get => Ok(json_response(200, &openapi::v2(&cx.registry))),
+        ["openapi", "v3"] if get => Ok(json_response(200, &openapi::v3_root(&cx.registry))),
+        ["openapi", "v3", "api", v] if get => openapi::v3_group_version(&cx.registry, "", v)
             .map(|d| json_response(200, &d))
             .ok_or_else(ApiError::no_route),
-        ["openapi", "v3", "apis", g, v] if get => cx
-            .registry
-            .openapi_v3_gv(g, v)
+        ["openapi", "v3", "apis", g, v] if get => openapi::v3_group_version(&cx.registry, g, v)
             .map(|d| json_response(200, &d))
             .ok_or_else(ApiError::no_route),
         ["api", v, rest @ ..] => {
@@ -873,28 +865,5 @@ fn stream_response(body: Body) -> Response<Body> {
         .header(header::CONTENT_TYPE, "application/json")
         .header(header::TRANSFER_ENCODING, "chunked")
         .body(body)
-        .expect("static response parts")
-}
-
-/// A streaming text body fed from a channel (used by `pods/log`).
-pub(crate) fn text_stream(rx: mpsc::Receiver<Bytes>) -> Response<Body> {
-    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv()
-            .await
-            .map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
-    });
-    Response::builder()
-        .status(StatusCode::OK)
-        .header(header::CONTENT_TYPE, "text/plain")
-        .body(StreamBody::new(stream).boxed())
-        .expect("static response parts")
-}
-
-/// A whole text body.
-pub(crate) fn text(b: Vec<u8>) -> Response<Body> {
-    Response::builder()
-        .status(StatusCode::OK)
-        .header(header::CONTENT_TYPE, "text/plain")
-        .body(full(b))
         .expect("static response parts")
 }

@@ -4,7 +4,9 @@
 
 use serde_json::{Value, json};
 
-use crate::api::MAX_OBJECT;
+/// The most bytes one stored object may take: etcd's default
+/// `--max-request-bytes` (1.5 MiB), which every real cluster inherits.
+pub(crate) const MAX_OBJECT: usize = 1536 * 1024;
 
 /// An error answered to a client as a `Status` object.
 #[derive(Debug, Clone)]
@@ -115,7 +117,7 @@ impl ApiError {
         kind: &str,
         details_kind: &str,
         name: &str,
-        errs: &[crate::schema::FieldError],
+        errs: &[FieldError],
     ) -> Self {
         let msgs: Vec<String> = errs
             .iter()
@@ -273,5 +275,31 @@ pub(crate) fn reason_of(message: &str) -> &'static str {
         "FieldValueForbidden"
     } else {
         "FieldValueInvalid"
+    }
+}
+
+/// One validation failure, as apimachinery's `field.Error`: the field
+/// path, the cause reason (`FieldValueInvalid`, ...) and the message after
+/// the path (`Invalid value: ...`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct FieldError {
+    pub(crate) field: String,
+    pub(crate) reason: &'static str,
+    pub(crate) message: String,
+}
+
+impl FieldError {
+    /// A metadata error, its reason read from its message as the built-in
+    /// validation words them.
+    pub(crate) fn from_message(field: &str, message: String) -> Self {
+        FieldError::new(field, reason_of(&message), message)
+    }
+
+    pub(crate) fn new(field: &str, reason: &'static str, message: String) -> Self {
+        FieldError {
+            field: field.to_string(),
+            reason,
+            message,
+        }
     }
 }

@@ -19,6 +19,11 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+// The one import loop weft-cluster keeps (issue 40), and a real mutual
+// recursion: the API's write path (`crate::api`) calls admission, and
+// admission reads the cluster it is part of (the webhook configurations,
+// the namespace's labels for `namespaceSelector`) through the same
+// `Cluster`, as kube-apiserver's admission reads through its informers.
 use crate::api::{Cluster, WriteOpts};
 use crate::registry::ResourceType;
 use crate::selector::LabelSelector;

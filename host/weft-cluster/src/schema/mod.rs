@@ -47,31 +47,7 @@ impl FieldValidation {
     }
 }
 
-/// One validation failure, as apimachinery's `field.Error`: the field
-/// path, the cause reason (`FieldValueInvalid`, ...) and the message after
-/// the path (`Invalid value: ...`).
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct FieldError {
-    pub(crate) field: String,
-    pub(crate) reason: &'static str,
-    pub(crate) message: String,
-}
-
-impl FieldError {
-    /// A metadata error, its reason read from its message as the built-in
-    /// validation words them.
-    pub(crate) fn from_message(field: &str, message: String) -> Self {
-        FieldError::new(field, crate::status::reason_of(&message), message)
-    }
-
-    fn new(field: &str, reason: &'static str, message: String) -> Self {
-        FieldError {
-            field: field.to_string(),
-            reason,
-            message,
-        }
-    }
-}
+pub(crate) use crate::status::FieldError;
 
 /// Everything done to a custom resource after decoding and before storage:
 /// nulls and defaults, then schema validation and CEL rules. `old` is the

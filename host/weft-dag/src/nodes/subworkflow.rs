@@ -12,9 +12,9 @@ use crate::inputs::InputSpec;
 use crate::nodes::Handler;
 use crate::problem::Problems;
 use crate::round::{Executor, Round, WorkflowRequest};
+use crate::spec::template::TemplateRef;
 use crate::spec::{NodeSpec, SubWorkflowSpec, WorkflowSpec};
 use crate::status::{NodePhase, NodeStatus};
-use crate::spec::template::TemplateRef;
 
 /// The sub-workflow node handler.
 pub struct SubWorkflow;
