@@ -27,5 +27,7 @@ pub mod ttl;
 
 pub use compile::{Compiled, Problem, compile};
 pub use schedule::{Executor, RoundInput, RoundOutcome, TaskObservation, TaskRequest, reconcile};
-pub use spec::{ArraySpec, FailurePolicy, GateSpec, NodeSpec, RetrySpec, TaskSpec, WorkflowSpec};
+pub use spec::{
+    ArraySpec, FailurePolicy, GateSpec, NodeKind, NodeSpec, RetrySpec, TaskSpec, WorkflowSpec,
+};
 pub use status::{NodePhase, NodeStatus, WorkflowPhase, WorkflowStatus};

@@ -26,19 +26,16 @@ fn colour(p: NodePhase) -> &'static str {
 /// (template etl)`, `dynamic pod`, `gate`): the DAG's labels and `weft
 /// template get`'s node table.
 pub fn kind(n: &weft_dag::NodeSpec) -> String {
-    if let Some(t) = &n.task {
-        t.task_type.clone()
-    } else if let Some(a) = &n.array {
-        format!("array of {}", a.task.task_type)
-    } else if let Some(w) = &n.workflow {
-        match &w.template_ref {
+    use weft_dag::NodeKind;
+    match (n.kind(), &n.task, &n.array, &n.workflow, &n.dynamic) {
+        (NodeKind::Task, Some(t), ..) => t.task_type.clone(),
+        (NodeKind::Array, _, Some(a), ..) => format!("array of {}", a.task.task_type),
+        (NodeKind::Subworkflow, _, _, Some(w), _) => match &w.template_ref {
             Some(t) => format!("workflow (template {t})"),
             None => format!("workflow ({} nodes)", w.nodes.len()),
-        }
-    } else if let Some(d) = &n.dynamic {
-        format!("dynamic {}", d.task.task_type)
-    } else {
-        "gate".into()
+        },
+        (NodeKind::Dynamic, .., Some(d)) => format!("dynamic {}", d.task.task_type),
+        (kind, ..) => kind.name().into(),
     }
 }
 

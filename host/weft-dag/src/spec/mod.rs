@@ -149,6 +149,55 @@ pub struct NodeSpec {
     pub cache: Option<cache::CacheSpec>,
 }
 
+/// What a node is, by which of its kind fields is set: one place that
+/// knows, for the scheduler's callers, the admin API, the console's data
+/// and the drawings (a new node kind adds a variant here).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeKind {
+    /// `task`.
+    Task,
+    /// `array`.
+    Array,
+    /// `gate`.
+    Gate,
+    /// `dynamic`.
+    Dynamic,
+    /// `workflow`.
+    Subworkflow,
+}
+
+impl NodeKind {
+    /// The name the admin API and the console show.
+    pub fn name(self) -> &'static str {
+        match self {
+            NodeKind::Task => "task",
+            NodeKind::Array => "array",
+            NodeKind::Gate => "gate",
+            NodeKind::Dynamic => "dynamic",
+            NodeKind::Subworkflow => "subworkflow",
+        }
+    }
+}
+
+impl NodeSpec {
+    /// Its kind. A spec that sets several (refused by `compile`) reads as
+    /// the first of array, gate, dynamic, workflow; one that sets none, as
+    /// a task.
+    pub fn kind(&self) -> NodeKind {
+        if self.array.is_some() {
+            NodeKind::Array
+        } else if self.gate.is_some() {
+            NodeKind::Gate
+        } else if self.dynamic.is_some() {
+            NodeKind::Dynamic
+        } else if self.workflow.is_some() {
+            NodeKind::Subworkflow
+        } else {
+            NodeKind::Task
+        }
+    }
+}
+
 /// A list of free-form objects in the CRD schema (nodes inside nodes: the
 /// schema cannot recurse).
 pub(crate) fn any_list(_: &mut SchemaGenerator) -> Schema {
@@ -370,4 +419,38 @@ pub fn approval_annotation(node: &str) -> String {
 /// annotation then says `false`).
 pub fn rejection_annotation(node: &str) -> String {
     format!("rejection.weft.dev/{node}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_s_kind_is_the_field_it_sets() {
+        let node = |yaml: &str| -> NodeSpec { serde_yaml::from_str(yaml).unwrap() };
+        let cases = [
+            ("{id: a, task: {type: pod}}", NodeKind::Task, "task"),
+            (
+                "{id: a, array: {over: [1], task: {type: pod}}}",
+                NodeKind::Array,
+                "array",
+            ),
+            ("{id: a, gate: {sleep: 1s}}", NodeKind::Gate, "gate"),
+            (
+                "{id: a, dynamic: {task: {type: pod}}}",
+                NodeKind::Dynamic,
+                "dynamic",
+            ),
+            (
+                "{id: a, workflow: {nodes: []}}",
+                NodeKind::Subworkflow,
+                "subworkflow",
+            ),
+        ];
+        for (yaml, kind, name) in cases {
+            let n = node(yaml);
+            assert_eq!(n.kind(), kind, "{yaml}");
+            assert_eq!(n.kind().name(), name);
+        }
+    }
 }

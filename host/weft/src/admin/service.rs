@@ -698,7 +698,7 @@ pub(super) fn node_execution(n: &NodeSpec, s: Option<&weft_dag::NodeStatus>) -> 
             .unwrap_or_default(),
         cached: s.is_some_and(|s| s.cached),
         depends_on: n.depends_on.clone(),
-        kind: node_kind(n).into(),
+        kind: n.kind().name().into(),
         started_at: text(|s| s.started_at.as_ref()),
         finished_at: text(|s| s.finished_at.as_ref()),
         reason: text(|s| s.reason.as_ref()),
@@ -732,21 +732,6 @@ pub(super) fn node_execution(n: &NodeSpec, s: Option<&weft_dag::NodeStatus>) -> 
         items_failed: count(NodePhase::Failed),
         items_running: count(NodePhase::Running),
         task_phase: text(|s| s.task_phase.as_ref()),
-    }
-}
-
-/// The node kinds the API names.
-fn node_kind(n: &NodeSpec) -> &'static str {
-    if n.array.is_some() {
-        "array"
-    } else if n.gate.is_some() {
-        "gate"
-    } else if n.dynamic.is_some() {
-        "dynamic"
-    } else if n.workflow.is_some() {
-        "subworkflow"
-    } else {
-        "task"
     }
 }
 
