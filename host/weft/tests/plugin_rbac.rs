@@ -158,17 +158,7 @@ async fn real_bed() -> Bed {
     APPLIED
         .get_or_init(|| async { apply(&cluster.kubeconfig, &deployed_rbac()).await })
         .await;
-    let args = [
-        "create",
-        "token",
-        "weft-controller",
-        "-n",
-        "weft-system",
-        "--duration=2h",
-    ];
-    let token = common::kubectl_ok(&cluster.kubeconfig, &args, None).await;
-    let name = format!("weft-controller-{}", bed.ns);
-    let kubeconfig = cluster.kubeconfig_with_token(&name, token.trim());
+    let kubeconfig = cluster.controller_kubeconfig(&format!("weft-controller-{}", bed.ns));
     let extra = bed.controller_args();
     let common::cluster::Bed {
         dir,

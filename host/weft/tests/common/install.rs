@@ -28,20 +28,7 @@ pub async fn install_and_run_examples(cluster: &RealCluster, install: &str) {
     let _node = NodeProcess::start(cluster, "weft-1");
 
     // The Deployment's ServiceAccount, through the TokenRequest API.
-    let token = kubectl_ok(
-        kc,
-        &[
-            "create",
-            "token",
-            "weft-controller",
-            "-n",
-            "weft-system",
-            "--duration=2h",
-        ],
-        None,
-    )
-    .await;
-    let as_sa = cluster.kubeconfig_with_token("weft-controller", token.trim());
+    let as_sa = cluster.controller_kubeconfig("weft-controller");
     // deploy/base/deployment.yaml's flags that matter here (no admin API).
     let controller = ControllerProcess::start(
         &as_sa,

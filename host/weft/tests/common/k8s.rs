@@ -563,6 +563,22 @@ impl RealCluster {
         assert!(out.contains("header"), "etcd compaction to {rev}: {out}");
     }
 
+    /// A kubeconfig (file `name`) with a token of ServiceAccount
+    /// `weft-system/weft-controller`, deploy/'s, from the TokenRequest API.
+    pub fn controller_kubeconfig(&self, name: &str) -> PathBuf {
+        let out = self.kubectl(&[
+            "create",
+            "token",
+            "weft-controller",
+            "-n",
+            "weft-system",
+            "--duration=2h",
+        ]);
+        assert!(out.status.success(), "kubectl create token: {out:?}");
+        let token = String::from_utf8(out.stdout).unwrap();
+        self.kubeconfig_with_token(name, token.trim())
+    }
+
     /// The audit log's events (JSON lines), as kube-apiserver wrote them.
     pub fn audit(&self) -> Vec<serde_json::Value> {
         std::fs::read_to_string(self.dir.join("audit.log"))
