@@ -148,7 +148,7 @@ impl AdminService {
         // CreateExecution of a launch plan).
         let mut probe = Workflow::new("", WorkflowResourceSpec { spec: spec.clone() });
         probe.metadata.namespace = Some(req.namespace.clone());
-        let runnable = crate::controller::templates::spec_to_run(&self.client, &probe)
+        let runnable = crate::templates::spec_to_run(&self.client, &probe)
             .await
             .map_err(|why| Status::invalid_argument(format!("invalid workflow spec:\n{why}")))?;
         weft_dag::compile(&runnable, &|t| known.contains(t)).map_err(|problems| {

@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use crate::webhook::pod_secrets;
+use crate::pod_secrets;
 use kube::api::DynamicObject;
 use serde_json::{Map, Value};
 use weft_dag::TaskSpec;

@@ -22,7 +22,7 @@ pub mod metrics;
 pub mod shadow;
 pub mod shard;
 pub mod standard_metrics;
-pub mod templates;
+use crate::templates;
 pub mod webapi;
 pub mod workqueue;
 
@@ -846,7 +846,7 @@ async fn apply_child(ctx: &Context, ns: &str, apply: &executor::Apply) -> Result
     // apply of the same object would own and so remove what the webhook
     // added (and a real API server refuses pod spec changes anyway).
     let write = async {
-        if !crate::webhook::pod_secrets::marked(child) {
+        if !crate::pod_secrets::marked(child) {
             return api
                 .patch(
                     name,

@@ -6,7 +6,7 @@
 //! [`server`] serves it over HTTPS with its own certificates.
 
 pub mod certs;
-pub mod pod_secrets;
+pub use crate::pod_secrets;
 pub mod server;
 
 use std::collections::HashSet;
@@ -295,7 +295,7 @@ impl Validator {
                 if let Some(client) = &self.client {
                     let ns = req.namespace.clone().unwrap_or_default();
                     let own = &t.spec.spec.workflow;
-                    crate::controller::templates::check_recursion(client, &ns, Some(&name), own)
+                    crate::templates::check_recursion(client, &ns, Some(&name), own)
                         .await
                         .map_err(|why| format!("invalid workflow template:\n{why}"))?;
                 }
@@ -331,7 +331,7 @@ impl Validator {
         let Some(client) = &self.client else {
             return Ok(None);
         };
-        crate::controller::templates::spec_to_run(client, wf)
+        crate::templates::spec_to_run(client, wf)
             .await
             .map(Some)
             .map_err(|why| format!("invalid workflow spec:\n{why}"))

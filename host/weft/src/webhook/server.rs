@@ -100,7 +100,7 @@ async fn respond(req: Request<Incoming>, validator: &Validator) -> Response<Full
     match serde_json::from_slice(&body) {
         Ok(review) => {
             let answer = match path.as_str() {
-                MUTATE_PODS => super::pod_secrets::review(review),
+                MUTATE_PODS => crate::pod_secrets::review(review),
                 _ => validator.review(review).await,
             };
             reply(
