@@ -22,7 +22,8 @@ use weft_dag::{
 };
 
 use crate::api::Workflow;
-use crate::controller::{SKIP_CACHE_ANNOTATION, metrics::Metrics, record_event};
+use crate::controller::{SKIP_CACHE_ANNOTATION, record_event};
+use crate::metrics::Metrics;
 
 /// An action on a Workflow.
 #[derive(Debug, Clone, PartialEq, Eq)]

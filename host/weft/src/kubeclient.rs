@@ -24,7 +24,7 @@ use http::{Request, Response};
 use kube::client::{Body, ClientBuilder};
 use tower::{BoxError, Layer, Service};
 
-use crate::controller::metrics::Metrics;
+use crate::metrics::Metrics;
 
 /// kube-apiserver-friendly defaults: 100 requests a second with bursts
 /// of 200 keep a controller's in-flight requests (at 10-50 ms each) to a

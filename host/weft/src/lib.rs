@@ -13,6 +13,7 @@ pub mod controller;
 pub mod dev;
 pub mod hotload;
 pub mod kubeclient;
+pub mod metrics;
 pub mod node;
 pub mod pod_secrets;
 pub mod profiling;

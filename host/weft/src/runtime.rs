@@ -169,7 +169,7 @@ pub fn spawn_controller_after(
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> (Arc<Context>, tokio::task::JoinHandle<()>) {
     let (children, wake) = Children::new_in(client.clone(), namespace.clone());
-    let metrics = Arc::new(crate::controller::metrics::Metrics::default());
+    let metrics = Arc::new(crate::metrics::Metrics::default());
     let ctx = Context::new(client, registry, children, metrics, None);
     let run = controller::run(ctx.clone(), wake, namespace, shutdown);
     let task = tokio::spawn(async move {
@@ -206,7 +206,7 @@ pub fn spawn_hotload(
     client: Client,
     engine: PluginEngine,
     registry: Arc<Registry>,
-    metrics: Arc<crate::controller::metrics::Metrics>,
+    metrics: Arc<crate::metrics::Metrics>,
     config: crate::hotload::HotloadConfig,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> (Arc<crate::hotload::HotLoader>, tokio::task::JoinHandle<()>) {

@@ -12,7 +12,7 @@ use hyper::body::{Bytes, Incoming};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpListener;
 
-use crate::controller::metrics::Metrics;
+use crate::metrics::Metrics;
 
 /// Whether the process is ready to serve (plugins loaded, controller started).
 #[derive(Debug, Default)]

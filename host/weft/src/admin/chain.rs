@@ -22,7 +22,7 @@ use weft_plugin::{
     CallError, MiddlewareCall, MiddlewarePlugin, Plugin, Registry, Verdict, manifest::FailStrategy,
 };
 
-use crate::controller::metrics::Metrics;
+use crate::metrics::Metrics;
 
 /// The request id every call carries, echoed in the answer's metadata.
 pub const REQUEST_ID: &str = "x-request-id";

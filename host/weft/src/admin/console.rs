@@ -17,7 +17,7 @@ use weft_plugin::{Plugin, Registry};
 use super::pb;
 use super::service::{node_execution, phase_name};
 use crate::api::Workflow;
-use crate::controller::metrics::Metrics;
+use crate::metrics::Metrics;
 
 /// The stream StreamNodeLogs answers with.
 pub type LogStream = Pin<Box<dyn Stream<Item = Result<pb::LogChunk, Status>> + Send>>;

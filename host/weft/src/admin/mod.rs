@@ -18,7 +18,7 @@ use serde::Deserialize;
 use tonic::transport::Server;
 use weft_plugin::Registry;
 
-use crate::controller::metrics::Metrics;
+use crate::metrics::Metrics;
 
 pub mod assets;
 pub mod chain;

@@ -9,7 +9,7 @@ use clap::Args;
 use kube::ResourceExt;
 
 use crate::actions::{Action, ActionError, act};
-use crate::controller::metrics::Metrics;
+use crate::metrics::Metrics;
 
 /// Which Workflow, and where.
 #[derive(Debug, Args)]

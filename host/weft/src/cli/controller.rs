@@ -13,8 +13,8 @@ use crate::api::Workflow;
 use crate::controller::WorkflowEvents;
 use crate::controller::elected::Elected;
 use crate::controller::leader::LeaderConfig;
-use crate::controller::metrics::Metrics;
 use crate::controller::shard::{Shard, ShardKey};
+use crate::metrics::Metrics;
 use crate::{render, runtime, serve};
 
 /// Arguments of `weft controller`.

@@ -31,8 +31,8 @@ use kube::{
 use serde_json::{Value, json};
 use weft_dag::cache::CacheEntry;
 
-use super::metrics::Metrics;
 use crate::api::{TaskCache as CacheObject, TaskCacheSpec};
+use crate::metrics::Metrics;
 
 /// The label on TaskCaches.
 pub const LABEL: &str = "weft.dev/cache";

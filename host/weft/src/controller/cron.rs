@@ -23,9 +23,9 @@ use weft_dag::WorkflowPhase;
 use weft_dag::cron::{self, CronWorkflowStatus, PlanInput, Schedule};
 use weft_dag::status::{parse_timestamp, timestamp};
 
-use super::standard_metrics::CRON_CONTROLLER;
 use super::{Context, Error, MANAGER, record_event};
 use crate::api::{CronWorkflow, Workflow, WorkflowResourceSpec, WorkflowTemplate};
+use crate::metrics::standard::CRON_CONTROLLER;
 
 /// Label on every Workflow a CronWorkflow launched: the CronWorkflow's name.
 pub const LABEL: &str = "weft.dev/cron-workflow";

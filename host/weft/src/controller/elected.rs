@@ -16,9 +16,9 @@ use weft_plugin::Registry;
 
 use super::children::Children;
 use super::leader::{ConfigError, Elector, LeaderConfig};
-use super::metrics::Metrics;
 use super::shard::Shard;
 use super::{Context, run as run_controller};
+use crate::metrics::Metrics;
 
 /// What one `weft controller` process runs.
 pub struct Elected {

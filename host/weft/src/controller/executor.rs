@@ -23,8 +23,8 @@ use weft_dag::status::{LogLink, PluginRef, ResourceRef};
 use weft_plugin::{CallError, Digest, FailureKind, Phase, Registry, TaskContext, TaskPlugin};
 
 use super::children::Children;
-use super::metrics::Metrics;
 use super::shadow::{Call, Shadow};
+use crate::metrics::Metrics;
 
 /// How long a node waits for a plugin that is being loaded, unless the
 /// controller is told otherwise: a Python or JavaScript component takes up

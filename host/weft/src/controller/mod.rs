@@ -18,10 +18,12 @@ pub mod impersonation;
 pub mod intake;
 pub mod leader;
 pub mod lifecycle;
-pub mod metrics;
+/// The metrics moved to [`crate::metrics`]; the old path stays.
+pub use crate::metrics;
 pub mod shadow;
 pub mod shard;
-pub mod standard_metrics;
+/// controller-runtime's metrics, now [`crate::metrics::standard`].
+pub use crate::metrics::standard as standard_metrics;
 use crate::templates;
 pub mod webapi;
 pub mod workqueue;
@@ -46,11 +48,11 @@ use weft_dag::{
 use weft_plugin::Registry;
 
 use crate::api::{FINALIZER, Workflow};
+use crate::metrics::Metrics;
+use crate::metrics::standard::WORKFLOW_CONTROLLER;
 use children::Children;
 use executor::PluginExecutor;
-use metrics::Metrics;
 use shard::Shard;
-use standard_metrics::WORKFLOW_CONTROLLER;
 
 /// Set to "true" on a Workflow (`weft resubmit` without `--memoized`):
 /// its cached nodes run and refresh the cache instead of reading it.

@@ -10,7 +10,7 @@ use std::sync::{Arc, mpsc};
 use serde_json::Value;
 use weft_plugin::{Registry, TaskContext, TaskPlugin, rollout::Rollout};
 
-use super::metrics::Metrics;
+use crate::metrics::Metrics;
 
 /// Copies waiting for the worker at most; more are dropped.
 const QUEUE: usize = 256;

@@ -35,7 +35,7 @@ use weft_plugin::{CallError, FailureKind, TaskContext, WebApiPlugin};
 
 use super::children::Children;
 use super::impersonation::PluginClients;
-use super::metrics::Metrics;
+use crate::metrics::Metrics;
 
 /// The `apiVersion` a web-API task's [`ResourceRef`] carries: it names no
 /// Kubernetes kind; `kind` is the plugin, `name` the idempotency key.

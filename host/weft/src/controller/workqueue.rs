@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::metrics::Metrics;
-use super::standard_metrics::WORKFLOW_CONTROLLER as NAME;
+use crate::metrics::Metrics;
+use crate::metrics::standard::WORKFLOW_CONTROLLER as NAME;
 
 /// When a waiting Workflow became (or becomes, after a delay) ready, and
 /// whether that was a delayed requeue (counted as an add only once due,

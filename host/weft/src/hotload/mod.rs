@@ -56,7 +56,7 @@ use weft_plugin::{
 };
 
 use crate::api::Workflow;
-use crate::controller::metrics::Metrics;
+use crate::metrics::Metrics;
 use package::{
     ANNOTATION_CLAIMED_AT, ANNOTATION_ERROR, ANNOTATION_STATUS, Body, Head, LABEL_ARCHIVE,
     LABEL_PLUGIN, Problem, Stored,

@@ -2,10 +2,10 @@
 //! client exposes, under their exact names and labels (no `weft_`
 //! prefix), so that community dashboards and alerts written for kubebuilder
 //! operators work on Weft unchanged. Weft's own metrics (flytepropeller's
-//! vocabulary) stay beside them in [`super::metrics`].
+//! vocabulary) stay beside them in [`crate::metrics`].
 //!
 //! kube-runtime keeps its queue to itself, so the work-queue figures are
-//! kept by [`super::workqueue::WorkQueue`] from what enters it (watch
+//! kept by [`crate::controller::workqueue::WorkQueue`] from what enters it (watch
 //! events, children waking their Workflow, resyncs, requeues) and what
 //! leaves it (a reconcile starting).
 

@@ -2,6 +2,8 @@
 //! reconcile errors, active workflows, node transitions, plugin calls), via
 //! prometheus-client, served at `/metrics`.
 
+pub mod standard;
+
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -50,7 +52,7 @@ pub struct Metrics {
     /// families above cannot be read back by plugin).
     tally: Mutex<std::collections::HashMap<String, (u64, u64, f64)>>,
     /// controller-runtime's and client-go's metrics, unprefixed.
-    pub standard: super::standard_metrics::StandardMetrics,
+    pub standard: standard::StandardMetrics,
 }
 
 impl Default for Metrics {
