@@ -21,6 +21,18 @@ const POD_PLUGIN: &str = "system:serviceaccount:weft-system:weft-plugin-pod";
 /// Applies `install` (rendered YAML) and runs every example through it as
 /// described above.
 pub async fn install_and_run_examples(cluster: &RealCluster, install: &str) {
+    install_and_run_examples_with(cluster, install, &[], &[]).await;
+}
+
+/// [`install_and_run_examples`] with the install's own controller flags
+/// (`flags`) and the grants it adds that the examples leave unused, each
+/// with why (`also_unused`).
+pub async fn install_and_run_examples_with(
+    cluster: &RealCluster,
+    install: &str,
+    flags: &[&str],
+    also_unused: &[(&str, &str, &str, &str)],
+) {
     let kc = &cluster.kubeconfig;
     kubectl_ok(kc, &["apply", "--server-side", "-f", "-"], Some(install)).await;
     let port = free_port();
@@ -30,18 +42,17 @@ pub async fn install_and_run_examples(cluster: &RealCluster, install: &str) {
     // The Deployment's ServiceAccount, through the TokenRequest API.
     let as_sa = cluster.controller_kubeconfig("weft-controller");
     // deploy/base/deployment.yaml's flags that matter here (no admin API).
-    let controller = ControllerProcess::start(
-        &as_sa,
-        "deployed",
-        &[
-            "--plugin-namespace=weft-system",
-            "--impersonate-plugins",
-            "--leader-elect",
-            "--leader-elect-namespace=weft-system",
-            "--webhook-port",
-            &port.to_string(),
-        ],
-    );
+    let port = port.to_string();
+    let mut args = vec![
+        "--plugin-namespace=weft-system",
+        "--impersonate-plugins",
+        "--leader-elect",
+        "--leader-elect-namespace=weft-system",
+        "--webhook-port",
+        port.as_str(),
+    ];
+    args.extend_from_slice(flags);
+    let controller = ControllerProcess::start(&as_sa, "deployed", &args);
     controller.started_metrics().await;
 
     let client = cluster.client().await;
@@ -72,6 +83,7 @@ pub async fn install_and_run_examples(cluster: &RealCluster, install: &str) {
     let unused: BTreeSet<(String, String, String)> = granted.difference(&used).cloned().collect();
     let justified: BTreeSet<(String, String, String)> = UNUSED_GRANTS
         .iter()
+        .chain(also_unused)
         .map(|(u, v, r, _why)| (u.to_string(), v.to_string(), r.to_string()))
         .collect();
     assert_eq!(
