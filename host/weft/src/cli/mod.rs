@@ -149,7 +149,15 @@ impl ClusterArgs {
 /// context's, as kubectl and the argo CLI take it (a user who ran
 /// `kubectl config set-context --current --namespace=team-a` means team-a);
 /// in a pod, the pod's own; else `default`.
+///
+/// Read once: clap evaluates the default for every subcommand's `-n` when
+/// it builds the command line, and the kubeconfig does not change meanwhile.
 pub fn context_namespace() -> String {
+    static NAMESPACE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NAMESPACE.get_or_init(read_context_namespace).clone()
+}
+
+fn read_context_namespace() -> String {
     let from_kubeconfig = kube::config::Kubeconfig::read().ok().and_then(|kc| {
         let current = kc.current_context?;
         kc.contexts
