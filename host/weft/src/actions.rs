@@ -21,8 +21,9 @@ use weft_dag::{
     actions::{RETRY_ANNOTATION, RetryRequest},
 };
 
+use crate::api::SKIP_CACHE_ANNOTATION;
 use crate::api::Workflow;
-use crate::controller::{SKIP_CACHE_ANNOTATION, record_event};
+use crate::events::record_event;
 use crate::metrics::Metrics;
 
 /// An action on a Workflow.

@@ -104,10 +104,14 @@ fn cache_entries(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 /// `apiVersion` of Workflows.
 pub const API_VERSION: &str = "weft.dev/v1alpha1";
 
+/// Set to "true" on a Workflow (`weft resubmit` without `--memoized`):
+/// its cached nodes run and refresh the cache instead of reading it.
+pub const SKIP_CACHE_ANNOTATION: &str = "weft.dev/skip-cache";
+
 /// The finalizer earlier controllers put on Workflows to stop their
 /// children first. None is added now (the garbage collector deletes the
 /// owned children); a Workflow that still carries it is aborted and
-/// released when deleted (`controller::reconcile_owned`).
+/// released when deleted (the controller's `settle` stage).
 pub const FINALIZER: &str = "weft.dev/abort-children";
 
 /// Weft's CRDs by the file name each has in `deploy/crds/` (`weft crd

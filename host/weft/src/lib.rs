@@ -11,6 +11,7 @@ pub mod api;
 pub mod cli;
 pub mod controller;
 pub mod dev;
+pub mod events;
 pub mod hotload;
 pub mod kubeclient;
 pub mod metrics;

@@ -170,7 +170,14 @@ pub fn spawn_controller_after(
 ) -> (Arc<Context>, tokio::task::JoinHandle<()>) {
     let (children, wake) = Children::new_in(client.clone(), namespace.clone());
     let metrics = Arc::new(crate::metrics::Metrics::default());
-    let ctx = Context::new(client, registry, children, metrics, None);
+    let ctx = Context::new(
+        client,
+        registry,
+        children,
+        metrics,
+        None,
+        controller::Settings::default(),
+    );
     let run = controller::run(ctx.clone(), wake, namespace, shutdown);
     let task = tokio::spawn(async move {
         start.await;

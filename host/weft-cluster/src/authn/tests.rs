@@ -1,4 +1,3 @@
-
 use super::*;
 
 fn headers(pairs: &[(&str, &str)]) -> HeaderMap {

@@ -1,4 +1,3 @@
-
 use super::*;
 
 fn attrs(method: &str, path: &str, query: Option<&str>) -> Attributes {

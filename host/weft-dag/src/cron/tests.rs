@@ -1,4 +1,3 @@
-
 use super::*;
 
 fn at(secs: i64) -> SystemTime {

@@ -1,4 +1,3 @@
-
 use super::*;
 
 /// A finished workflow of `n` nodes, each with a small output, as the

@@ -1,4 +1,3 @@
-
 use super::*;
 
 fn rule(host: &str, ports: &[u16], methods: &[&str], schemes: &[&str]) -> Rule {

@@ -21,7 +21,7 @@ use super::console;
 use super::pb;
 use crate::actions::{Action, ActionError, act};
 use crate::api::{Workflow, WorkflowResourceSpec};
-use crate::controller::record_event;
+use crate::events::record_event;
 use crate::metrics::Metrics;
 
 /// The annotation naming the principal that created a Workflow through the API.

@@ -10,10 +10,11 @@ use clap::{Args, ValueEnum};
 use kube::{Api, Client};
 
 use crate::api::Workflow;
-use crate::controller::WorkflowEvents;
 use crate::controller::elected::Elected;
+use crate::controller::impersonation::Impersonation;
 use crate::controller::leader::LeaderConfig;
 use crate::controller::shard::{Shard, ShardKey};
+use crate::events::WorkflowEvents;
 use crate::metrics::Metrics;
 use crate::{render, runtime, serve};
 
@@ -315,7 +316,7 @@ pub fn controller(args: ControllerArgs) -> anyhow::Result<ExitCode> {
     let registry_config = runtime::registry_config(args.registry_config.as_deref())?;
     let leader = args.leader()?;
     let shard = args.shard()?;
-    crate::controller::set_instance(&args.identity());
+    crate::events::set_instance(&args.identity());
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {
         let kube_config = kube::Config::infer().await?;
@@ -392,22 +393,24 @@ pub fn controller(args: ControllerArgs) -> anyhow::Result<ExitCode> {
             namespace: args.namespace.clone(),
             leader,
             shard,
-            plugin_wait: args.plugin_wait_timeout,
-            max_depth: args.max_workflow_depth,
-            default_ttl: args.default_ttl_after_completion,
-            events: args.workflow_events,
-            concurrency: args.concurrent_reconciles,
-            impersonation: args.impersonate_plugins.then(|| {
-                let ns = args
-                    .plugin_service_account_namespace
-                    .clone()
-                    .or_else(|| args.plugin_namespace.first().cloned())
-                    .unwrap_or_else(|| args.election.leader_elect_namespace.clone());
-                tracing::info!(namespace = %ns, "plugins' resources are written as their ServiceAccounts weft-plugin-NAME");
-                (kube_config, ns, throttle)
-            }),
-            sync_period: Some(args.sync_period),
-            gates: args.feature_gates.clone(),
+            settings: crate::controller::Settings {
+                plugin_wait: args.plugin_wait_timeout,
+                max_depth: args.max_workflow_depth,
+                default_ttl: args.default_ttl_after_completion,
+                events: args.workflow_events,
+                concurrency: args.concurrent_reconciles,
+                impersonation: args.impersonate_plugins.then(|| {
+                    let ns = args
+                        .plugin_service_account_namespace
+                        .clone()
+                        .or_else(|| args.plugin_namespace.first().cloned())
+                        .unwrap_or_else(|| args.election.leader_elect_namespace.clone());
+                    tracing::info!(namespace = %ns, "plugins' resources are written as their ServiceAccounts weft-plugin-NAME");
+                    std::sync::Arc::new(Impersonation::new(kube_config, &ns, throttle))
+                }),
+                sync_period: Some(args.sync_period),
+                gates: args.feature_gates.clone(),
+            },
             grace: args.graceful_shutdown_timeout,
         };
         controller

@@ -34,23 +34,8 @@ pub struct Elected {
     pub leader: Option<LeaderConfig>,
     /// The shard to reconcile; `None` is every Workflow.
     pub shard: Option<Shard>,
-    /// How long a node waits for its plugin to finish loading.
-    pub plugin_wait: Duration,
-    /// How deep child Workflows may nest.
-    pub max_depth: u32,
-    /// How long finished Workflows without a `ttlStrategy` are kept.
-    pub default_ttl: Option<Duration>,
-    /// Which Events Workflows get.
-    pub events: super::WorkflowEvents,
-    /// How many Workflows are reconciled at once (0: no limit).
-    pub concurrency: u16,
-    /// Write children as their plugin's ServiceAccount in this namespace,
-    /// with these credentials (`--impersonate-plugins`).
-    pub impersonation: Option<(kube::Config, String, crate::kubeclient::Throttle)>,
-    /// How often every Workflow is reconciled without an event.
-    pub sync_period: Option<Duration>,
-    /// `--feature-gates`.
-    pub gates: super::features::FeatureGates,
+    /// How every term's controller behaves.
+    pub settings: super::Settings,
     /// How long a shutdown waits for running reconciles.
     pub grace: Duration,
 }
@@ -75,21 +60,8 @@ impl Elected {
             children,
             self.metrics.clone(),
             self.shard.clone(),
+            self.settings.clone(),
         );
-        ctx.set_plugin_wait(self.plugin_wait);
-        ctx.set_max_depth(self.max_depth);
-        ctx.set_default_ttl(self.default_ttl);
-        ctx.set_workflow_events(self.events);
-        ctx.set_concurrency(self.concurrency);
-        ctx.set_sync_period(self.sync_period);
-        ctx.set_feature_gates(self.gates.clone());
-        if let Some((config, ns, throttle)) = &self.impersonation {
-            ctx.set_impersonation(super::impersonation::Impersonation::new(
-                config.clone(),
-                ns,
-                throttle.clone(),
-            ));
-        }
         (ctx, wake)
     }
 

@@ -82,8 +82,8 @@ impl PluginClients {
     }
 
     /// Acts as each plugin's ServiceAccount from now on.
-    pub fn set(&self, i: Impersonation) {
-        *self.impersonation.lock().unwrap_or_else(|e| e.into_inner()) = Some(i.into());
+    pub fn set(&self, i: std::sync::Arc<Impersonation>) {
+        *self.impersonation.lock().unwrap_or_else(|e| e.into_inner()) = Some(i);
     }
 
     /// The client for `plugin` and the user it acts as (None: the

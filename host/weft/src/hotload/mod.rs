@@ -1162,8 +1162,7 @@ impl HotLoader {
     }
 
     async fn publish_event(&self, cm: &ConfigMap, kind: &str, reason: &str, message: &str) {
-        crate::controller::record_event(&self.client, &self.metrics, cm, kind, reason, message)
-            .await;
+        crate::events::record_event(&self.client, &self.metrics, cm, kind, reason, message).await;
     }
 }
 

@@ -1,4 +1,3 @@
-
 use super::*;
 use serde_json::{Value, json};
 

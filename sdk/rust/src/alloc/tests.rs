@@ -1,4 +1,3 @@
-
 use super::*;
 
 fn layout(size: usize, align: usize) -> Layout {

@@ -1,4 +1,3 @@
-
 use super::*;
 use crate::wit::webapi::wasi::http::types as t;
 use serde_json::json;

@@ -1,4 +1,3 @@
-
 use super::*;
 
 fn caller(p: Option<&str>) -> Caller {

@@ -1,4 +1,3 @@
-
 use super::*;
 
 fn files(dir: &Path) -> TlsConfig {

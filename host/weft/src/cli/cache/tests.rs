@@ -1,4 +1,3 @@
-
 use super::*;
 
 fn entry(key: &str, created: &str, max_age: Option<&str>) -> Entry {

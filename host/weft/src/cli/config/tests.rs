@@ -1,4 +1,3 @@
-
 use super::*;
 
 fn file(text: &str) -> tempfile::NamedTempFile {

@@ -1,4 +1,3 @@
-
 use super::*;
 
 fn entry(created: SystemTime, max_age: Option<&str>, bytes: usize) -> CacheEntry {

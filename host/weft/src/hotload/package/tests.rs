@@ -1,4 +1,3 @@
-
 use super::*;
 
 fn component(len: usize) -> Vec<u8> {

@@ -1,0 +1,311 @@
+//! What every reconcile shares: the clients, the plugin registry, the
+//! children's watches, what this controller last wrote, and its settings.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use kube::{Client, ResourceExt};
+use weft_dag::{Compiled, WorkflowStatus, compile};
+use weft_plugin::Registry;
+
+use super::children::Children;
+use super::impersonation::{Impersonation, PluginClients};
+use super::shard::Shard;
+use super::{Error, backoff, cache, executor, features, shadow, webapi, workqueue};
+use crate::api::Workflow;
+use crate::events::WorkflowEvents;
+use crate::metrics::Metrics;
+
+/// How long a round's minor status changes (a running task's sub-phase or
+/// message, an array item's progress: no node transition, no child
+/// written) may wait to be written with the next change. A pod that goes
+/// Pending, Running, Succeeded within this costs one status write instead
+/// of two; the same round is recomputed from the children then, so nothing
+/// is lost, only shown up to this much later.
+pub const MINOR_STATUS_DELAY: Duration = Duration::from_secs(1);
+
+/// How a controller behaves: `weft controller`'s flags, in one value that
+/// [`Context::new`] takes (each leadership term builds its context from
+/// the same settings).
+#[derive(Clone)]
+pub struct Settings {
+    /// How long a node waits for its plugin to finish loading before it
+    /// fails (`--plugin-wait-timeout`).
+    pub plugin_wait: Duration,
+    /// How deep sub-workflows and dynamic nodes may nest
+    /// (`--max-workflow-depth`).
+    pub max_depth: u32,
+    /// How long finished Workflows without a `ttlStrategy` are kept
+    /// (`--default-ttl-after-completion`; `None`: forever).
+    pub default_ttl: Option<Duration>,
+    /// Which Events Workflows get (`--workflow-events`).
+    pub events: WorkflowEvents,
+    /// How many Workflows are reconciled at once (`--concurrent-reconciles`,
+    /// kube-runtime's controller concurrency; 0: no limit). A Workflow is
+    /// never reconciled twice at once either way.
+    pub concurrency: u16,
+    /// How often every Workflow is reconciled without an event
+    /// (`--sync-period`; zero or `None`: never).
+    pub sync_period: Option<Duration>,
+    /// `--feature-gates`.
+    pub gates: features::FeatureGates,
+    /// Children written as their plugin's ServiceAccount, and web-API
+    /// tasks' Secrets read so (`--impersonate-plugins`; `None`: as the
+    /// controller itself).
+    pub impersonation: Option<Arc<Impersonation>>,
+}
+
+impl Default for Settings {
+    /// `weft controller`'s defaults.
+    fn default() -> Self {
+        Settings {
+            plugin_wait: executor::DEFAULT_PLUGIN_WAIT,
+            max_depth: executor::DEFAULT_MAX_DEPTH,
+            default_ttl: None,
+            events: WorkflowEvents::default(),
+            concurrency: 0,
+            sync_period: None,
+            gates: features::FeatureGates::default(),
+            impersonation: None,
+        }
+    }
+}
+
+/// What every reconcile shares.
+pub struct Context {
+    pub(super) client: Client,
+    pub(super) registry: Arc<Registry>,
+    pub(super) children: Arc<Children>,
+    /// Web-API task attempts in flight.
+    pub(super) webapi: Arc<webapi::WebApiTasks>,
+    /// Prometheus metrics.
+    pub metrics: Arc<Metrics>,
+    /// The shard this controller reconciles (all Workflows when `None`).
+    pub(super) shard: Option<Shard>,
+    /// Compiled specs by (uid, generation).
+    compiled: Mutex<HashMap<(String, i64), Arc<Compiled>>>,
+    /// The last status this controller wrote, by uid. Only the controller
+    /// writes status, so this is never older than the watch cache, which
+    /// may lag behind our own last write.
+    pub(super) written: Mutex<HashMap<String, WorkflowStatus>>,
+    /// Whether this controller last added (true) or removed (false) its
+    /// finalizer, by uid: the same reasoning as `written`.
+    pub(super) finalized: Mutex<HashMap<String, bool>>,
+    /// Copies calls to shadow candidates.
+    pub(super) shadow: Arc<shadow::Shadow>,
+    /// Who a plugin's children are written as (and its task Secrets read).
+    plugin_clients: Arc<PluginClients>,
+    /// The task output cache (started with the controller).
+    pub(super) cache: OnceLock<Arc<cache::TaskCache>>,
+    /// Since when a Workflow's minor status changes wait to be written, by
+    /// uid ([`MINOR_STATUS_DELAY`]).
+    deferred: Mutex<HashMap<String, Instant>>,
+    /// When failed reconciles run again (controller-runtime's rate limiter).
+    pub(super) backoff: backoff::Backoff,
+    /// The work queue's figures (`workqueue_*`).
+    pub(super) queue: workqueue::WorkQueue,
+    /// The settings a test may change while the controller runs.
+    max_depth: AtomicU32,
+    events: Mutex<WorkflowEvents>,
+    concurrency: AtomicU16,
+    /// The other settings, fixed at start.
+    plugin_wait: Duration,
+    default_ttl: AtomicU64,
+    sync_period: Option<Duration>,
+    gates: features::FeatureGates,
+}
+
+impl Context {
+    /// A context for a controller talking to `client` with plugins from
+    /// `registry`, reconciling `shard`'s Workflows (all when `None`),
+    /// behaving as `settings` say.
+    pub fn new(
+        client: Client,
+        registry: Arc<Registry>,
+        children: Arc<Children>,
+        metrics: Arc<Metrics>,
+        shard: Option<Shard>,
+        settings: Settings,
+    ) -> Arc<Self> {
+        let shadow = shadow::Shadow::start(registry.clone(), metrics.clone());
+        let queue = workqueue::WorkQueue::new(metrics.clone());
+        let plugin_clients = Arc::new(PluginClients::new(client.clone()));
+        if let Some(i) = settings.impersonation {
+            plugin_clients.set(i);
+        }
+        let webapi =
+            webapi::WebApiTasks::new(children.clone(), metrics.clone(), plugin_clients.clone());
+        Arc::new(Context {
+            queue,
+            client,
+            registry,
+            webapi,
+            plugin_clients,
+            children,
+            metrics,
+            shadow,
+            shard,
+            compiled: Mutex::new(HashMap::new()),
+            backoff: backoff::Backoff::default(),
+            written: Mutex::new(HashMap::new()),
+            finalized: Mutex::new(HashMap::new()),
+            cache: OnceLock::new(),
+            deferred: Mutex::new(HashMap::new()),
+            max_depth: settings.max_depth.into(),
+            events: Mutex::new(settings.events),
+            concurrency: settings.concurrency.into(),
+            plugin_wait: settings.plugin_wait,
+            default_ttl: settings
+                .default_ttl
+                .map_or(0, |d| d.as_secs().max(1))
+                .into(),
+            sync_period: settings.sync_period.filter(|p| !p.is_zero()),
+            gates: settings.gates,
+        })
+    }
+
+    /// Changes [`Settings::concurrency`] of a controller not yet running.
+    pub fn set_concurrency(&self, n: u16) {
+        self.concurrency.store(n, Ordering::Relaxed);
+    }
+
+    /// Changes [`Settings::max_depth`] of a running controller.
+    pub fn set_max_depth(&self, depth: u32) {
+        self.max_depth.store(depth, Ordering::Relaxed);
+    }
+
+    /// Changes [`Settings::events`] of a running controller.
+    pub fn set_workflow_events(&self, events: WorkflowEvents) {
+        *self.events.lock().unwrap_or_else(|e| e.into_inner()) = events;
+    }
+
+    pub(super) fn concurrency(&self) -> u16 {
+        self.concurrency.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn max_depth(&self) -> u32 {
+        self.max_depth.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn plugin_wait(&self) -> Duration {
+        self.plugin_wait
+    }
+
+    pub(super) fn sync_period(&self) -> Option<Duration> {
+        self.sync_period
+    }
+
+    pub(super) fn all_events(&self) -> bool {
+        *self.events.lock().unwrap_or_else(|e| e.into_inner()) == WorkflowEvents::All
+    }
+
+    pub(super) fn default_ttl(&self) -> Option<Duration> {
+        match self.default_ttl.load(Ordering::Relaxed) {
+            0 => None,
+            secs => Some(Duration::from_secs(secs)),
+        }
+    }
+
+    /// Stops the watches the controller spawned beside its own stream
+    /// (children, the task cache): for a shutdown that could not wait for
+    /// the controller to finish, so that nothing talks to an API server
+    /// that is going away.
+    pub fn stop_watches(&self) {
+        self.children.stop();
+        if let Some(cache) = self.cache.get() {
+            cache.stop();
+        }
+    }
+
+    /// Forgets a Workflow that is gone (a watch Delete): what this
+    /// controller remembered of it is bounded by the live Workflows.
+    pub fn forget(&self, uid: &str) {
+        self.written
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(uid);
+        self.finalized
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(uid);
+        self.compiled
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|(u, _), _| u != uid);
+        self.deferred
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(uid);
+    }
+
+    /// Whether a round's minor changes wait (for at most the time
+    /// returned), or are written now (the delay is over, or `minor` is
+    /// false: then any wait is ended).
+    pub(super) fn defer_minor(&self, uid: &str, minor: bool) -> Option<Duration> {
+        let mut deferred = self.deferred.lock().unwrap_or_else(|e| e.into_inner());
+        if !minor || !self.gates.enabled("CoalesceStatusWrites") {
+            deferred.remove(uid);
+            return None;
+        }
+        let since = *deferred.entry(uid.to_string()).or_insert_with(Instant::now);
+        let left = MINOR_STATUS_DELAY.checked_sub(since.elapsed());
+        if left.is_none() {
+            deferred.remove(uid);
+        }
+        left
+    }
+
+    /// Whether `--feature-gates` turned `name` on.
+    pub(super) fn gate(&self, name: &str) -> bool {
+        self.gates.enabled(name)
+    }
+
+    /// The client that writes `plugin`'s children, and the user it acts as
+    /// (None: the controller itself).
+    pub(super) fn child_client(&self, plugin: &str) -> Result<(Client, Option<String>), Error> {
+        Ok(self.plugin_clients.client(plugin)?)
+    }
+
+    /// Whether this controller's shard owns the Workflow.
+    pub fn owns(&self, wf: &Workflow) -> bool {
+        self.shard.as_ref().is_none_or(|s| {
+            s.owns(
+                wf.metadata.namespace.as_deref().unwrap_or_default(),
+                &wf.name_any(),
+                wf.labels(),
+            )
+        })
+    }
+
+    /// The compiled form of `spec`, once per (uid, generation).
+    pub(super) fn compiled(
+        &self,
+        wf: &Workflow,
+        spec: &weft_dag::WorkflowSpec,
+    ) -> Result<Arc<Compiled>, String> {
+        let key = (
+            wf.uid().unwrap_or_default(),
+            wf.metadata.generation.unwrap_or(0),
+        );
+        let cached = self.compiled.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = cached.get(&key) {
+            return Ok(c.clone());
+        }
+        drop(cached);
+        let snapshot = self.registry.snapshot();
+        let known: HashSet<String> = snapshot.task_types().map(str::to_string).collect();
+        // A type whose plugin is being loaded is known: its nodes wait.
+        let c = compile(spec, &|t| {
+            known.contains(t) || self.registry.loading(t).is_some()
+        })
+        .map(Arc::new)
+        .map_err(|p| weft_dag::compile::describe(&p))?;
+        self.compiled
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, c.clone());
+        Ok(c)
+    }
+}

@@ -1,0 +1,378 @@
+//! One reconcile of one Workflow, in named stages: read what is known of
+//! it, settle a finished or deleted one, resolve and compile its spec, run
+//! the scheduler round (synchronous plugin calls, off the async workers),
+//! make the round's writes, report (status, Events, metrics) and say when
+//! to look again.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use kube::{Api, ResourceExt, runtime::controller::Action};
+use weft_dag::schedule::{RoundInput, RoundOutcome, fail_invalid, reconcile as round};
+use weft_dag::spec::approval_annotation;
+use weft_dag::{Compiled, WorkflowSpec, WorkflowStatus};
+
+use super::executor::{self, PluginExecutor};
+use super::writes::{
+    abort_workflow, apply_child, collect_children, delete_child, expire, remove_finalizer,
+    write_status,
+};
+use super::{Context, Error, Requeue, backoff_key, lifecycle, queue_key, report};
+use crate::api::{FINALIZER, SKIP_CACHE_ANNOTATION, Workflow};
+use crate::metrics::standard::WORKFLOW_CONTROLLER;
+
+/// One reconcile of one Workflow, if this controller's shard owns it;
+/// log lines inside carry the workflow's name and namespace.
+pub async fn reconcile(wf: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action, Error> {
+    if !ctx.owns(&wf) {
+        ctx.queue.forget(&queue_key(&wf));
+        return Ok(Action::await_change());
+    }
+    let span = tracing::info_span!(
+        "reconcile",
+        workflow = %wf.name_any(),
+        namespace = %wf.namespace().unwrap_or_default()
+    );
+    let (key, queued) = (backoff_key(&wf), queue_key(&wf));
+    ctx.queue.taken(&queued);
+    let standard = &ctx.metrics.standard;
+    standard.worker_started(WORKFLOW_CONTROLLER);
+    let started = Instant::now();
+    let result = tracing::Instrument::instrument(reconcile_owned(wf, ctx.clone()), span).await;
+    let label = match &result {
+        Ok(None) => "success",
+        Ok(Some(_)) => "requeue_after",
+        Err(_) => "error",
+    };
+    standard.worker_finished(WORKFLOW_CONTROLLER, label, started.elapsed());
+    ctx.metrics
+        .reconcile(if result.is_ok() { "ok" } else { "error" });
+    if result.is_ok() {
+        ctx.backoff.succeeded(&key);
+    }
+    result.map(|next| match next {
+        Some(after) => {
+            ctx.queue.add_after(&queued, after, false);
+            Action::requeue(after)
+        }
+        None => Action::await_change(),
+    })
+}
+
+/// What a reconcile knows of its Workflow before it acts.
+struct Current {
+    wf: Arc<Workflow>,
+    ns: String,
+    name: String,
+    uid: String,
+    api: Api<Workflow>,
+    deleting: bool,
+    /// Whether it carries the old finalizer ([`FINALIZER`]).
+    has_finalizer: bool,
+    /// The newest status known: what this controller last wrote, else the
+    /// watch cache's.
+    old: WorkflowStatus,
+}
+
+/// What a round produced: the new status, the writes the executor
+/// planned, the round's outcome, and a user's retry carried out or refused.
+struct Planned {
+    status: WorkflowStatus,
+    exec: PluginExecutor,
+    outcome: RoundOutcome,
+    retried: Option<(&'static str, String)>,
+}
+
+/// The stages of one reconcile, each a function below.
+pub(super) async fn reconcile_owned(
+    wf: Arc<Workflow>,
+    ctx: Arc<Context>,
+) -> Result<Requeue, Error> {
+    let cur = Current::read(wf, &ctx);
+    if let Some(done) = settle(&cur, &ctx).await? {
+        return Ok(done);
+    }
+    let Some((compiled, spec, status)) = resolve_and_compile(&cur, &ctx).await? else {
+        return Ok(None);
+    };
+    let planned = run_round(&cur, &ctx, compiled, spec, status).await?;
+    apply(&cur, &ctx, &planned.exec).await?;
+    if let Some(left) = ctx.defer_minor(&cur.uid, is_minor(&cur.old, &planned)) {
+        return Ok(Some(left + Duration::from_millis(5)));
+    }
+    report(&cur, &ctx, &planned).await?;
+    next_wakeup(&cur, &ctx, &planned).await
+}
+
+impl Current {
+    fn read(wf: Arc<Workflow>, ctx: &Context) -> Current {
+        let ns = wf.namespace().unwrap_or_default();
+        let uid = wf.uid().unwrap_or_default();
+        // Only this controller adds or removes its finalizer, and only it
+        // writes status: what it last wrote is newer than a watch cache
+        // that may lag behind that write.
+        let has_finalizer = ctx
+            .finalized
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&uid)
+            .copied()
+            .unwrap_or_else(|| wf.finalizers().iter().any(|f| f == FINALIZER));
+        let remembered = ctx
+            .written
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&uid)
+            .cloned();
+        let old = remembered.unwrap_or_else(|| wf.status.clone().unwrap_or_default());
+        Current {
+            api: Api::namespaced(ctx.client.clone(), &ns),
+            name: wf.name_any(),
+            deleting: wf.metadata.deletion_timestamp.is_some(),
+            ns,
+            uid,
+            has_finalizer,
+            old,
+            wf,
+        }
+    }
+}
+
+/// A Workflow that is deleted or finished: released, or its children
+/// collected and its time to live looked after. `None`: it runs on.
+async fn settle(cur: &Current, ctx: &Context) -> Result<Option<Requeue>, Error> {
+    let old = &cur.old;
+    if cur.deleting && (!cur.has_finalizer || old.phase.is_terminal()) {
+        if cur.has_finalizer {
+            remove_finalizer(&cur.api, &cur.wf, ctx).await?;
+        }
+        // Gone for good: forget it (memory is bounded by live Workflows).
+        ctx.forget(&cur.uid);
+        return Ok(Some(None));
+    }
+    // No finalizer is added: every child is owned by its Workflow, so the
+    // API server's garbage collector deletes them with it, and a finalizer
+    // would cost two writes per workflow (added, then removed). Workflows
+    // that carry one (from a controller before this) are still aborted and
+    // released above when deleted. A deleted Workflow is forgotten on its
+    // watch Delete (`intake`).
+    if old.phase.is_terminal() && lifecycle::pending_retry(&cur.wf, old).is_none() {
+        collect_children(ctx, &cur.wf, old).await;
+        return expire(&cur.api, &cur.wf, old, ctx).await.map(Some);
+    }
+    Ok(None)
+}
+
+/// The spec to run (a template reference resolved) and its compiled form;
+/// `None` when it is invalid, after the Workflow failed saying why.
+async fn resolve_and_compile(
+    cur: &Current,
+    ctx: &Context,
+) -> Result<Option<(Arc<Compiled>, WorkflowSpec, WorkflowStatus)>, Error> {
+    let mut status = cur.old.clone();
+    let resolved = crate::templates::runnable(&ctx.client, &cur.wf, &mut status).await;
+    match resolved.and_then(|spec| Ok((ctx.compiled(&cur.wf, &spec)?, spec))) {
+        Ok((compiled, spec)) => Ok(Some((compiled, spec, status))),
+        Err(problems) => {
+            let generation = cur.wf.metadata.generation;
+            fail_invalid(&mut status, SystemTime::now(), problems, generation);
+            write_status(&cur.api, &cur.name, &cur.uid, &cur.old, &status, ctx).await?;
+            let message = status.message.as_deref().unwrap_or_default();
+            report::publish(ctx, &cur.wf, "Warning", "InvalidWorkflow", message).await;
+            Ok(None)
+        }
+    }
+}
+
+/// The plugin executor of one round: the plugin versions the running
+/// nodes pin, the nesting depth, the shadow copies and the task cache.
+fn executor(cur: &Current, ctx: &Context) -> PluginExecutor {
+    let pins = cur
+        .old
+        .nodes
+        .values()
+        .filter_map(|n| n.plugin.as_ref())
+        .filter_map(|p| weft_plugin::Digest::parse(&p.digest))
+        .collect();
+    let labels = cur.wf.labels();
+    let depth = labels
+        .get(executor::DEPTH_LABEL)
+        .and_then(|d| d.parse().ok());
+    let skip_cache = cur.wf.annotations().get(SKIP_CACHE_ANNOTATION);
+    let metrics = ctx.metrics.clone();
+    PluginExecutor::new(
+        ctx.registry.clone(),
+        ctx.children.clone(),
+        metrics,
+        &cur.name,
+        &cur.uid,
+        &cur.ns,
+    )
+    .with_pins(pins)
+    .with_webapi(ctx.webapi.clone())
+    .with_depth(depth.unwrap_or(0), ctx.max_depth())
+    .with_shadow(ctx.shadow.clone())
+    .with_cache(
+        ctx.cache.get().cloned(),
+        skip_cache.is_none_or(|v| v != "true"),
+    )
+    .with_plugin_wait(ctx.plugin_wait())
+}
+
+/// The scheduler round, in a blocking task: plugin calls are synchronous.
+async fn run_round(
+    cur: &Current,
+    ctx: &Context,
+    compiled: Arc<Compiled>,
+    spec: WorkflowSpec,
+    mut status: WorkflowStatus,
+) -> Result<Planned, Error> {
+    let retried = lifecycle::pending_retry(&cur.wf, &status)
+        .map(|req| lifecycle::retry(&compiled, &mut status, &req));
+    let (approvals, rejections) = gate_decisions(&cur.wf, &spec);
+    let mut exec = executor(cur, ctx);
+    let (generation, deleting) = (cur.wf.metadata.generation, cur.deleting);
+    let started = Instant::now();
+    let span = tracing::Span::current();
+    let (status, exec, outcome) = tokio::task::spawn_blocking(move || {
+        let _in_reconcile = span.enter();
+        let input = RoundInput {
+            now: SystemTime::now(),
+            generation,
+            approvals: &approvals,
+            rejections: &rejections,
+            deleting,
+        };
+        let outcome = round(&spec, &compiled, &mut status, &input, &mut exec);
+        (status, exec, outcome)
+    })
+    .await
+    .map_err(|e| anyhow::anyhow!("round panicked: {e}"))?;
+    ctx.metrics.round(started.elapsed());
+    Ok(Planned {
+        status,
+        exec,
+        outcome,
+        retried,
+    })
+}
+
+/// The round's writes to children: watches for new kinds, applies,
+/// deletions, cache entries, aborts of child Workflows.
+async fn apply(cur: &Current, ctx: &Context, exec: &PluginExecutor) -> Result<(), Error> {
+    for (api_version, kind) in &exec.unwatched {
+        if let Err(e) = ctx.children.ensure(api_version, kind).await {
+            tracing::warn!(workflow = %cur.name, "{e:#}");
+        }
+    }
+    for child in &exec.applies {
+        apply_child(ctx, &cur.ns, child).await?;
+    }
+    for d in &exec.deletions {
+        delete_child(ctx, &cur.ns, d).await;
+    }
+    if let (Some(cache), false) = (ctx.cache.get(), exec.cache_writes.is_empty()) {
+        cache.write(&cur.ns, &exec.cache_writes).await;
+    }
+    for child in &exec.workflow_aborts {
+        abort_workflow(&cur.api, child, ctx).await;
+    }
+    Ok(())
+}
+
+/// Whether the round changed only what may wait ([`super::MINOR_STATUS_DELAY`]):
+/// no transition, no write to a child, no user action taken.
+fn is_minor(old: &WorkflowStatus, p: &Planned) -> bool {
+    let (exec, status) = (&p.exec, &p.status);
+    status != old
+        && exec.applies.is_empty()
+        && exec.deletions.is_empty()
+        && exec.workflow_aborts.is_empty()
+        && exec.cache_writes.is_empty()
+        && p.retried.is_none()
+        && p.outcome.transitions.is_empty()
+        && !p.outcome.workflow_changed
+        && old.suspended == status.suspended
+        && old.observed_generation == status.observed_generation
+}
+
+/// The status patch (only what changed), pod GC, Events and metrics.
+async fn report(cur: &Current, ctx: &Context, p: &Planned) -> Result<(), Error> {
+    write_status(&cur.api, &cur.name, &cur.uid, &cur.old, &p.status, ctx).await?;
+    collect_children(ctx, &cur.wf, &p.status).await;
+    report::action_events(ctx, &cur.wf, &cur.old, &p.status, p.retried.clone()).await;
+    report::round_events(ctx, &cur.wf, &p.status, &p.outcome).await;
+    Ok(())
+}
+
+/// When to look again: a finished Workflow's time to live (or its
+/// release, when deleted); else the round's next timer, at most a minute
+/// away (children wake it through their watches), two seconds after
+/// applying children.
+async fn next_wakeup(cur: &Current, ctx: &Context, p: &Planned) -> Result<Requeue, Error> {
+    let status = &p.status;
+    if status.phase.is_terminal() {
+        if cur.deleting {
+            remove_finalizer(&cur.api, &cur.wf, ctx).await.ok();
+            return Ok(None);
+        }
+        // Its time to live starts now: ask for that wake-up in this round
+        // rather than count on the watch event of our own status write
+        // (which the IgnoreStatusUpdates gate filters out).
+        return expire(&cur.api, &cur.wf, status, ctx).await;
+    }
+    let fallback = Duration::from_secs(60);
+    let wait = p
+        .outcome
+        .wake_at
+        .and_then(|t| t.duration_since(SystemTime::now()).ok())
+        .map_or(fallback, |d| d.min(fallback) + Duration::from_millis(5));
+    if p.exec.applies.is_empty() {
+        Ok(Some(wait))
+    } else {
+        Ok(Some(wait.min(Duration::from_secs(2))))
+    }
+}
+
+pub(super) fn error_policy(wf: Arc<Workflow>, err: &Error, ctx: Arc<Context>) -> Action {
+    ctx.metrics.reconcile_error();
+    let key = backoff_key(&wf);
+    let wait = ctx.backoff.failed(&key);
+    tracing::warn!(
+        workflow = %wf.name_any(),
+        namespace = %wf.namespace().unwrap_or_default(),
+        failures = ctx.backoff.failures(&key),
+        retry_in = ?wait,
+        "reconcile failed: {err}"
+    );
+    ctx.queue.add_after(&queue_key(&wf), wait, true);
+    Action::requeue(wait)
+}
+
+/// The approval gates a person decided, from the Workflow's annotations:
+/// approved ids, and rejected ids with the reason given.
+fn gate_decisions(
+    wf: &Workflow,
+    spec: &weft_dag::WorkflowSpec,
+) -> (HashSet<String>, HashMap<String, String>) {
+    let (mut approved, mut rejected) = (HashSet::new(), HashMap::new());
+    let gates = spec
+        .nodes
+        .iter()
+        .filter(|n| n.gate.as_ref().is_some_and(|g| g.approval.is_some()));
+    for n in gates {
+        let notes = wf.annotations();
+        match notes.get(&approval_annotation(&n.id)).map(String::as_str) {
+            Some("true") => {
+                approved.insert(n.id.clone());
+            }
+            Some("false") => {
+                let why = notes.get(&weft_dag::spec::rejection_annotation(&n.id));
+                rejected.insert(n.id.clone(), why.cloned().unwrap_or_default());
+            }
+            _ => {}
+        }
+    }
+    (approved, rejected)
+}
