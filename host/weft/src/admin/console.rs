@@ -15,7 +15,7 @@ use weft_dag::NodeSpec;
 use weft_plugin::{Plugin, Registry};
 
 use super::pb;
-use super::service::{node_execution, phase_name};
+use super::view::{node_execution, phase_name};
 use crate::api::Workflow;
 use crate::metrics::Metrics;
 

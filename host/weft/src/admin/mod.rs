@@ -21,13 +21,17 @@ use weft_plugin::Registry;
 use crate::metrics::Metrics;
 
 pub mod assets;
+pub mod authz;
 pub mod chain;
 pub mod console;
+mod request;
 pub mod service;
 pub mod tls;
+pub mod view;
 
+pub use authz::Authorization;
 pub use chain::{Caller, Chain, Selection};
-pub use service::{AdminService, Authorization};
+pub use service::AdminService;
 
 /// The generated protobuf messages, client and server of `weft.admin.v1`.
 #[allow(missing_docs, clippy::all)]

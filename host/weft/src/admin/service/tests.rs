@@ -1,4 +1,5 @@
 use super::*;
+use crate::admin::request::{fill_from_manifest, parse_spec};
 
 fn caller(p: Option<&str>) -> Caller {
     Caller {
