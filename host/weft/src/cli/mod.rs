@@ -22,7 +22,6 @@ pub mod run;
 pub mod scaffold;
 pub mod submit;
 pub mod template;
-pub mod webapi_test;
 pub mod webhook;
 
 /// Weft: a Kubernetes workflow executor with WebAssembly plugins.

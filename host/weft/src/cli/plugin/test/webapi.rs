@@ -12,7 +12,7 @@ use serde_json::{Map, Value, json};
 use weft_plugin::outbound::{Exchange, Tape};
 use weft_plugin::{TaskContext, WebApiPlugin};
 
-use super::plugin::TestArgs;
+use super::TestArgs;
 
 /// Runs the plugin's create / get loop and prints what each call answered.
 pub fn run(
@@ -57,7 +57,7 @@ pub fn run(
     }
     match outcome {
         Ok(report) => {
-            super::out(&serde_yaml::to_string(&report)?)?;
+            crate::cli::out(&serde_yaml::to_string(&report)?)?;
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => {
