@@ -19,11 +19,13 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-// The one import loop weft-cluster keeps (issue 40), and a real mutual
-// recursion: the API's write path (`crate::api`) calls admission, and
-// admission reads the cluster it is part of (the webhook configurations,
-// the namespace's labels for `namespaceSelector`) through the same
-// `Cluster`, as kube-apiserver's admission reads through its informers.
+// A real mutual recursion, kept at folder level (issue 40): the API's
+// write path (the verb files under `api/`) calls admission, and admission
+// reads the cluster it is part of (the webhook configurations, the
+// namespace's labels for `namespaceSelector`) through the same `Cluster`,
+// as kube-apiserver's admission reads through its informers. Between files
+// there is no loop: admission imports only `api/mod.rs` (the `Cluster`
+// type and write options), which imports nothing of admission.
 use crate::api::{Cluster, WriteOpts};
 use crate::registry::ResourceType;
 use crate::selector::LabelSelector;

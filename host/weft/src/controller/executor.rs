@@ -11,18 +11,17 @@
 use std::sync::Arc;
 
 use crate::pod_secrets;
-use kube::api::DynamicObject;
 use serde_json::{Map, Value};
 use weft_dag::TaskSpec;
-use weft_dag::WorkflowPhase;
 use weft_dag::cache::CacheEntry;
 use weft_dag::schedule::{
     CacheRequest, Executor, Readiness, TaskObservation, TaskRequest, TaskState, WorkflowRequest,
 };
-use weft_dag::status::{LogLink, PluginRef, ResourceRef};
-use weft_plugin::{CallError, Digest, FailureKind, Phase, Registry, TaskContext, TaskPlugin};
+use weft_dag::status::ResourceRef;
+use weft_plugin::{CallError, Digest, FailureKind, Registry, TaskContext, TaskPlugin};
 
 use super::children::Children;
+use super::observe::{capitalise, child_observation, observation, plugin_ref, resource_ref};
 use super::shadow::{Call, Shadow};
 use crate::metrics::Metrics;
 
@@ -331,96 +330,6 @@ impl PluginExecutor {
                 v
             })
             .map_err(|e| Box::new(self.call_failed(plugin, "build-resource", &e)))
-    }
-}
-
-pub(super) fn capitalise(s: &str) -> String {
-    s.split('_')
-        .map(|w| {
-            let mut c = w.chars();
-            c.next().map_or_else(String::new, |f| {
-                f.to_ascii_uppercase().to_string() + c.as_str()
-            })
-        })
-        .collect()
-}
-
-fn plugin_ref(p: &TaskPlugin) -> PluginRef {
-    PluginRef {
-        name: p.name().to_string(),
-        digest: format!("sha256:{}", p.digest().hex()),
-    }
-}
-
-fn resource_ref(obj: &Value) -> ResourceRef {
-    let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
-    ResourceRef {
-        api_version: s(&obj["apiVersion"]),
-        kind: s(&obj["kind"]),
-        name: s(&obj["metadata"]["name"]),
-        meta: None,
-    }
-}
-
-/// What a task plugin's answer (a `get-task-phase` or a web-API `get`)
-/// means for the attempt.
-pub(super) fn observation(info: weft_plugin::PhaseInfo) -> TaskObservation {
-    let failed = |retryable| TaskState::Failed {
-        retryable,
-        system: info.failure_kind() == FailureKind::System,
-    };
-    let state = match info.phase {
-        Phase::Success => TaskState::Succeeded,
-        Phase::RetryableFailure => failed(true),
-        Phase::PermanentFailure => failed(false),
-        _ => TaskState::InProgress,
-    };
-    TaskObservation {
-        state,
-        task_phase: Some(info.phase.to_string()),
-        reason: info.reason,
-        message: info.message,
-        outputs: info.outputs,
-        resource: None,
-        plugin: None,
-        log_links: info
-            .log_links
-            .into_iter()
-            .map(|l| LogLink {
-                name: l.name,
-                uri: l.uri,
-            })
-            .collect(),
-    }
-}
-
-/// What a child Workflow's status means for its node.
-fn child_observation(name: &str, child: &DynamicObject) -> TaskObservation {
-    let status: weft_dag::WorkflowStatus = child
-        .data
-        .get("status")
-        .cloned()
-        .and_then(|s| serde_json::from_value(s).ok())
-        .unwrap_or_default();
-    let msg = status.message.clone().unwrap_or_default();
-    match status.phase {
-        WorkflowPhase::Succeeded => TaskObservation::succeeded(status.outputs),
-        WorkflowPhase::Failed => TaskObservation::failed(
-            true,
-            false,
-            "WorkflowFailed",
-            &format!("workflow {name} failed: {msg}"),
-        ),
-        WorkflowPhase::Aborted => TaskObservation::failed(
-            false,
-            false,
-            "WorkflowAborted",
-            &format!("workflow {name} was aborted: {msg}"),
-        ),
-        phase => {
-            let progress = status.progress.unwrap_or_default();
-            TaskObservation::in_progress(format!("{phase:?} {progress}").trim())
-        }
     }
 }
 

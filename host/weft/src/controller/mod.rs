@@ -25,6 +25,7 @@ pub mod impersonation;
 pub mod intake;
 pub mod leader;
 pub mod lifecycle;
+mod observe;
 mod reconcile;
 mod report;
 mod run;

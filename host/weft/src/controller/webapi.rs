@@ -267,7 +267,7 @@ impl WebApiTasks {
                 metrics.plugin_call(call.plugin.name(), "get", start.elapsed());
                 result.map(|(info, stats)| {
                     metrics.plugin_memory(call.plugin.name(), stats.memory_peak);
-                    super::executor::observation(info)
+                    super::observe::observation(info)
                 })
             })
             .await
@@ -339,7 +339,7 @@ impl WebApiTasks {
     fn failed(&self, plugin: &WebApiPlugin, call: &str, e: &CallError) -> TaskObservation {
         self.metrics
             .plugin_failure(plugin.name(), call, e.metric_label());
-        let reason = format!("Plugin{}", super::executor::capitalise(e.metric_label()));
+        let reason = format!("Plugin{}", super::observe::capitalise(e.metric_label()));
         TaskObservation::failed(
             e.retryable(),
             e.kind() == FailureKind::System,

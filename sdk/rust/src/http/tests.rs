@@ -1,3 +1,4 @@
+use super::error::describe;
 use super::*;
 use crate::wit::webapi::wasi::http::types as t;
 use serde_json::json;
