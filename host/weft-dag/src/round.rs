@@ -1,7 +1,10 @@
-//! One reconcile round's state and the primitives every node kind uses
-//! (transition, fail, resolve inputs, count a failure, compile a generated
-//! spec), with the interface to the executor. Below `crate::nodes`, which
-//! extends [`Round`] per node kind, and `crate::schedule`, which drives it.
+//! One reconcile round's state, the one value a node handler gets
+//! ([`NodeCx`]), and the primitives every node kind uses: transition, fail,
+//! resolve inputs, begin an attempt, apply what the executor observed,
+//! count a failure and retry, time out, compile a generated spec. With the
+//! interface to the executor. Below `crate::nodes`, whose handlers are free
+//! functions over these (no node kind adds methods to [`Round`]), and
+//! `crate::schedule`, which drives the round.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, SystemTime};
@@ -9,11 +12,14 @@ use std::time::{Duration, SystemTime};
 use serde_json::{Map, Value};
 
 use crate::cache::{CacheEntry, CacheSpec};
-use crate::compiled::{Compiled, Retries};
+use crate::compiled::{Compiled, CompiledNode, Retries};
 use crate::expr::{self, Scope};
 use crate::problem::Problem;
 use crate::spec::{FailurePolicy, NodeSpec, TaskSpec, WorkflowSpec};
-use crate::status::{LogLink, NodePhase, NodeStatus, PluginRef, ResourceRef, timestamp};
+use crate::status::{
+    LogLink, NodePhase, NodeStatus, PluginRef, ResourceRef, parse_timestamp, timestamp,
+    timestamp_millis,
+};
 
 /// How a round compiles a spec a node generated: `crate::compile::compile`.
 pub type Compile = fn(&WorkflowSpec, &dyn Fn(&str) -> bool) -> Result<Compiled, Vec<Problem>>;
@@ -245,6 +251,23 @@ impl RoundOutcome {
     }
 }
 
+/// One node in a round, as its kind's handler sees it (`crate::nodes`):
+/// the round, whose primitives it calls, and the node's spec, compiled
+/// form, status and the scope its expressions read. One value, so a new
+/// node kind's handler has one signature to copy.
+pub struct NodeCx<'c, 'a, E: Executor> {
+    /// The round in progress.
+    pub round: &'c mut Round<'a, E>,
+    /// The node as written.
+    pub spec: &'c NodeSpec,
+    /// The node as compiled (id, kind, retries, timeout).
+    pub node: &'c CompiledNode,
+    /// Its status, changed in place.
+    pub status: &'c mut NodeStatus,
+    /// What its expressions see (empty when it is aborted).
+    pub scope: &'c Scope,
+}
+
 /// One reconcile round in progress: what node handlers read and change.
 pub struct Round<'a, E: Executor> {
     pub(crate) spec: &'a WorkflowSpec,
@@ -341,5 +364,112 @@ impl<E: Executor> Round<'_, E> {
             (*user, r.user)
         };
         (retryable && count <= limit).then(|| r.delay(*user + *system))
+    }
+
+    /// A new attempt's bookkeeping (the node is Running from here).
+    pub(crate) fn begin_attempt(&mut self, n: &CompiledNode, st: &mut NodeStatus) {
+        st.attempts += 1;
+        st.attempt_started_at = Some(timestamp_millis(self.input.now));
+        st.retry_at = None;
+        st.outputs = None;
+        st.resource = None;
+        if st.phase != NodePhase::Running {
+            self.transition(&n.id, st, NodePhase::Running, None);
+        }
+    }
+
+    /// A Retrying node (task, sub-workflow, dynamic): whether its next
+    /// attempt starts now (its backoff is over and a parallelism slot is
+    /// free; the slot is taken).
+    pub(crate) fn retry_now(&mut self, st: &NodeStatus) -> bool {
+        if let Some(at) = parse_timestamp(st.retry_at.as_deref())
+            && at > self.input.now
+        {
+            self.out.wake(at);
+            return false;
+        }
+        if self
+            .spec
+            .parallelism
+            .is_some_and(|p| self.running >= p as usize)
+        {
+            return false;
+        }
+        self.running += 1;
+        true
+    }
+
+    /// The attempt's timeout: the failure when it has passed (checked
+    /// before observing, so an attempt past it is stopped even if its
+    /// resource says it still runs); otherwise a wake-up for it.
+    pub(crate) fn timed_out(
+        &mut self,
+        n: &CompiledNode,
+        st: &NodeStatus,
+    ) -> Option<TaskObservation> {
+        let (t, started) = (
+            n.timeout?,
+            parse_timestamp(st.attempt_started_at.as_deref())?,
+        );
+        if self.input.now < started + t {
+            self.out.wake(started + t);
+            return None;
+        }
+        let d = humantime::format_duration(t);
+        let msg = format!("attempt {} exceeded its timeout of {d}", st.attempts);
+        Some(TaskObservation::failed(true, false, "TimedOut", &msg))
+    }
+
+    /// What the executor observed of an attempt, written into the node:
+    /// still running, succeeded, or failed (then retried on its budget, or
+    /// failed for good).
+    pub(crate) fn apply(&mut self, n: &CompiledNode, st: &mut NodeStatus, obs: TaskObservation) {
+        if obs.plugin.is_some() {
+            st.plugin = obs.plugin;
+        }
+        if obs.resource.is_some() {
+            st.resource = obs.resource;
+        }
+        if !obs.log_links.is_empty() {
+            st.log_links = obs.log_links;
+        }
+        st.task_phase = obs.task_phase;
+        match obs.state {
+            TaskState::InProgress => {
+                if obs.message.is_some() {
+                    st.message = obs.message;
+                }
+                st.reason = obs.reason;
+            }
+            TaskState::Succeeded => {
+                st.outputs = obs.outputs;
+                st.reason = obs.reason;
+                self.running = self.running.saturating_sub(1);
+                self.transition(&n.id, st, NodePhase::Succeeded, obs.message);
+            }
+            TaskState::Failed { retryable, system } => {
+                self.running = self.running.saturating_sub(1);
+                let message = obs.message.unwrap_or_else(|| "failed".into());
+                st.reason = obs.reason;
+                match self.count_failure(
+                    n.retries,
+                    &mut st.user_failures,
+                    &mut st.system_failures,
+                    retryable,
+                    system,
+                ) {
+                    Some(delay) => {
+                        let at = self.input.now + delay;
+                        st.retry_at = Some(timestamp_millis(at));
+                        self.out.wake(at);
+                        self.transition(&n.id, st, NodePhase::Retrying, Some(message));
+                    }
+                    None => {
+                        self.transition(&n.id, st, NodePhase::Failed, Some(message.clone()));
+                        self.node_failed(&n.id, &message);
+                    }
+                }
+            }
+        }
     }
 }

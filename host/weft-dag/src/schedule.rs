@@ -15,7 +15,7 @@ use crate::compiled::{Compiled, CompiledNode, Kind};
 use crate::expr::{self, Scope};
 use crate::nodes;
 pub use crate::round::{
-    CacheRequest, Executor, Readiness, Round, RoundInput, RoundOutcome, TaskObservation,
+    CacheRequest, Executor, NodeCx, Readiness, Round, RoundInput, RoundOutcome, TaskObservation,
     TaskRequest, TaskState, Transition, WorkflowRequest,
 };
 use crate::spec::{NodeSpec, WorkflowSpec};
@@ -416,7 +416,15 @@ impl<E: Executor> Round<'_, E> {
     }
 
     pub(crate) fn abort_node(&mut self, spec: &NodeSpec, n: &CompiledNode, st: &mut NodeStatus) {
-        nodes::abort(self, spec, n, st);
+        let scope = Scope::default();
+        let (node, status) = (n, st);
+        nodes::abort(NodeCx {
+            round: self,
+            spec,
+            node,
+            status,
+            scope: &scope,
+        });
     }
 
     fn scope(&self, status: &WorkflowStatus, n: &CompiledNode) -> Scope {
@@ -462,10 +470,22 @@ impl<E: Executor> Round<'_, E> {
                     // A retry is a new attempt, started by the node's handler
                     // once the backoff is over and a slot is free.
                     NodePhase::Retrying if !self.spec.suspend && self.retry_now(&st) => {
-                        nodes::start(self, spec, n, &mut st, &scope)
+                        nodes::start(NodeCx {
+                            round: self,
+                            spec,
+                            node: n,
+                            status: &mut st,
+                            scope: &scope,
+                        })
                     }
                     NodePhase::Retrying => {}
-                    _ => nodes::drive(self, spec, n, &mut st, &scope),
+                    _ => nodes::drive(NodeCx {
+                        round: self,
+                        spec,
+                        node: n,
+                        status: &mut st,
+                        scope: &scope,
+                    }),
                 }
                 *status.nodes.get_mut(&n.id).expect("present") = st;
             }
@@ -555,7 +575,13 @@ impl<E: Executor> Round<'_, E> {
         }
         st.started_at = Some(timestamp(self.input.now));
         self.transition(&n.id, st, NodePhase::Running, None);
-        nodes::start(self, spec, n, st, scope);
+        nodes::start(NodeCx {
+            round: self,
+            spec,
+            node: n,
+            status: st,
+            scope,
+        });
     }
 
     /// Whether a node that could start must wait for its executor (a

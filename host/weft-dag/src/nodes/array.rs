@@ -7,7 +7,7 @@ use crate::compiled::{CheckContext, CompiledNode, Kind};
 use crate::expr::{self, Scope};
 use crate::nodes::{Handler, task};
 use crate::problem::Problems;
-use crate::round::{Executor, Round, TaskObservation, TaskRequest, TaskState};
+use crate::round::{Executor, NodeCx, Round, TaskObservation, TaskRequest, TaskState};
 use crate::spec::{ArraySpec, NodeSpec};
 use crate::status::{ItemStatus, NodePhase, NodeStatus, parse_timestamp, timestamp_millis};
 
@@ -15,33 +15,39 @@ use crate::status::{ItemStatus, NodePhase, NodeStatus, parse_timestamp, timestam
 pub struct Array;
 
 impl Handler for Array {
-    fn start<E: Executor>(
-        r: &mut Round<'_, E>,
-        spec: &NodeSpec,
-        n: &CompiledNode,
-        st: &mut NodeStatus,
-        scope: &Scope,
-    ) {
-        r.start_array(spec, n, st, scope);
+    fn start<E: Executor>(cx: NodeCx<'_, '_, E>) {
+        let NodeCx {
+            round: r,
+            spec,
+            node: n,
+            status: st,
+            scope,
+            ..
+        } = cx;
+        start_array(r, spec, n, st, scope);
     }
 
-    fn drive<E: Executor>(
-        r: &mut Round<'_, E>,
-        spec: &NodeSpec,
-        n: &CompiledNode,
-        st: &mut NodeStatus,
-        scope: &Scope,
-    ) {
-        r.drive_array(spec, n, st, scope);
+    fn drive<E: Executor>(cx: NodeCx<'_, '_, E>) {
+        let NodeCx {
+            round: r,
+            spec,
+            node: n,
+            status: st,
+            scope,
+            ..
+        } = cx;
+        drive_array(r, spec, n, st, scope);
     }
 
     /// Stops every running item and closes the open ones.
-    fn abort<E: Executor>(
-        r: &mut Round<'_, E>,
-        spec: &NodeSpec,
-        n: &CompiledNode,
-        st: &mut NodeStatus,
-    ) {
+    fn abort<E: Executor>(cx: NodeCx<'_, '_, E>) {
+        let NodeCx {
+            round: r,
+            spec,
+            node: n,
+            status: st,
+            ..
+        } = cx;
         let Some(array) = &spec.array else { return };
         let empty = Map::new();
         for (idx, item) in st.items.iter_mut().enumerate() {
@@ -108,214 +114,219 @@ pub fn expressions(a: &ArraySpec) -> Vec<(&'static str, String)> {
         .unwrap_or_default()
 }
 
-impl<E: Executor> Round<'_, E> {
-    pub(crate) fn start_array(
-        &mut self,
-        spec: &NodeSpec,
-        n: &CompiledNode,
-        st: &mut NodeStatus,
-        scope: &Scope,
-    ) {
-        let array = spec.array.as_ref().expect("an array node has an array");
-        let over = match expr::resolve(&array.over, scope) {
-            Ok(Value::Array(items)) => items,
-            Ok(other) => {
-                return self.fail(
-                    &n.id,
-                    st,
-                    "InputError",
-                    format!("array.over gave {other}, not a list"),
-                );
-            }
-            Err(e) => return self.fail(&n.id, st, "InputError", format!("array.over: {e}")),
-        };
-        // A retried workflow's reset items keep their attempt counts, so
-        // their next attempts get new child names.
-        let before = std::mem::take(&mut st.items);
-        st.items = (0..over.len())
-            .map(|i| ItemStatus {
-                attempts: before.get(i).map_or(0, |b| b.attempts),
-                ..Default::default()
-            })
-            .collect();
-        st.outputs = Some(Map::from_iter([("items".to_string(), Value::Array(over))]));
-        self.drive_array(spec, n, st, scope);
-    }
-
-    pub(crate) fn required(array: &ArraySpec, total: usize) -> usize {
-        match (array.min_successes, array.min_success_ratio) {
-            (Some(m), _) => (m as usize).min(total),
-            (None, Some(r)) => ((r * total as f64).ceil() as usize).min(total),
-            (None, None) => total,
+pub(crate) fn start_array<E: Executor>(
+    r: &mut Round<'_, E>,
+    spec: &NodeSpec,
+    n: &CompiledNode,
+    st: &mut NodeStatus,
+    scope: &Scope,
+) {
+    let array = spec.array.as_ref().expect("an array node has an array");
+    let over = match expr::resolve(&array.over, scope) {
+        Ok(Value::Array(items)) => items,
+        Ok(other) => {
+            return r.fail(
+                &n.id,
+                st,
+                "InputError",
+                format!("array.over gave {other}, not a list"),
+            );
         }
-    }
+        Err(e) => return r.fail(&n.id, st, "InputError", format!("array.over: {e}")),
+    };
+    // A retried workflow's reset items keep their attempt counts, so
+    // their next attempts get new child names.
+    let before = std::mem::take(&mut st.items);
+    st.items = (0..over.len())
+        .map(|i| ItemStatus {
+            attempts: before.get(i).map_or(0, |b| b.attempts),
+            ..Default::default()
+        })
+        .collect();
+    st.outputs = Some(Map::from_iter([("items".to_string(), Value::Array(over))]));
+    drive_array(r, spec, n, st, scope);
+}
 
-    pub(crate) fn drive_array(
-        &mut self,
-        spec: &NodeSpec,
-        n: &CompiledNode,
-        st: &mut NodeStatus,
-        scope: &Scope,
-    ) {
-        let array = spec.array.as_ref().expect("an array node has an array");
-        let now = self.input.now;
-        let over: Vec<Value> = st
-            .outputs
-            .as_ref()
-            .and_then(|o| o.get("items"))
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        let total = st.items.len();
-        let limit = array.parallelism.map_or(usize::MAX, |p| p as usize);
-        let mut running = st
-            .items
-            .iter()
-            .filter(|i| i.phase == NodePhase::Running)
-            .count();
-        let plugin = st.plugin.clone();
-        let mut pinned = None;
-        for idx in 0..total {
-            let item = &mut st.items[idx];
-            let start = match item.phase {
-                NodePhase::Pending => running < limit,
-                NodePhase::Retrying => match parse_timestamp(item.retry_at.as_deref()) {
-                    Some(at) if at > now => {
-                        self.out.wake(at);
-                        false
-                    }
-                    _ => running < limit,
-                },
-                NodePhase::Running => false,
-                _ => continue,
-            };
-            if !start && item.phase != NodePhase::Running {
+pub(crate) fn required(array: &ArraySpec, total: usize) -> usize {
+    match (array.min_successes, array.min_success_ratio) {
+        (Some(m), _) => (m as usize).min(total),
+        (None, Some(r)) => ((r * total as f64).ceil() as usize).min(total),
+        (None, None) => total,
+    }
+}
+
+pub(crate) fn drive_array<E: Executor>(
+    r: &mut Round<'_, E>,
+    spec: &NodeSpec,
+    n: &CompiledNode,
+    st: &mut NodeStatus,
+    scope: &Scope,
+) {
+    let array = spec.array.as_ref().expect("an array node has an array");
+    let now = r.input.now;
+    let over: Vec<Value> = st
+        .outputs
+        .as_ref()
+        .and_then(|o| o.get("items"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let total = st.items.len();
+    let limit = array.parallelism.map_or(usize::MAX, |p| p as usize);
+    let mut running = st
+        .items
+        .iter()
+        .filter(|i| i.phase == NodePhase::Running)
+        .count();
+    let plugin = st.plugin.clone();
+    let mut pinned = None;
+    for idx in 0..total {
+        let item = &mut st.items[idx];
+        let start = match item.phase {
+            NodePhase::Pending => running < limit,
+            NodePhase::Retrying => match parse_timestamp(item.retry_at.as_deref()) {
+                Some(at) if at > now => {
+                    r.out.wake(at);
+                    false
+                }
+                _ => running < limit,
+            },
+            NodePhase::Running => false,
+            _ => continue,
+        };
+        if !start && item.phase != NodePhase::Running {
+            continue;
+        }
+        let mut item_scope = scope.clone();
+        item_scope.item = over.get(idx).cloned();
+        item_scope.index = Some(idx);
+        let mut inputs = match r.resolve_inputs(spec, &item_scope) {
+            Ok(i) => i,
+            Err(e) => {
+                item.phase = NodePhase::Failed;
+                item.message = Some(format!("inputs: {e}"));
                 continue;
             }
-            let mut item_scope = scope.clone();
-            item_scope.item = over.get(idx).cloned();
-            item_scope.index = Some(idx);
-            let mut inputs = match self.resolve_inputs(spec, &item_scope) {
-                Ok(i) => i,
-                Err(e) => {
-                    item.phase = NodePhase::Failed;
-                    item.message = Some(format!("inputs: {e}"));
-                    continue;
-                }
-            };
-            inputs
-                .entry("item")
-                .or_insert_with(|| over.get(idx).cloned().unwrap_or(Value::Null));
-            inputs.entry("index").or_insert_with(|| idx.into());
-            if start {
-                item.attempts += 1;
-                item.phase = NodePhase::Running;
-                item.attempt_started_at = Some(timestamp_millis(now));
-                item.retry_at = None;
-                running += 1;
+        };
+        inputs
+            .entry("item")
+            .or_insert_with(|| over.get(idx).cloned().unwrap_or(Value::Null));
+        inputs.entry("index").or_insert_with(|| idx.into());
+        if start {
+            item.attempts += 1;
+            item.phase = NodePhase::Running;
+            item.attempt_started_at = Some(timestamp_millis(now));
+            item.retry_at = None;
+            running += 1;
+        }
+        let req = TaskRequest {
+            node_id: &n.id,
+            item: Some(idx),
+            attempt: item.attempts - 1,
+            task: &array.task,
+            inputs: &inputs,
+            plugin: plugin.as_ref(),
+            resource: None,
+        };
+        let timed_out = match (
+            n.timeout,
+            parse_timestamp(item.attempt_started_at.as_deref()),
+        ) {
+            (Some(t), Some(s)) if now >= s + t => {
+                r.exec.abort(&req);
+                Some(format!(
+                    "attempt {} exceeded its timeout of {}",
+                    item.attempts,
+                    humantime::format_duration(t)
+                ))
             }
-            let req = TaskRequest {
-                node_id: &n.id,
-                item: Some(idx),
-                attempt: item.attempts - 1,
-                task: &array.task,
-                inputs: &inputs,
-                plugin: plugin.as_ref(),
-                resource: None,
-            };
-            let timed_out = match (
-                n.timeout,
-                parse_timestamp(item.attempt_started_at.as_deref()),
-            ) {
-                (Some(t), Some(s)) if now >= s + t => {
-                    self.exec.abort(&req);
-                    Some(format!(
-                        "attempt {} exceeded its timeout of {}",
-                        item.attempts,
-                        humantime::format_duration(t)
-                    ))
-                }
-                (Some(t), Some(s)) => {
-                    self.out.wake(s + t);
-                    None
-                }
-                _ => None,
-            };
-            let obs = match timed_out {
-                Some(m) => TaskObservation::failed(true, false, "TimedOut", &m),
-                None => self.exec.task(&req),
-            };
-            if obs.plugin.is_some() {
-                pinned = obs.plugin.clone();
+            (Some(t), Some(s)) => {
+                r.out.wake(s + t);
+                None
             }
-            match obs.state {
-                TaskState::InProgress => {}
-                TaskState::Succeeded => {
-                    running -= 1;
-                    item.phase = NodePhase::Succeeded;
-                    item.outputs = obs.outputs;
-                    item.message = None;
-                }
-                TaskState::Failed { retryable, system } => {
-                    running -= 1;
-                    item.message = obs.message;
-                    let (mut u, mut s) = (item.user_failures, item.system_failures);
-                    let next = self.count_failure(n.retries, &mut u, &mut s, retryable, system);
-                    item.user_failures = u;
-                    item.system_failures = s;
-                    match next {
-                        Some(delay) => {
-                            item.phase = NodePhase::Retrying;
-                            item.retry_at = Some(timestamp_millis(now + delay));
-                            self.out.wake(now + delay);
-                        }
-                        None => item.phase = NodePhase::Failed,
+            _ => None,
+        };
+        let obs = match timed_out {
+            Some(m) => TaskObservation::failed(true, false, "TimedOut", &m),
+            None => r.exec.task(&req),
+        };
+        if obs.plugin.is_some() {
+            pinned = obs.plugin.clone();
+        }
+        match obs.state {
+            TaskState::InProgress => {}
+            TaskState::Succeeded => {
+                running -= 1;
+                item.phase = NodePhase::Succeeded;
+                item.outputs = obs.outputs;
+                item.message = None;
+            }
+            TaskState::Failed { retryable, system } => {
+                running -= 1;
+                item.message = obs.message;
+                let (mut u, mut s) = (item.user_failures, item.system_failures);
+                let next = r.count_failure(n.retries, &mut u, &mut s, retryable, system);
+                item.user_failures = u;
+                item.system_failures = s;
+                match next {
+                    Some(delay) => {
+                        item.phase = NodePhase::Retrying;
+                        item.retry_at = Some(timestamp_millis(now + delay));
+                        r.out.wake(now + delay);
                     }
+                    None => item.phase = NodePhase::Failed,
                 }
             }
         }
-        if pinned.is_some() && st.plugin.is_none() {
-            st.plugin = pinned;
+    }
+    if pinned.is_some() && st.plugin.is_none() {
+        st.plugin = pinned;
+    }
+    let succeeded = st
+        .items
+        .iter()
+        .filter(|i| i.phase == NodePhase::Succeeded)
+        .count();
+    let open = st.items.iter().filter(|i| !i.phase.is_terminal()).count();
+    let needed = required(array, total);
+    st.task_phase = Some(format!("{succeeded}/{total} items succeeded"));
+    if succeeded >= needed && open == 0 || succeeded + open < needed {
+        if open > 0 {
+            // Cannot reach the minimum any more: stop what still runs.
+            let keep = st.phase;
+            st.phase = NodePhase::Running;
+            let scope = Scope::default();
+            crate::nodes::abort(NodeCx {
+                round: r,
+                spec,
+                node: n,
+                status: st,
+                scope: &scope,
+            });
+            st.phase = keep;
         }
-        let succeeded = st
+        r.running = r.running.saturating_sub(1);
+        let results: Vec<Value> = st
             .items
             .iter()
-            .filter(|i| i.phase == NodePhase::Succeeded)
-            .count();
-        let open = st.items.iter().filter(|i| !i.phase.is_terminal()).count();
-        let needed = Self::required(array, total);
-        st.task_phase = Some(format!("{succeeded}/{total} items succeeded"));
-        if succeeded >= needed && open == 0 || succeeded + open < needed {
-            if open > 0 {
-                // Cannot reach the minimum any more: stop what still runs.
-                let keep = st.phase;
-                st.phase = NodePhase::Running;
-                crate::nodes::abort(self, spec, n, st);
-                st.phase = keep;
-            }
-            self.running = self.running.saturating_sub(1);
-            let results: Vec<Value> = st
-                .items
-                .iter()
-                .map(|i| i.outputs.clone().map_or(Value::Null, Value::Object))
-                .collect();
-            if succeeded >= needed {
-                st.outputs = Some(Map::from_iter([(
-                    "results".to_string(),
-                    Value::Array(results),
-                )]));
-                self.transition(
-                    &n.id,
-                    st,
-                    NodePhase::Succeeded,
-                    Some(format!("{succeeded} of {total} items succeeded")),
-                );
-            } else {
-                let msg = format!("{succeeded} of {total} items succeeded, {needed} needed");
-                st.reason = Some("MinSuccessesNotMet".into());
-                self.transition(&n.id, st, NodePhase::Failed, Some(msg.clone()));
-                self.node_failed(&n.id, &msg);
-            }
+            .map(|i| i.outputs.clone().map_or(Value::Null, Value::Object))
+            .collect();
+        if succeeded >= needed {
+            st.outputs = Some(Map::from_iter([(
+                "results".to_string(),
+                Value::Array(results),
+            )]));
+            r.transition(
+                &n.id,
+                st,
+                NodePhase::Succeeded,
+                Some(format!("{succeeded} of {total} items succeeded")),
+            );
+        } else {
+            let msg = format!("{succeeded} of {total} items succeeded, {needed} needed");
+            st.reason = Some("MinSuccessesNotMet".into());
+            r.transition(&n.id, st, NodePhase::Failed, Some(msg.clone()));
+            r.node_failed(&n.id, &msg);
         }
     }
 }

@@ -9,9 +9,11 @@ use serde_json::{Map, Value};
 
 use crate::compiled::{CheckContext, CompiledNode, Kind, MAX_NODES};
 use crate::expr::Scope;
+use crate::nodes::subworkflow::{abort_child, run_child};
+use crate::nodes::task::run_task;
 use crate::nodes::{Handler, task};
 use crate::problem::Problems;
-use crate::round::{Executor, Round, TaskObservation, TaskState};
+use crate::round::{Executor, NodeCx, Round, TaskObservation, TaskState};
 use crate::spec::{DEFAULT_MAX_DYNAMIC_NODES, DynamicSpec, NodeSpec, WorkflowSpec};
 use crate::status::NodeStatus;
 
@@ -46,88 +48,91 @@ fn child_spec(st: &NodeStatus) -> Result<WorkflowSpec, String> {
 }
 
 impl Handler for Dynamic {
-    fn start<E: Executor>(
-        r: &mut Round<'_, E>,
-        spec: &NodeSpec,
-        n: &CompiledNode,
-        st: &mut NodeStatus,
-        scope: &Scope,
-    ) {
-        r.begin_attempt(n, st);
-        Self::drive(r, spec, n, st, scope);
+    fn start<E: Executor>(cx: NodeCx<'_, '_, E>) {
+        cx.round.begin_attempt(cx.node, cx.status);
+        Self::drive(cx);
     }
 
-    fn drive<E: Executor>(
-        r: &mut Round<'_, E>,
-        spec: &NodeSpec,
-        n: &CompiledNode,
-        st: &mut NodeStatus,
-        scope: &Scope,
-    ) {
+    fn drive<E: Executor>(cx: NodeCx<'_, '_, E>) {
+        let NodeCx {
+            round: r,
+            spec,
+            node: n,
+            status: st,
+            scope,
+            ..
+        } = cx;
         if generated(st) {
             return match child_spec(st) {
-                Ok(child) => r.run_child(n, st, child),
+                Ok(child) => run_child(r, n, st, child),
                 Err(e) => r.fail(&n.id, st, "InvalidDynamicWorkflow", e),
             };
         }
         let d = spec.dynamic.as_ref().expect("a dynamic node has dynamic");
-        r.run_task(&d.task, spec, n, st, scope, |r, n, st, obs| {
+        run_task(r, &d.task, spec, n, st, scope, |r, n, st, obs| {
             match obs.state {
-                TaskState::Succeeded => r.generate(n, st, obs, d),
+                TaskState::Succeeded => generate(r, n, st, obs, d),
                 _ => r.apply(n, st, obs),
             }
         });
     }
 
-    fn abort<E: Executor>(
-        r: &mut Round<'_, E>,
-        spec: &NodeSpec,
-        n: &CompiledNode,
-        st: &mut NodeStatus,
-    ) {
+    fn abort<E: Executor>(cx: NodeCx<'_, '_, E>) {
+        let NodeCx {
+            round: r,
+            spec,
+            node: n,
+            status: st,
+            ..
+        } = cx;
         match generated(st) {
-            true => r.abort_child(n, st),
+            true => abort_child(r, n, st),
             false => {
                 let mut task_node = spec.clone();
                 task_node.task = spec.dynamic.as_ref().map(|d| d.task.clone());
-                task::Task::abort(r, &task_node, n, st);
+                let scope = Scope::default();
+                task::Task::abort(NodeCx {
+                    round: r,
+                    spec: &task_node,
+                    node: n,
+                    status: st,
+                    scope: &scope,
+                });
             }
         }
     }
 }
 
-impl<E: Executor> Round<'_, E> {
-    /// The task succeeded: validate what it generated and start it.
-    fn generate(
-        &mut self,
-        n: &CompiledNode,
-        st: &mut NodeStatus,
-        obs: TaskObservation,
-        d: &DynamicSpec,
-    ) {
-        if obs.plugin.is_some() {
-            st.plugin = obs.plugin;
-        }
-        let outputs = obs.outputs.unwrap_or_default();
-        let child = match generated_spec(&outputs, d) {
-            Ok(c) => c,
-            Err(why) => return self.fail(&n.id, st, "InvalidDynamicWorkflow", why),
-        };
-        if let Err(problems) = self.compile_child(&child) {
-            let why = format!(
-                "the generated workflow is invalid:\n{}",
-                crate::problem::describe(&problems)
-            );
-            return self.fail(&n.id, st, "InvalidDynamicWorkflow", why);
-        }
-        st.outputs = match serde_json::to_value(&child) {
-            Ok(Value::Object(m)) => Some(m),
-            _ => None,
-        };
-        st.resource = None;
-        st.task_phase = Some("running generated nodes".into());
-        self.run_child(n, st, child);
+/// The task succeeded: validate what it generated and start it.
+fn generate<E: Executor>(
+    r: &mut Round<'_, E>,
+    n: &CompiledNode,
+    st: &mut NodeStatus,
+    obs: TaskObservation,
+    d: &DynamicSpec,
+) {
+    if obs.plugin.is_some() {
+        st.plugin = obs.plugin;
     }
+    let outputs = obs.outputs.unwrap_or_default();
+    let child = match generated_spec(&outputs, d) {
+        Ok(c) => c,
+        Err(why) => return r.fail(&n.id, st, "InvalidDynamicWorkflow", why),
+    };
+    if let Err(problems) = r.compile_child(&child) {
+        let why = format!(
+            "the generated workflow is invalid:\n{}",
+            crate::problem::describe(&problems)
+        );
+        return r.fail(&n.id, st, "InvalidDynamicWorkflow", why);
+    }
+    st.outputs = match serde_json::to_value(&child) {
+        Ok(Value::Object(m)) => Some(m),
+        _ => None,
+    };
+    st.resource = None;
+    st.task_phase = Some("running generated nodes".into());
+    run_child(r, n, st, child);
 }
 
 /// The child a dynamic task's outputs describe: `nodes` (at most

@@ -6,10 +6,9 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::compiled::{CompiledNode, Kind, duration};
-use crate::expr::Scope;
 use crate::nodes::Handler;
 use crate::problem::Problems;
-use crate::round::{Executor, Round};
+use crate::round::{Executor, NodeCx, Round};
 use crate::spec::{GateSpec, NodeSpec};
 use crate::status::{NodePhase, NodeStatus, parse_timestamp, timestamp_millis};
 
@@ -17,95 +16,90 @@ use crate::status::{NodePhase, NodeStatus, parse_timestamp, timestamp_millis};
 pub struct Gate;
 
 impl Handler for Gate {
-    fn start<E: Executor>(
-        r: &mut Round<'_, E>,
-        spec: &NodeSpec,
-        n: &CompiledNode,
-        st: &mut NodeStatus,
-        scope: &Scope,
-    ) {
-        Self::drive(r, spec, n, st, scope);
+    fn start<E: Executor>(cx: NodeCx<'_, '_, E>) {
+        Self::drive(cx);
     }
 
-    fn drive<E: Executor>(
-        r: &mut Round<'_, E>,
-        _: &NodeSpec,
-        n: &CompiledNode,
-        st: &mut NodeStatus,
-        _: &Scope,
-    ) {
+    fn drive<E: Executor>(cx: NodeCx<'_, '_, E>) {
+        let NodeCx {
+            round: r,
+            node: n,
+            status: st,
+            ..
+        } = cx;
         match n.kind {
-            Kind::Sleep(d) => r.drive_sleep(n, st, d),
-            _ => r.drive_approval(n, st),
+            Kind::Sleep(d) => drive_sleep(r, n, st, d),
+            _ => drive_approval(r, n, st),
         }
     }
 
-    fn abort<E: Executor>(
-        _: &mut Round<'_, E>,
-        _: &NodeSpec,
-        _: &CompiledNode,
-        _: &mut NodeStatus,
-    ) {
+    fn abort<E: Executor>(_: NodeCx<'_, '_, E>) {}
+}
+
+pub(crate) fn drive_sleep<E: Executor>(
+    r: &mut Round<'_, E>,
+    n: &CompiledNode,
+    st: &mut NodeStatus,
+    d: Duration,
+) {
+    // `startedAt` has Kubernetes' one-second precision; the sleep counts
+    // from a millisecond timestamp so it never ends early.
+    if st.attempt_started_at.is_none() {
+        st.attempt_started_at = Some(timestamp_millis(r.input.now));
+    }
+    let started = parse_timestamp(st.attempt_started_at.as_deref()).unwrap_or(r.input.now);
+    let until = started + d;
+    if r.input.now >= until {
+        r.transition(
+            &n.id,
+            st,
+            NodePhase::Succeeded,
+            Some(format!("slept {}", humantime::format_duration(d))),
+        );
+    } else {
+        st.task_phase = Some("sleeping".into());
+        r.out.wake(until);
     }
 }
 
-impl<E: Executor> Round<'_, E> {
-    pub(crate) fn drive_sleep(&mut self, n: &CompiledNode, st: &mut NodeStatus, d: Duration) {
-        // `startedAt` has Kubernetes' one-second precision; the sleep counts
-        // from a millisecond timestamp so it never ends early.
-        if st.attempt_started_at.is_none() {
-            st.attempt_started_at = Some(timestamp_millis(self.input.now));
-        }
-        let started = parse_timestamp(st.attempt_started_at.as_deref()).unwrap_or(self.input.now);
-        let until = started + d;
-        if self.input.now >= until {
-            self.transition(
-                &n.id,
-                st,
-                NodePhase::Succeeded,
-                Some(format!("slept {}", humantime::format_duration(d))),
-            );
-        } else {
-            st.task_phase = Some("sleeping".into());
-            self.out.wake(until);
-        }
-    }
-
-    pub(crate) fn drive_approval(&mut self, n: &CompiledNode, st: &mut NodeStatus) {
-        if let Some(reason) = self.input.rejections.get(&n.id) {
-            st.task_phase = None;
-            st.reason = Some("Rejected".into());
-            let message = match reason.trim() {
-                "" => "rejected".to_string(),
-                r => format!("rejected: {r}"),
-            };
-            self.transition(&n.id, st, NodePhase::Failed, Some(message));
-        } else if self.input.approvals.contains(&n.id) {
-            st.task_phase = None;
-            st.outputs = Some(
-                json!({"approved": true})
-                    .as_object()
-                    .cloned()
-                    .unwrap_or_default(),
-            );
-            self.transition(&n.id, st, NodePhase::Succeeded, Some("approved".into()));
-        } else {
-            st.task_phase = Some("waiting-for-approval".into());
-            let ask = self
-                .spec
-                .nodes
-                .iter()
-                .find(|s| s.id == n.id)
-                .and_then(|s| s.gate.as_ref())
-                .and_then(|g| g.approval.as_ref())
-                .and_then(|a| a.message.clone());
-            st.message = Some(ask.unwrap_or_else(|| {
-                format!(
-                    "waiting for approval: annotate the Workflow with {}=true",
-                    crate::spec::approval_annotation(&n.id)
-                )
-            }));
-        }
+pub(crate) fn drive_approval<E: Executor>(
+    r: &mut Round<'_, E>,
+    n: &CompiledNode,
+    st: &mut NodeStatus,
+) {
+    if let Some(reason) = r.input.rejections.get(&n.id) {
+        st.task_phase = None;
+        st.reason = Some("Rejected".into());
+        let message = match reason.trim() {
+            "" => "rejected".to_string(),
+            r => format!("rejected: {r}"),
+        };
+        r.transition(&n.id, st, NodePhase::Failed, Some(message));
+    } else if r.input.approvals.contains(&n.id) {
+        st.task_phase = None;
+        st.outputs = Some(
+            json!({"approved": true})
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+        );
+        r.transition(&n.id, st, NodePhase::Succeeded, Some("approved".into()));
+    } else {
+        st.task_phase = Some("waiting-for-approval".into());
+        let ask = r
+            .spec
+            .nodes
+            .iter()
+            .find(|s| s.id == n.id)
+            .and_then(|s| s.gate.as_ref())
+            .and_then(|g| g.approval.as_ref())
+            .and_then(|a| a.message.clone());
+        st.message = Some(ask.unwrap_or_else(|| {
+            format!(
+                "waiting for approval: annotate the Workflow with {}=true",
+                crate::spec::approval_annotation(&n.id)
+            )
+        }));
     }
 }
 

@@ -8,85 +8,53 @@ pub mod gate;
 pub mod subworkflow;
 pub mod task;
 
-use crate::compiled::{CheckContext, CompiledNode, Kind};
-use crate::expr::Scope;
+use crate::compiled::{CheckContext, Kind};
 use crate::problem::Problems;
-use crate::round::{Executor, Round};
+use crate::round::{Executor, NodeCx};
 use crate::spec::NodeSpec;
-use crate::status::NodeStatus;
 
 /// What every node kind does in a round (flytepropeller's node handler
 /// interface): the round decides *when* (dependencies, conditions,
-/// parallelism, stopping) and the handler *what*.
+/// parallelism, stopping) and the handler *what*. Each method gets the
+/// node in one [`NodeCx`] and changes the world only through the round's
+/// primitives (`crate::round`).
 pub trait Handler {
     /// The node just became Running.
-    fn start<E: Executor>(
-        r: &mut Round<'_, E>,
-        spec: &NodeSpec,
-        n: &CompiledNode,
-        st: &mut NodeStatus,
-        scope: &Scope,
-    );
+    fn start<E: Executor>(cx: NodeCx<'_, '_, E>);
     /// A later round of a Running or Retrying node.
-    fn drive<E: Executor>(
-        r: &mut Round<'_, E>,
-        spec: &NodeSpec,
-        n: &CompiledNode,
-        st: &mut NodeStatus,
-        scope: &Scope,
-    );
-    /// Stop what the node runs (abort, fail-fast, deletion).
-    fn abort<E: Executor>(
-        r: &mut Round<'_, E>,
-        spec: &NodeSpec,
-        n: &CompiledNode,
-        st: &mut NodeStatus,
-    );
+    fn drive<E: Executor>(cx: NodeCx<'_, '_, E>);
+    /// Stop what the node runs (abort, fail-fast, deletion); the scope is
+    /// empty then.
+    fn abort<E: Executor>(cx: NodeCx<'_, '_, E>);
 }
 
 /// Which handler serves a kind; `$call` is one of the [`Handler`] methods.
 macro_rules! dispatch {
-    ($kind:expr, $call:ident($($arg:expr),*)) => {
-        match $kind {
-            Kind::Task => task::Task::$call($($arg),*),
-            Kind::Array => array::Array::$call($($arg),*),
-            Kind::Sleep(_) | Kind::Approval => gate::Gate::$call($($arg),*),
-            Kind::Workflow => subworkflow::SubWorkflow::$call($($arg),*),
-            Kind::Dynamic => dynamic::Dynamic::$call($($arg),*),
+    ($cx:expr, $call:ident) => {{
+        let cx = $cx;
+        match cx.node.kind {
+            Kind::Task => task::Task::$call(cx),
+            Kind::Array => array::Array::$call(cx),
+            Kind::Sleep(_) | Kind::Approval => gate::Gate::$call(cx),
+            Kind::Workflow => subworkflow::SubWorkflow::$call(cx),
+            Kind::Dynamic => dynamic::Dynamic::$call(cx),
         }
-    };
+    }};
 }
 
 /// Starts a node that just became Running.
-pub fn start<E: Executor>(
-    r: &mut Round<'_, E>,
-    spec: &NodeSpec,
-    n: &CompiledNode,
-    st: &mut NodeStatus,
-    scope: &Scope,
-) {
-    dispatch!(n.kind, start(r, spec, n, st, scope))
+pub fn start<E: Executor>(cx: NodeCx<'_, '_, E>) {
+    dispatch!(cx, start)
 }
 
 /// Moves a Running or Retrying node on.
-pub fn drive<E: Executor>(
-    r: &mut Round<'_, E>,
-    spec: &NodeSpec,
-    n: &CompiledNode,
-    st: &mut NodeStatus,
-    scope: &Scope,
-) {
-    dispatch!(n.kind, drive(r, spec, n, st, scope))
+pub fn drive<E: Executor>(cx: NodeCx<'_, '_, E>) {
+    dispatch!(cx, drive)
 }
 
 /// Stops what a node runs.
-pub fn abort<E: Executor>(
-    r: &mut Round<'_, E>,
-    spec: &NodeSpec,
-    n: &CompiledNode,
-    st: &mut NodeStatus,
-) {
-    dispatch!(n.kind, abort(r, spec, n, st))
+pub fn abort<E: Executor>(cx: NodeCx<'_, '_, E>) {
+    dispatch!(cx, abort)
 }
 
 /// Whether a kind holds a parallelism slot while Running (gates wait

@@ -7,11 +7,11 @@
 use serde_json::{Map, Value};
 
 use crate::compiled::{CheckContext, CompiledNode, Kind};
-use crate::expr::{self, Scope};
+use crate::expr::{self};
 use crate::inputs::InputSpec;
 use crate::nodes::Handler;
 use crate::problem::Problems;
-use crate::round::{Executor, Round, WorkflowRequest};
+use crate::round::{Executor, NodeCx, Round, WorkflowRequest};
 use crate::spec::template::TemplateRef;
 use crate::spec::{NodeSpec, SubWorkflowSpec, WorkflowSpec};
 use crate::status::{NodePhase, NodeStatus};
@@ -74,24 +74,20 @@ fn inline_spec(w: &SubWorkflowSpec, inputs: &Map<String, Value>) -> WorkflowSpec
 }
 
 impl Handler for SubWorkflow {
-    fn start<E: Executor>(
-        r: &mut Round<'_, E>,
-        spec: &NodeSpec,
-        n: &CompiledNode,
-        st: &mut NodeStatus,
-        scope: &Scope,
-    ) {
-        r.begin_attempt(n, st);
-        Self::drive(r, spec, n, st, scope);
+    fn start<E: Executor>(cx: NodeCx<'_, '_, E>) {
+        cx.round.begin_attempt(cx.node, cx.status);
+        Self::drive(cx);
     }
 
-    fn drive<E: Executor>(
-        r: &mut Round<'_, E>,
-        spec: &NodeSpec,
-        n: &CompiledNode,
-        st: &mut NodeStatus,
-        scope: &Scope,
-    ) {
+    fn drive<E: Executor>(cx: NodeCx<'_, '_, E>) {
+        let NodeCx {
+            round: r,
+            spec,
+            node: n,
+            status: st,
+            scope,
+            ..
+        } = cx;
         let w = spec
             .workflow
             .as_ref()
@@ -111,59 +107,58 @@ impl Handler for SubWorkflow {
             },
             None => inline_spec(w, &inputs),
         };
-        r.run_child(n, st, child);
+        run_child(r, n, st, child);
     }
 
-    fn abort<E: Executor>(
-        r: &mut Round<'_, E>,
-        _: &NodeSpec,
-        n: &CompiledNode,
-        st: &mut NodeStatus,
-    ) {
-        r.abort_child(n, st);
+    fn abort<E: Executor>(cx: NodeCx<'_, '_, E>) {
+        let NodeCx {
+            round: r,
+            node: n,
+            status: st,
+            ..
+        } = cx;
+        abort_child(r, n, st);
     }
 }
 
-impl<E: Executor> Round<'_, E> {
-    /// Observes (or creates) the current attempt's child Workflow running
-    /// `child`, bounded by this workflow's parallelism, and applies what
-    /// it says: the child's outputs, or its failure (retried as a task's).
-    pub(crate) fn run_child(
-        &mut self,
-        n: &CompiledNode,
-        st: &mut NodeStatus,
-        mut child: WorkflowSpec,
-    ) {
-        if let Some(p) = self.spec.parallelism {
-            child.parallelism = Some(child.parallelism.map_or(p, |c| c.min(p)));
-        }
-        let req = WorkflowRequest {
-            node_id: &n.id,
-            attempt: st.attempts.saturating_sub(1),
-            spec: &child,
-            resource: st.resource.as_ref(),
-        };
-        let obs = match self.timed_out(n, st) {
-            Some(failed) => {
-                self.exec.abort_workflow(&req);
-                failed
-            }
-            None => self.exec.workflow(&req),
-        };
-        self.apply(n, st, obs);
+/// Observes (or creates) the current attempt's child Workflow running
+/// `child`, bounded by this workflow's parallelism, and applies what
+/// it says: the child's outputs, or its failure (retried as a task's).
+pub(crate) fn run_child<E: Executor>(
+    r: &mut Round<'_, E>,
+    n: &CompiledNode,
+    st: &mut NodeStatus,
+    mut child: WorkflowSpec,
+) {
+    if let Some(p) = r.spec.parallelism {
+        child.parallelism = Some(child.parallelism.map_or(p, |c| c.min(p)));
     }
+    let req = WorkflowRequest {
+        node_id: &n.id,
+        attempt: st.attempts.saturating_sub(1),
+        spec: &child,
+        resource: st.resource.as_ref(),
+    };
+    let obs = match r.timed_out(n, st) {
+        Some(failed) => {
+            r.exec.abort_workflow(&req);
+            failed
+        }
+        None => r.exec.workflow(&req),
+    };
+    r.apply(n, st, obs);
+}
 
-    /// Aborts the current attempt's child Workflow, if one runs.
-    pub(crate) fn abort_child(&mut self, n: &CompiledNode, st: &NodeStatus) {
-        if st.phase != NodePhase::Running || st.attempts == 0 {
-            return;
-        }
-        let spec = WorkflowSpec::default();
-        self.exec.abort_workflow(&WorkflowRequest {
-            node_id: &n.id,
-            attempt: st.attempts - 1,
-            spec: &spec,
-            resource: st.resource.as_ref(),
-        });
+/// Aborts the current attempt's child Workflow, if one runs.
+pub(crate) fn abort_child<E: Executor>(r: &mut Round<'_, E>, n: &CompiledNode, st: &NodeStatus) {
+    if st.phase != NodePhase::Running || st.attempts == 0 {
+        return;
     }
+    let spec = WorkflowSpec::default();
+    r.exec.abort_workflow(&WorkflowRequest {
+        node_id: &n.id,
+        attempt: st.attempts - 1,
+        spec: &spec,
+        resource: st.resource.as_ref(),
+    });
 }

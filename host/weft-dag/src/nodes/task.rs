@@ -7,42 +7,50 @@ use crate::compiled::{CheckContext, CompiledNode};
 use crate::expr::Scope;
 use crate::nodes::Handler;
 use crate::problem::Problems;
-use crate::round::{CacheRequest, Executor, Round, TaskObservation, TaskRequest, TaskState};
+use crate::round::{
+    CacheRequest, Executor, NodeCx, Round, TaskObservation, TaskRequest, TaskState,
+};
 use crate::spec::{HeaderMount, MountAs, NodeSpec, SecretRef, TaskSpec};
-use crate::status::{NodePhase, NodeStatus, parse_timestamp, timestamp_millis};
+use crate::status::{NodePhase, NodeStatus};
 
 /// The task node handler.
 pub struct Task;
 
 impl Handler for Task {
-    fn start<E: Executor>(
-        r: &mut Round<'_, E>,
-        spec: &NodeSpec,
-        n: &CompiledNode,
-        st: &mut NodeStatus,
-        scope: &Scope,
-    ) {
-        if !r.served_from_cache(spec, n, st, scope) {
-            r.start_attempt(spec, n, st, scope);
+    fn start<E: Executor>(cx: NodeCx<'_, '_, E>) {
+        let NodeCx {
+            round: r,
+            spec,
+            node: n,
+            status: st,
+            scope,
+            ..
+        } = cx;
+        if !served_from_cache(r, spec, n, st, scope) {
+            start_attempt(r, spec, n, st, scope);
         }
     }
 
-    fn drive<E: Executor>(
-        r: &mut Round<'_, E>,
-        spec: &NodeSpec,
-        n: &CompiledNode,
-        st: &mut NodeStatus,
-        scope: &Scope,
-    ) {
-        r.drive_task(spec, n, st, scope);
+    fn drive<E: Executor>(cx: NodeCx<'_, '_, E>) {
+        let NodeCx {
+            round: r,
+            spec,
+            node: n,
+            status: st,
+            scope,
+            ..
+        } = cx;
+        drive_task(r, spec, n, st, scope);
     }
 
-    fn abort<E: Executor>(
-        r: &mut Round<'_, E>,
-        spec: &NodeSpec,
-        n: &CompiledNode,
-        st: &mut NodeStatus,
-    ) {
+    fn abort<E: Executor>(cx: NodeCx<'_, '_, E>) {
+        let NodeCx {
+            round: r,
+            spec,
+            node: n,
+            status: st,
+            ..
+        } = cx;
         let (Some(task), true) = (
             &spec.task,
             st.phase == NodePhase::Running && st.attempts > 0,
@@ -62,237 +70,131 @@ impl Handler for Task {
     }
 }
 
-impl<E: Executor> Round<'_, E> {
-    /// A new attempt's bookkeeping (the node is Running from here).
-    pub(crate) fn begin_attempt(&mut self, n: &CompiledNode, st: &mut NodeStatus) {
-        st.attempts += 1;
-        st.attempt_started_at = Some(timestamp_millis(self.input.now));
-        st.retry_at = None;
-        st.outputs = None;
-        st.resource = None;
-        if st.phase != NodePhase::Running {
-            self.transition(&n.id, st, NodePhase::Running, None);
-        }
-    }
+pub(crate) fn start_attempt<E: Executor>(
+    r: &mut Round<'_, E>,
+    spec: &NodeSpec,
+    n: &CompiledNode,
+    st: &mut NodeStatus,
+    scope: &Scope,
+) {
+    r.begin_attempt(n, st);
+    drive_task(r, spec, n, st, scope);
+}
 
-    pub(crate) fn start_attempt(
-        &mut self,
-        spec: &NodeSpec,
-        n: &CompiledNode,
-        st: &mut NodeStatus,
-        scope: &Scope,
-    ) {
-        self.begin_attempt(n, st);
-        self.drive_task(spec, n, st, scope);
-    }
-
-    /// A Retrying node (task, sub-workflow, dynamic): whether its next
-    /// attempt starts now (its backoff is over and a parallelism slot is
-    /// free; the slot is taken).
-    pub(crate) fn retry_now(&mut self, st: &NodeStatus) -> bool {
-        if let Some(at) = parse_timestamp(st.retry_at.as_deref())
-            && at > self.input.now
-        {
-            self.out.wake(at);
-            return false;
+pub(crate) fn drive_task<E: Executor>(
+    r: &mut Round<'_, E>,
+    spec: &NodeSpec,
+    n: &CompiledNode,
+    st: &mut NodeStatus,
+    scope: &Scope,
+) {
+    let task = spec.task.as_ref().expect("a task node has a task");
+    run_task(r, task, spec, n, st, scope, |r, n, st, obs| {
+        if let (Some(cache), TaskState::Succeeded) = (&spec.cache, obs.state) {
+            let plugin = obs.plugin.as_ref().or(st.plugin.as_ref());
+            remember(r, spec, cache, plugin, scope, &obs);
         }
-        if self
-            .spec
-            .parallelism
-            .is_some_and(|p| self.running >= p as usize)
-        {
-            return false;
-        }
-        self.running += 1;
-        true
-    }
+        r.apply(n, st, obs)
+    });
+}
 
-    /// The attempt's timeout: the failure when it has passed (checked
-    /// before observing, so an attempt past it is stopped even if its
-    /// resource says it still runs); otherwise a wake-up for it.
-    pub(crate) fn timed_out(
-        &mut self,
-        n: &CompiledNode,
-        st: &NodeStatus,
-    ) -> Option<TaskObservation> {
-        let (t, started) = (
-            n.timeout?,
-            parse_timestamp(st.attempt_started_at.as_deref())?,
-        );
-        if self.input.now < started + t {
-            self.out.wake(started + t);
-            return None;
-        }
-        let d = humantime::format_duration(t);
-        let msg = format!("attempt {} exceeded its timeout of {d}", st.attempts);
-        Some(TaskObservation::failed(true, false, "TimedOut", &msg))
-    }
+/// A cached node whose result is in the cache: Succeeded with the
+/// cached outputs, and nothing runs (no child is created).
+pub(crate) fn served_from_cache<E: Executor>(
+    r: &mut Round<'_, E>,
+    spec: &NodeSpec,
+    n: &CompiledNode,
+    st: &mut NodeStatus,
+    scope: &Scope,
+) -> bool {
+    let (Some(cache), Some(task)) = (&spec.cache, &spec.task) else {
+        return false;
+    };
+    // Inputs that do not resolve fail in the attempt, with the reason.
+    let Ok(inputs) = r.resolve_inputs(spec, scope) else {
+        return false;
+    };
+    let req = CacheRequest {
+        node_id: &n.id,
+        task,
+        inputs: &inputs,
+        cache,
+        plugin: None,
+        now: r.input.now,
+    };
+    let Some(hit) = r.exec.cache_lookup(&req) else {
+        return false;
+    };
+    st.outputs = Some(hit.outputs);
+    st.cached = true;
+    st.cached_from = Some(hit.workflow.clone());
+    r.running = r.running.saturating_sub(1);
+    let why = format!(
+        "cached: the outputs of node {} of workflow {} ({})",
+        hit.node, hit.workflow, hit.created_at
+    );
+    r.transition(&n.id, st, NodePhase::Succeeded, Some(why));
+    true
+}
 
-    pub(crate) fn drive_task(
-        &mut self,
-        spec: &NodeSpec,
-        n: &CompiledNode,
-        st: &mut NodeStatus,
-        scope: &Scope,
-    ) {
-        let task = spec.task.as_ref().expect("a task node has a task");
-        self.run_task(task, spec, n, st, scope, |r, n, st, obs| {
-            if let (Some(cache), TaskState::Succeeded) = (&spec.cache, obs.state) {
-                let plugin = obs.plugin.as_ref().or(st.plugin.as_ref());
-                r.remember(spec, cache, plugin, scope, &obs);
-            }
-            r.apply(n, st, obs)
-        });
-    }
+/// Stores a successful cached task's outputs (failures never are).
+fn remember<E: Executor>(
+    r: &mut Round<'_, E>,
+    spec: &NodeSpec,
+    cache: &crate::cache::CacheSpec,
+    plugin: Option<&crate::status::PluginRef>,
+    scope: &Scope,
+    obs: &TaskObservation,
+) {
+    let (Some(task), Ok(inputs)) = (&spec.task, r.resolve_inputs(spec, scope)) else {
+        return;
+    };
+    let empty = serde_json::Map::new();
+    let req = CacheRequest {
+        node_id: &spec.id,
+        task,
+        inputs: &inputs,
+        cache,
+        plugin,
+        now: r.input.now,
+    };
+    r.exec
+        .cache_store(&req, obs.outputs.as_ref().unwrap_or(&empty));
+}
 
-    /// A cached node whose result is in the cache: Succeeded with the
-    /// cached outputs, and nothing runs (no child is created).
-    pub(crate) fn served_from_cache(
-        &mut self,
-        spec: &NodeSpec,
-        n: &CompiledNode,
-        st: &mut NodeStatus,
-        scope: &Scope,
-    ) -> bool {
-        let (Some(cache), Some(task)) = (&spec.cache, &spec.task) else {
-            return false;
-        };
-        // Inputs that do not resolve fail in the attempt, with the reason.
-        let Ok(inputs) = self.resolve_inputs(spec, scope) else {
-            return false;
-        };
-        let req = CacheRequest {
-            node_id: &n.id,
-            task,
-            inputs: &inputs,
-            cache,
-            plugin: None,
-            now: self.input.now,
-        };
-        let Some(hit) = self.exec.cache_lookup(&req) else {
-            return false;
-        };
-        st.outputs = Some(hit.outputs);
-        st.cached = true;
-        st.cached_from = Some(hit.workflow.clone());
-        self.running = self.running.saturating_sub(1);
-        let why = format!(
-            "cached: the outputs of node {} of workflow {} ({})",
-            hit.node, hit.workflow, hit.created_at
-        );
-        self.transition(&n.id, st, NodePhase::Succeeded, Some(why));
-        true
-    }
-
-    /// Stores a successful cached task's outputs (failures never are).
-    fn remember(
-        &mut self,
-        spec: &NodeSpec,
-        cache: &crate::cache::CacheSpec,
-        plugin: Option<&crate::status::PluginRef>,
-        scope: &Scope,
-        obs: &TaskObservation,
-    ) {
-        let (Some(task), Ok(inputs)) = (&spec.task, self.resolve_inputs(spec, scope)) else {
-            return;
-        };
-        let empty = serde_json::Map::new();
-        let req = CacheRequest {
-            node_id: &spec.id,
-            task,
-            inputs: &inputs,
-            cache,
-            plugin,
-            now: self.input.now,
-        };
-        self.exec
-            .cache_store(&req, obs.outputs.as_ref().unwrap_or(&empty));
-    }
-
-    /// Observes (or starts) the current attempt of `task`, handing the
-    /// observation to `then`: a task node applies it, a dynamic node reads
-    /// the nodes its task generated.
-    pub(crate) fn run_task(
-        &mut self,
-        task: &TaskSpec,
-        spec: &NodeSpec,
-        n: &CompiledNode,
-        st: &mut NodeStatus,
-        scope: &Scope,
-        then: impl FnOnce(&mut Self, &CompiledNode, &mut NodeStatus, TaskObservation),
-    ) {
-        let inputs = match self.resolve_inputs(spec, scope) {
-            Ok(i) => i,
-            Err(e) => return self.fail(&n.id, st, "InputError", format!("inputs: {e}")),
-        };
-        let req = TaskRequest {
-            node_id: &n.id,
-            item: None,
-            attempt: st.attempts.saturating_sub(1),
-            task,
-            inputs: &inputs,
-            plugin: st.plugin.as_ref(),
-            resource: st.resource.as_ref(),
-        };
-        let obs = match self.timed_out(n, st) {
-            Some(failed) => {
-                self.exec.abort(&req);
-                failed
-            }
-            None => self.exec.task(&req),
-        };
-        then(self, n, st, obs);
-    }
-
-    pub(crate) fn apply(&mut self, n: &CompiledNode, st: &mut NodeStatus, obs: TaskObservation) {
-        if obs.plugin.is_some() {
-            st.plugin = obs.plugin;
+/// Observes (or starts) the current attempt of `task`, handing the
+/// observation to `then`: a task node applies it, a dynamic node reads
+/// the nodes its task generated.
+pub(crate) fn run_task<E: Executor>(
+    r: &mut Round<'_, E>,
+    task: &TaskSpec,
+    spec: &NodeSpec,
+    n: &CompiledNode,
+    st: &mut NodeStatus,
+    scope: &Scope,
+    then: impl FnOnce(&mut Round<'_, E>, &CompiledNode, &mut NodeStatus, TaskObservation),
+) {
+    let inputs = match r.resolve_inputs(spec, scope) {
+        Ok(i) => i,
+        Err(e) => return r.fail(&n.id, st, "InputError", format!("inputs: {e}")),
+    };
+    let req = TaskRequest {
+        node_id: &n.id,
+        item: None,
+        attempt: st.attempts.saturating_sub(1),
+        task,
+        inputs: &inputs,
+        plugin: st.plugin.as_ref(),
+        resource: st.resource.as_ref(),
+    };
+    let obs = match r.timed_out(n, st) {
+        Some(failed) => {
+            r.exec.abort(&req);
+            failed
         }
-        if obs.resource.is_some() {
-            st.resource = obs.resource;
-        }
-        if !obs.log_links.is_empty() {
-            st.log_links = obs.log_links;
-        }
-        st.task_phase = obs.task_phase;
-        match obs.state {
-            TaskState::InProgress => {
-                if obs.message.is_some() {
-                    st.message = obs.message;
-                }
-                st.reason = obs.reason;
-            }
-            TaskState::Succeeded => {
-                st.outputs = obs.outputs;
-                st.reason = obs.reason;
-                self.running = self.running.saturating_sub(1);
-                self.transition(&n.id, st, NodePhase::Succeeded, obs.message);
-            }
-            TaskState::Failed { retryable, system } => {
-                self.running = self.running.saturating_sub(1);
-                let message = obs.message.unwrap_or_else(|| "failed".into());
-                st.reason = obs.reason;
-                match self.count_failure(
-                    n.retries,
-                    &mut st.user_failures,
-                    &mut st.system_failures,
-                    retryable,
-                    system,
-                ) {
-                    Some(delay) => {
-                        let at = self.input.now + delay;
-                        st.retry_at = Some(timestamp_millis(at));
-                        self.out.wake(at);
-                        self.transition(&n.id, st, NodePhase::Retrying, Some(message));
-                    }
-                    None => {
-                        self.transition(&n.id, st, NodePhase::Failed, Some(message.clone()));
-                        self.node_failed(&n.id, &message);
-                    }
-                }
-            }
-        }
-    }
+        None => r.exec.task(&req),
+    };
+    then(r, n, st, obs);
 }
 
 /// Checks a task (of a task node or an array node's items); `at` is its
