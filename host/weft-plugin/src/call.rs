@@ -212,6 +212,15 @@ impl Common {
         self.config_json = Value::Object(config).to_string();
     }
 
+    /// The manifest's defaults merged with the operator's overrides
+    /// (overrides win key by key), Secret references left out of both:
+    /// what every world's `set_config_overrides` sets.
+    pub(crate) fn set_config_overrides(&mut self, overrides: &Map<String, Value>) {
+        let base = self.manifest.config_without_secret_refs();
+        let overrides = crate::manifest::without_secret_refs(overrides);
+        self.set_config(merged(&base, &overrides));
+    }
+
     pub(crate) fn limits(&self) -> Limits {
         self.manifest.limits
     }
@@ -388,10 +397,7 @@ pub struct CallStats {
 }
 
 /// `base` with `overrides` winning key by key (top level only).
-pub(crate) fn merged(
-    base: &Map<String, Value>,
-    overrides: &Map<String, Value>,
-) -> Map<String, Value> {
+fn merged(base: &Map<String, Value>, overrides: &Map<String, Value>) -> Map<String, Value> {
     let mut out = base.clone();
     for (k, v) in overrides {
         out.insert(k.clone(), v.clone());

@@ -6,7 +6,7 @@ use std::{fmt, sync::Arc};
 use serde_json::{Map, Value};
 
 use crate::bindings::middleware::MiddlewarePlugin as MiddlewareBindings;
-use crate::call::{CallError, Common, merged};
+use crate::call::{CallError, Common};
 use crate::{
     bindings::middleware::{
         MiddlewarePluginPre,
@@ -116,9 +116,7 @@ impl MiddlewarePlugin {
 
     /// Replace the plugin configuration (see [`crate::task::TaskPlugin::set_config_overrides`]).
     pub fn set_config_overrides(&mut self, overrides: &Map<String, Value>) {
-        let base = self.common.manifest.config_without_secret_refs();
-        let overrides = crate::manifest::without_secret_refs(overrides);
-        self.common.set_config(merged(&base, &overrides));
+        self.common.set_config_overrides(overrides);
     }
 
     /// Replace the whole configuration (see [`crate::task::TaskPlugin::set_config`]).

@@ -8,7 +8,7 @@ use std::{collections::BTreeMap, fmt, sync::Arc};
 use serde_json::{Map, Value};
 use wasmtime::Store;
 
-use crate::call::{CallError, CallStats, Common, FailureKind, json, merged};
+use crate::call::{CallError, CallStats, Common, FailureKind, json};
 use crate::{
     bindings::task::{
         K8sTaskPlugin as K8sTaskBindings, K8sTaskPluginPre,
@@ -308,9 +308,7 @@ impl TaskPlugin {
     /// Replace the plugin configuration (manifest defaults merged with the
     /// operator's overrides, overrides winning key by key).
     pub fn set_config_overrides(&mut self, overrides: &Map<String, Value>) {
-        let base = self.common.manifest.config_without_secret_refs();
-        let overrides = crate::manifest::without_secret_refs(overrides);
-        self.common.set_config(merged(&base, &overrides));
+        self.common.set_config_overrides(overrides);
     }
 
     /// Replace the whole plugin configuration the guest sees (e.g. with

@@ -116,17 +116,20 @@ impl Rbac {
     }
 }
 
-/// The bed: (dir, dev cluster, admin client and kubeconfig, controller
-/// kubeconfig, namespace, the controller's extra flags).
-type Bed = (
-    tempfile::TempDir,
-    Option<weft_cluster::DevCluster>,
-    kube::Client,
-    std::path::PathBuf,
-    std::path::PathBuf,
-    String,
-    Vec<String>,
-);
+/// Where an RBAC test runs, before its controller starts.
+struct Bed {
+    dir: tempfile::TempDir,
+    /// The dev cluster (none on kube-apiserver).
+    cluster: Option<weft_cluster::DevCluster>,
+    /// A cluster admin's client and kubeconfig.
+    admin: kube::Client,
+    admin_kubeconfig: std::path::PathBuf,
+    /// The controller's own credentials (deploy/'s ServiceAccount).
+    controller_kubeconfig: std::path::PathBuf,
+    ns: String,
+    /// The controller's extra flags (its namespace on kube-apiserver).
+    extra: Vec<String>,
+}
 
 async fn dev_bed() -> Bed {
     let dir = tempfile::tempdir().unwrap();
@@ -139,16 +142,15 @@ async fn dev_bed() -> Bed {
     apply(&admin_kubeconfig, &deployed_rbac()).await;
     let kubeconfig = dir.path().join("controller.kubeconfig");
     std::fs::write(&kubeconfig, cluster.kubeconfig_as(CONTROLLER)).unwrap();
-    let ns = "default".to_string();
-    (
+    Bed {
         dir,
-        Some(cluster),
+        cluster: Some(cluster),
         admin,
         admin_kubeconfig,
-        kubeconfig,
-        ns,
-        vec![],
-    )
+        controller_kubeconfig: kubeconfig,
+        ns: "default".to_string(),
+        extra: vec![],
+    }
 }
 
 async fn real_bed() -> Bed {
@@ -167,15 +169,30 @@ async fn real_bed() -> Bed {
         ns,
         ..
     } = bed;
-    (dir, None, client, admin_kubeconfig, kubeconfig, ns, extra)
+    Bed {
+        dir,
+        cluster: None,
+        admin: client,
+        admin_kubeconfig,
+        controller_kubeconfig: kubeconfig,
+        ns,
+        extra,
+    }
 }
 
 async fn rbac_cluster(plugins: &[(&str, &str)], args: &[&str]) -> Rbac {
-    let (dir, cluster, admin, admin_kubeconfig, kubeconfig, ns, extra) =
-        match common::cluster::real() {
-            true => real_bed().await,
-            false => dev_bed().await,
-        };
+    let Bed {
+        dir,
+        cluster,
+        admin,
+        admin_kubeconfig,
+        controller_kubeconfig: kubeconfig,
+        ns,
+        extra,
+    } = match common::cluster::real() {
+        true => real_bed().await,
+        false => dev_bed().await,
+    };
     let folder = dir.path().join("plugins");
     std::fs::create_dir(&folder).unwrap();
     for (from, name) in plugins {
