@@ -6,7 +6,7 @@ SHELL := /bin/bash
 
 EXAMPLE ?= examples/hello.yaml
 
-.PHONY: run test plugin-tests plugins k8s fresh-setup toolchain helm-tools grpc-tools browser ray guests host lint bench fuzz clean-guests
+.PHONY: run test plugin-tests plugins k8s fresh-setup toolchain helm-tools grpc-tools browser ray guests host lint bench bench-peers fuzz clean-guests
 
 ## Install the guest toolchain (rustup wasm32 target if present, else Debian's rustc-web) and wasm-tools.
 toolchain:
@@ -100,6 +100,16 @@ plugin-tests:
 ## Benchmarks (not part of `make test`): figures go to docs/benchmarks.md.
 bench: guests
 	cargo bench --locked -p weft-plugin
+
+## Weft and Argo Workflows side by side on the same real control plane
+## (issue 41; host/weft/benches/peers/): Argo's controller from its Go module
+## (tests/k8s/build-peers.sh, cached like the control plane), every workload
+## in both languages, both settings; writes target/bench-peers/results.jsonl
+## and the tables of docs/benchmarks.md's "Weft vs Argo". PEERS_WORKLOADS,
+## PEERS_SETTINGS and PEERS narrow it (the bench's doc comment).
+bench-peers: plugins k8s
+	@bash tests/k8s/build-peers.sh >/dev/null
+	cargo bench --locked -p weft --bench peers
 
 ## Coverage-guided fuzzing (not part of `make test`, which runs the bounded
 ## mutation run tests/fuzz_smoke.rs): every cargo-fuzz target for FUZZ_SECS

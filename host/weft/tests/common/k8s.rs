@@ -164,6 +164,13 @@ rules:
 impl RealCluster {
     /// Starts a fresh control plane in a new directory under target/.
     pub fn start() -> RealCluster {
+        RealCluster::start_with_crds(&[])
+    }
+
+    /// Starts a fresh control plane whose CRDs are deploy/'s and the YAML
+    /// files of `extra` (another controller's, e.g. Argo's for the peers
+    /// bench), all established before the garbage collector starts.
+    pub fn start_with_crds(extra: &[PathBuf]) -> RealCluster {
         let bin = binaries();
         let started = Instant::now();
         let base = root().join("target/k8s-clusters");
@@ -273,7 +280,7 @@ impl RealCluster {
                 .status
                 .success()
         });
-        cluster.install_crds();
+        cluster.install_crds(extra);
         for (name, port) in [
             ("kube-controller-manager", free_port()),
             ("kube-scheduler", free_port()),
@@ -307,11 +314,16 @@ impl RealCluster {
     /// the kinds it discovered, and finds new CRDs in a resync every 30 s.
     /// A CRD installed after it started would leave a deleted Workflow's
     /// pods for up to that long (seen in CI: ttl.rs waited 30 s in vain).
-    fn install_crds(&self) {
+    fn install_crds(&self, extra: &[PathBuf]) {
         let crds = root().join("deploy/crds");
         let crds = crds.display().to_string();
         let out = self.kubectl(&["apply", "--server-side", "-k", &crds]);
         assert!(out.status.success(), "kubectl apply -k {crds}: {out:?}");
+        for file in extra {
+            let f = file.display().to_string();
+            let out = self.kubectl(&["apply", "--server-side", "-f", &f]);
+            assert!(out.status.success(), "kubectl apply -f {f}: {out:?}");
+        }
         let args = ["wait", "--for=condition=Established", "crd", "--all"];
         let out = self.kubectl(&args);
         assert!(out.status.success(), "kubectl wait for the CRDs: {out:?}");
@@ -374,6 +386,34 @@ impl RealCluster {
             .expect("start the reaper");
         // It outlives this process by design.
         std::mem::forget(reaper);
+    }
+
+    /// Stops every process of this cluster now (by PID, as the reaper
+    /// would) and removes its directory: for a bench that starts a fresh
+    /// control plane per run.
+    pub fn stop(self) {
+        let pids = std::fs::read_to_string(self.dir.join("pids")).unwrap_or_default();
+        let pids: Vec<&str> = pids.split_whitespace().collect();
+        let _ = Command::new("kill")
+            .args(&pids)
+            .stderr(Stdio::null())
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline
+            && pids.iter().any(|p| {
+                // A stopped child of this process stays a zombie (Z).
+                let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+                !stat.is_empty() && !stat.contains(") Z ")
+            })
+        {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = Command::new("kill")
+            .arg("-9")
+            .args(&pids)
+            .stderr(Stdio::null())
+            .status();
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 
     /// Stops the process `pid` with the cluster's own (a test's helper that

@@ -1,0 +1,213 @@
+//! The bed both controllers run on, and how each is started: a fresh
+//! control plane per run (etcd, kube-apiserver with an audit log,
+//! kube-controller-manager, kube-scheduler), kwok nodes whose pods turn
+//! Running at once and Succeeded after the same fixed time for any owner,
+//! and the controller under test as a local process with a client
+//! certificate of its own, watching the namespace `bench` only.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::k8s::RealCluster;
+
+/// The namespace every workflow of the bench is created in.
+pub const NAMESPACE: &str = "bench";
+
+/// The controller under test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Peer {
+    Weft,
+    Argo,
+}
+
+/// How the controller is configured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Setting {
+    /// Each controller as it ships: Weft 100 QPS / 200 burst and no limit
+    /// on concurrent reconciles; Argo 20 QPS / 30 burst and 32 workflow
+    /// workers. Each at its default log level.
+    Defaults,
+    /// The same client limits and workers for both: 100 QPS / 200 burst
+    /// (Weft's defaults) and 32 workers (Argo's), logs at warn.
+    Matched,
+}
+
+pub const MATCHED_QPS: u32 = 100;
+pub const MATCHED_BURST: u32 = 200;
+pub const MATCHED_WORKERS: u32 = 32;
+
+impl Peer {
+    pub fn name(self) -> &'static str {
+        match self {
+            Peer::Weft => "Weft",
+            Peer::Argo => "Argo",
+        }
+    }
+
+    /// The user its client certificate names: its requests in the audit log.
+    pub fn user(self) -> &'static str {
+        match self {
+            Peer::Weft => "weft-controller",
+            Peer::Argo => "argo-workflow-controller",
+        }
+    }
+
+    /// The Workflow kind's group/version and plural.
+    pub fn resource(self) -> kube::api::ApiResource {
+        let (group, version) = match self {
+            Peer::Weft => ("weft.dev", "v1alpha1"),
+            Peer::Argo => ("argoproj.io", "v1alpha1"),
+        };
+        let gvk = kube::api::GroupVersionKind::gvk(group, version, "Workflow");
+        kube::api::ApiResource::from_gvk_with_plural(&gvk, "workflows")
+    }
+}
+
+impl Setting {
+    pub fn name(self) -> &'static str {
+        match self {
+            Setting::Defaults => "defaults",
+            Setting::Matched => "matched",
+        }
+    }
+}
+
+/// The directory `tests/k8s/build-peers.sh` built Argo's controller and
+/// CRDs into (once per machine).
+pub fn peers_dir() -> PathBuf {
+    let out = Command::new("bash")
+        .arg(crate::root().join("tests/k8s/build-peers.sh"))
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("run tests/k8s/build-peers.sh");
+    assert!(out.status.success(), "tests/k8s/build-peers.sh failed");
+    let text = String::from_utf8(out.stdout).unwrap();
+    PathBuf::from(
+        text.lines()
+            .last()
+            .expect("build-peers.sh printed a directory"),
+    )
+}
+
+/// A fresh control plane with `peer`'s CRDs, kwok nodes and the namespace.
+pub fn cluster(peer: Peer, peers: &Path, run_ms: u64) -> RealCluster {
+    let extra = match peer {
+        Peer::Weft => Vec::new(),
+        Peer::Argo => {
+            let mut files: Vec<PathBuf> = std::fs::read_dir(peers.join("argo-crds"))
+                .expect("the Argo CRDs")
+                .map(|e| e.unwrap().path())
+                .collect();
+            files.sort();
+            files
+        }
+    };
+    let mut cluster = RealCluster::start_with_crds(&extra);
+    cluster.start_kwok(4, run_ms);
+    let out = cluster.kubectl(&["create", "namespace", NAMESPACE]);
+    assert!(out.status.success(), "create namespace: {out:?}");
+    if peer == Peer::Argo {
+        // Its install ships this ConfigMap empty; the controller refuses
+        // to start without it.
+        let args = [
+            "create",
+            "configmap",
+            "workflow-controller-configmap",
+            "-n",
+            NAMESPACE,
+        ];
+        let out = cluster.kubectl(&args);
+        assert!(out.status.success(), "create Argo's ConfigMap: {out:?}");
+    }
+    cluster
+}
+
+/// Starts `peer`'s controller with `setting` against `cluster`.
+pub fn start(peer: Peer, setting: Setting, cluster: &RealCluster, peers: &Path) -> Child {
+    let kubeconfig = cluster.kubeconfig_as(peer.user(), Some("system:masters"));
+    let log = std::fs::File::create(cluster.dir.join("controller.log")).unwrap();
+    let mut cmd = match peer {
+        Peer::Weft => weft(setting),
+        Peer::Argo => argo(setting, peers),
+    };
+    let child = cmd
+        .env("KUBECONFIG", kubeconfig)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {}'s controller: {e}", peer.name()));
+    cluster.adopt(child.id());
+    if let Err(e) = wait_ready(peer, &child) {
+        let log = cluster.log("controller");
+        let tail: Vec<&str> = log.lines().rev().take(30).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        panic!("{e}; its log ends:\n{}", tail.join("\n"));
+    }
+    child
+}
+
+fn weft(setting: Setting) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_weft"));
+    cmd.args(["controller", "--no-admin", "--metrics-addr", "127.0.0.1:0"])
+        .args(["--namespace", NAMESPACE, "--plugins"])
+        .arg(crate::root().join("target/plugins"));
+    if setting == Setting::Matched {
+        cmd.arg(format!("--kube-api-qps={MATCHED_QPS}"))
+            .arg(format!("--kube-api-burst={MATCHED_BURST}"))
+            .arg(format!("--concurrent-reconciles={MATCHED_WORKERS}"))
+            .env("RUST_LOG", "warn");
+    }
+    cmd
+}
+
+/// As Argo's own local development runs it (its tasks.yaml): namespaced,
+/// leader election with a fixed identity; the executor image is never
+/// pulled (kwok runs no container).
+fn argo(setting: Setting, peers: &Path) -> Command {
+    let mut cmd = Command::new(peers.join("bin/workflow-controller"));
+    cmd.env("ARGO_NAMESPACE", NAMESPACE)
+        .env("ARGO_NAMESPACED", "true")
+        .env("ARGO_MANAGED_NAMESPACE", NAMESPACE)
+        .env("LEADER_ELECTION_IDENTITY", "local")
+        // Its own namespace comes from the client's configuration (the
+        // kubeconfig's context or this flag), not from ARGO_NAMESPACE.
+        .args(["--namespace", NAMESPACE])
+        .arg("--executor-image=quay.io/argoproj/argoexec:v4.0.5");
+    if setting == Setting::Matched {
+        cmd.arg(format!("--qps={MATCHED_QPS}"))
+            .arg(format!("--burst={MATCHED_BURST}"))
+            .arg(format!("--workflow-workers={MATCHED_WORKERS}"))
+            .arg("--loglevel=warn");
+    }
+    cmd
+}
+
+/// Waits until the controller serves its health or metrics endpoint, then
+/// a little more for its informers to list.
+fn wait_ready(peer: Peer, child: &Child) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        if !alive(child.id()) {
+            return Err(format!("{}'s controller exited at start", peer.name()));
+        }
+        let ready = match peer {
+            // Argo serves /healthz on :6060 once its controller runs.
+            Peer::Argo => std::net::TcpStream::connect("127.0.0.1:6060").is_ok(),
+            Peer::Weft => true,
+        };
+        if ready {
+            std::thread::sleep(Duration::from_secs(3));
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    Err(format!("{}'s controller not ready in 60 s", peer.name()))
+}
+
+/// Whether `pid` runs (not gone, not a zombie).
+pub fn alive(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    !stat.is_empty() && !stat.contains(") Z ")
+}

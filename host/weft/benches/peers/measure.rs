@@ -1,0 +1,145 @@
+//! What one run measures, the same way for both controllers: from the API
+//! (a watch on pods, a list of workflows), from kube-apiserver's audit log
+//! and from /proc, never from a controller's own metrics.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::watcher;
+
+use crate::k8s::RealCluster;
+
+/// CPU seconds and peak RSS (MiB) of a process, from /proc.
+pub fn usage(pid: u32) -> (f64, f64) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat.rsplit(") ").next().unwrap_or("").split(' ').collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // utime and stime are fields 14 and 15 (11 and 12 after the name).
+    let cpu = (ticks(11) + ticks(12)) / 100.0;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let hwm = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .unwrap_or(0.0);
+    (cpu, hwm / 1024.0)
+}
+
+/// Whether an audit verb writes.
+fn writes(verb: &str) -> bool {
+    matches!(
+        verb,
+        "create" | "update" | "patch" | "delete" | "deletecollection"
+    )
+}
+
+/// `user`'s requests by verb from the audit log, after its first `skip`
+/// lines; one line per request (completed ones, and watches when they
+/// start). Returns them and the log's length.
+pub fn requests(
+    cluster: &RealCluster,
+    user: &str,
+    skip: usize,
+) -> (BTreeMap<String, usize>, usize) {
+    let audit = cluster.audit();
+    let mut by_verb = BTreeMap::new();
+    for e in audit.iter().skip(skip) {
+        let stage = e["stage"].as_str().unwrap_or("");
+        let watch = e["verb"] == "watch";
+        let counted = if watch {
+            stage == "ResponseStarted"
+        } else {
+            stage == "ResponseComplete"
+        };
+        if e["user"]["username"] != user || !counted {
+            continue;
+        }
+        let resource = e["objectRef"]["resource"].as_str().unwrap_or("-");
+        let key = format!("{} {resource}", e["verb"].as_str().unwrap_or(""));
+        *by_verb.entry(key).or_insert(0) += 1;
+    }
+    (by_verb, audit.len())
+}
+
+/// Writes and reads (get, list, watch) in `by_verb`.
+pub fn split(by_verb: &BTreeMap<String, usize>) -> (usize, usize) {
+    by_verb.iter().fold((0, 0), |(w, r), (k, n)| {
+        let verb = k.split(' ').next().unwrap_or("");
+        if writes(verb) { (w + n, r) } else { (w, r + n) }
+    })
+}
+
+/// When each pod of the namespace was first seen, by the name of the
+/// Workflow that owns it (and the earliest of all under "").
+#[derive(Clone, Default)]
+pub struct FirstPods {
+    inner: Arc<Mutex<(HashMap<String, Instant>, usize)>>,
+}
+
+impl FirstPods {
+    /// Watches the namespace's pods until the returned task is aborted.
+    pub fn watch(&self, client: kube::Client, ns: &str) -> tokio::task::JoinHandle<()> {
+        let pods: kube::Api<Pod> = kube::Api::namespaced(client, ns);
+        let me = self.clone();
+        tokio::spawn(async move {
+            let mut seen = std::collections::HashSet::new();
+            let mut events = watcher(pods, watcher::Config::default()).boxed();
+            while let Some(Ok(ev)) = events.next().await {
+                let (watcher::Event::Apply(p) | watcher::Event::InitApply(p)) = ev else {
+                    continue;
+                };
+                let name = p.metadata.name.clone().unwrap_or_default();
+                if seen.insert(name) {
+                    me.record(&p);
+                }
+            }
+        })
+    }
+
+    fn record(&self, pod: &Pod) {
+        let now = Instant::now();
+        let owner = pod
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.kind == "Workflow")
+            .map_or(String::new(), |o| o.name.clone());
+        let mut g = self.inner.lock().unwrap();
+        g.0.entry(owner).or_insert(now);
+        g.0.entry(String::new()).or_insert(now);
+        g.1 += 1;
+    }
+
+    /// How many distinct pods were seen.
+    pub fn count(&self) -> usize {
+        self.inner.lock().unwrap().1
+    }
+
+    /// The first pod of workflow `name`, else (for a run of one workflow
+    /// whose pods belong to its children) the first of all.
+    pub fn first(&self, name: &str, only: bool) -> Option<Instant> {
+        let g = self.inner.lock().unwrap();
+        g.0.get(name)
+            .or(if only { g.0.get("") } else { None })
+            .copied()
+    }
+}
+
+/// The p-th percentile (0..=100) of `v`, in milliseconds.
+pub fn percentile(v: &mut [f64], p: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    let i = ((p / 100.0) * (v.len() - 1) as f64).round() as usize;
+    v[i]
+}

@@ -1,0 +1,218 @@
+//! The bench's output: one JSON line per run in
+//! target/bench-peers/results.jsonl, and Markdown tables written between
+//! the markers of docs/benchmarks.md, so that no figure is typed by hand.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use crate::bed::{MATCHED_BURST, MATCHED_QPS, MATCHED_WORKERS};
+use crate::run::Row;
+use crate::workloads::WORKLOADS;
+
+const BEGIN: &str = "<!-- peers:begin (written by `make bench-peers`) -->";
+const END: &str = "<!-- peers:end -->";
+
+/// Appends `row` to target/bench-peers/results.jsonl.
+pub fn append(row: &Row) -> anyhow::Result<()> {
+    use std::io::Write;
+    let dir = crate::root().join("target/bench-peers");
+    std::fs::create_dir_all(&dir)?;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("results.jsonl"))?;
+    writeln!(f, "{}", serde_json::to_string(row)?)?;
+    Ok(())
+}
+
+fn sh(cmd: &str) -> String {
+    std::process::Command::new("sh")
+        .args(["-c", cmd])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
+
+/// The versions and the bed, as the tables' preamble.
+fn preamble(run_ms: u64, peers: &Path) -> String {
+    let root = crate::root();
+    let env = |file: &str, key: &str| {
+        let text = std::fs::read_to_string(root.join("tests/k8s").join(file)).unwrap_or_default();
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{key}=")))
+            .map(|v| v.split_whitespace().next().unwrap_or("").to_string())
+            .unwrap_or_default()
+    };
+    format!(
+        "Run {date} on {cpus} cores, {mem}; Weft `{commit}` (release), Argo Workflows \
+         `{argo}` (`{peers}`), Kubernetes `{kube}`, etcd `{etcd}`, kwok `{kwok}`. Pods end \
+         Succeeded {run_ms} ms after they run (kwok, 4 nodes); kube-scheduler at its defaults. \
+         Settings: **defaults** = each controller as it ships (Weft 100 QPS / 200 burst, \
+         unlimited reconciles, info logs; Argo 20 QPS / 30 burst, 32 workflow workers, info \
+         logs); **matched** = both at {MATCHED_QPS} QPS / {MATCHED_BURST} burst, \
+         {MATCHED_WORKERS} workers, warn logs.\n",
+        date = sh("date -u +%Y-%m-%dT%H:%MZ"),
+        cpus = sh("nproc"),
+        mem = sh("free -g | awk '/Mem:/{print $2\" GiB\"}'"),
+        commit = sh(&format!("git -C {} rev-parse --short HEAD", root.display())),
+        argo = env("peers.env", "ARGO_VERSION"),
+        peers = peers.display(),
+        kube = env("versions.env", "KUBE_VERSION"),
+        etcd = env("versions.env", "ETCD_VERSION"),
+        kwok = env("versions.env", "KWOK_VERSION"),
+    )
+}
+
+fn find<'a>(rows: &'a [Row], w: &str, peer: &str, setting: &str) -> Option<&'a Row> {
+    rows.iter()
+        .find(|r| r.workload == w && r.peer == peer && r.setting == setting)
+}
+
+/// `weft / argo` of a figure, where both runs exist.
+fn ratio(rows: &[Row], w: &str, setting: &str, f: impl Fn(&Row) -> f64) -> Option<f64> {
+    let (a, b) = (
+        find(rows, w, "Weft", setting)?,
+        find(rows, w, "Argo", setting)?,
+    );
+    Some(f(a) / f(b))
+}
+
+/// The issue's goals, computed from the rows.
+fn goals(rows: &[Row]) -> String {
+    let mut s = String::from("| Goal | Measured (Weft / Argo) | Met |\n|---|---|---|\n");
+    let mut line = |goal: &str, r: Option<f64>, met: fn(f64) -> bool| {
+        let (m, ok) = match r {
+            Some(r) => (format!("{r:.2}×"), if met(r) { "yes" } else { "no" }),
+            None => ("not run".into(), "—"),
+        };
+        let _ = writeln!(s, "| {goal} | {m} | {ok} |");
+    };
+    line(
+        "throughput, one-node workflows (a), matched: Weft ≥ 5× Argo",
+        ratio(rows, "a", "matched", |r| r.workflows_per_min),
+        |r| r >= 5.0,
+    );
+    for w in WORKLOADS {
+        let goal = format!(
+            "API writes per pod ({}), matched: Weft ≤ ⅓ of Argo's",
+            w.key
+        );
+        let r = ratio(rows, w.key, "matched", |r| r.writes_per_pod);
+        if r.is_some() || w.key == "a" {
+            line(&goal, r, |r| r <= 1.0 / 3.0);
+        }
+    }
+    line(
+        "controller peak RSS at 1,000 concurrent workflows (a), matched: Weft ≤ ¼ of Argo's",
+        ratio(rows, "a", "matched", |r| r.peak_rss_mib),
+        |r| r <= 0.25,
+    );
+    line(
+        "creation to first pod p99 (a), matched: Weft ≤ ½ of Argo's",
+        ratio(rows, "a", "matched", |r| r.first_pod_p99_ms),
+        |r| r <= 0.5,
+    );
+    s
+}
+
+/// A row of a workload's table: its label and how a run shows it.
+type Figure = (&'static str, fn(&Row) -> String);
+
+/// One table per workload: a column per run, a row per figure.
+fn workload_table(rows: &[Row], key: &str, title: &str) -> Option<String> {
+    let runs: Vec<&Row> = rows.iter().filter(|r| r.workload == key).collect();
+    let first = runs.first()?;
+    let mut s = format!("#### ({key}) {title}: {} pods\n\n| |", first.pods);
+    for r in &runs {
+        let _ = write!(s, " {} {} |", r.peer, r.setting);
+    }
+    s.push_str("\n|---|");
+    s.push_str(&"---|".repeat(runs.len()));
+    s.push('\n');
+    let figures: [Figure; 11] = [
+        ("completion, s", |r| format!("{:.1}", r.seconds)),
+        ("workflows/min", |r| format!("{:.0}", r.workflows_per_min)),
+        ("pods/min", |r| format!("{:.0}", r.pods_per_min)),
+        ("creation → first pod p50, ms", |r| {
+            format!("{:.0}", r.first_pod_p50_ms)
+        }),
+        ("creation → first pod p99, ms", |r| {
+            format!("{:.0}", r.first_pod_p99_ms)
+        }),
+        ("API writes per pod", |r| format!("{:.2}", r.writes_per_pod)),
+        ("API reads per pod (get, list, watch)", |r| {
+            format!("{:.2}", r.reads_per_pod)
+        }),
+        ("controller CPU, s", |r| format!("{:.1}", r.cpu_seconds)),
+        ("controller peak RSS, MiB", |r| {
+            format!("{:.0}", r.peak_rss_mib)
+        }),
+        ("largest workflow object, bytes", |r| {
+            r.largest_object_bytes.to_string()
+        }),
+        ("controller log lines at error level", |r| {
+            r.controller_error_lines.to_string()
+        }),
+    ];
+    for (name, f) in figures {
+        let _ = write!(s, "| {name} |");
+        for r in &runs {
+            let _ = write!(s, " {} |", f(r));
+        }
+        s.push('\n');
+    }
+    Some(s)
+}
+
+/// Every run's requests by verb and resource, per pod.
+fn requests_table(rows: &[Row]) -> String {
+    let mut s = String::from("| Run | Requests per pod by verb and resource |\n|---|---|\n");
+    for r in rows {
+        let per: Vec<String> = r
+            .requests
+            .iter()
+            .map(|(k, n)| format!("{k} {:.2}", *n as f64 / r.pods as f64))
+            .collect();
+        let _ = writeln!(
+            s,
+            "| ({}) {} {} | {} |",
+            r.workload,
+            r.peer,
+            r.setting,
+            per.join(", ")
+        );
+    }
+    s
+}
+
+/// The whole section's body.
+pub fn tables(rows: &[Row], run_ms: u64, peers: &Path) -> String {
+    let mut s = preamble(run_ms, peers);
+    s.push('\n');
+    s.push_str(&goals(rows));
+    for w in WORKLOADS {
+        if let Some(t) = workload_table(rows, w.key, w.title) {
+            s.push('\n');
+            s.push_str(&t);
+        }
+    }
+    s.push_str("\nThe controllers' requests, from kube-apiserver's audit log:\n\n");
+    s.push_str(&requests_table(rows));
+    s
+}
+
+/// Replaces what stands between the markers of docs/benchmarks.md.
+pub fn write_docs(tables: &str) -> anyhow::Result<()> {
+    let path = crate::root().join("docs/benchmarks.md");
+    let text = std::fs::read_to_string(&path)?;
+    let (Some(b), Some(e)) = (text.find(BEGIN), text.find(END)) else {
+        anyhow::bail!(
+            "{}: the markers {BEGIN:?} and {END:?} are missing",
+            path.display()
+        );
+    };
+    let out = format!("{}{BEGIN}\n{tables}\n{}", &text[..b], &text[e..]);
+    std::fs::write(&path, out)?;
+    eprintln!("[peers] wrote the tables into {}", path.display());
+    Ok(())
+}

@@ -1,0 +1,225 @@
+//! One run: a fresh bed, one controller, one workload, measured.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, stream};
+use kube::api::{DynamicObject, ListParams, PostParams};
+use serde::Serialize;
+
+use crate::bed::{self, NAMESPACE, Peer, Setting};
+use crate::measure::{self, FirstPods};
+use crate::workloads::{self, Workload};
+
+/// The longest one run may take before it counts as failed.
+const DEADLINE: Duration = Duration::from_secs(3_600);
+
+/// Everything one run measured (a line of results.jsonl).
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    pub workload: String,
+    pub peer: String,
+    pub setting: String,
+    pub workflows: usize,
+    pub pods: usize,
+    pub seconds: f64,
+    pub workflows_per_min: f64,
+    pub pods_per_min: f64,
+    pub first_pod_p50_ms: f64,
+    pub first_pod_p99_ms: f64,
+    pub writes_per_pod: f64,
+    pub reads_per_pod: f64,
+    pub requests: BTreeMap<String, usize>,
+    pub cpu_seconds: f64,
+    pub peak_rss_mib: f64,
+    pub largest_object_bytes: usize,
+    pub controller_error_lines: usize,
+}
+
+/// Runs `w` on `peer` with `setting` on a fresh bed.
+pub async fn one(
+    peer: Peer,
+    setting: Setting,
+    w: &Workload,
+    peers: &Path,
+    run_ms: u64,
+) -> anyhow::Result<Row> {
+    let cluster = bed::cluster(peer, peers, run_ms);
+    let client = cluster.client().await;
+    let mut controller = bed::start(peer, setting, &cluster, peers);
+    let pid = controller.id();
+    let result = measured(peer, setting, w, &cluster, &client, pid).await;
+    let _ = controller.kill();
+    let _ = controller.wait();
+    if result.is_err() {
+        let log = cluster.log("controller");
+        let tail: Vec<&str> = log.lines().rev().take(20).collect();
+        eprintln!("[peers] {}'s controller log, last lines:", peer.name());
+        tail.iter().rev().for_each(|l| eprintln!("  {l}"));
+    }
+    cluster.stop();
+    result
+}
+
+async fn measured(
+    peer: Peer,
+    setting: Setting,
+    w: &Workload,
+    cluster: &crate::k8s::RealCluster,
+    client: &kube::Client,
+    pid: u32,
+) -> anyhow::Result<Row> {
+    let api: kube::Api<DynamicObject> =
+        kube::Api::namespaced_with(client.clone(), NAMESPACE, &peer.resource());
+    let pods = FirstPods::default();
+    let watch = pods.watch(client.clone(), NAMESPACE);
+    let (_, skip) = measure::requests(cluster, peer.user(), 0);
+    let (cpu0, _) = measure::usage(pid);
+    let start = Instant::now();
+    let created = create_all(peer, w, &api).await?;
+    wait_done(peer, &api, w.workflows, pid).await?;
+    let seconds = start.elapsed().as_secs_f64();
+    let (cpu1, rss) = measure::usage(pid);
+    watch.abort();
+    let (requests, _) = measure::requests(cluster, peer.user(), skip);
+    let expected = w.workflows * w.shape.pods();
+    anyhow::ensure!(
+        pods.count() == expected,
+        "{}: {} pods ran, the workload has {expected}",
+        peer.name(),
+        pods.count()
+    );
+    let (writes, reads) = measure::split(&requests);
+    let mut lat: Vec<f64> = created
+        .iter()
+        .filter_map(|(name, at)| {
+            let first = pods.first(name, w.workflows == 1)?;
+            Some(first.saturating_duration_since(*at).as_secs_f64() * 1e3)
+        })
+        .collect();
+    Ok(Row {
+        workload: w.key.into(),
+        peer: peer.name().into(),
+        setting: setting.name().into(),
+        workflows: w.workflows,
+        pods: expected,
+        seconds,
+        workflows_per_min: w.workflows as f64 / seconds * 60.0,
+        pods_per_min: expected as f64 / seconds * 60.0,
+        first_pod_p50_ms: measure::percentile(&mut lat, 50.0),
+        first_pod_p99_ms: measure::percentile(&mut lat, 99.0),
+        writes_per_pod: writes as f64 / expected as f64,
+        reads_per_pod: reads as f64 / expected as f64,
+        requests,
+        cpu_seconds: cpu1 - cpu0,
+        peak_rss_mib: rss,
+        largest_object_bytes: largest(&api).await?,
+        controller_error_lines: error_lines(peer, &cluster.log("controller")),
+    })
+}
+
+/// Creates the workload's workflows, 64 at a time; when each create was
+/// answered, by name.
+async fn create_all(
+    peer: Peer,
+    w: &Workload,
+    api: &kube::Api<DynamicObject>,
+) -> anyhow::Result<HashMap<String, Instant>> {
+    let results: Vec<anyhow::Result<(String, Instant)>> = stream::iter(0..w.workflows)
+        .map(|i| async move {
+            let name = format!("w-{i}");
+            let doc = match peer {
+                Peer::Weft => workloads::weft(&name, w.shape),
+                Peer::Argo => workloads::argo(&name, w.shape),
+            };
+            let obj: DynamicObject = serde_json::from_value(doc)?;
+            api.create(&PostParams::default(), &obj)
+                .await
+                .map_err(|e| anyhow::anyhow!("create {} workflow {name}: {e}", peer.name()))?;
+            Ok((name, Instant::now()))
+        })
+        .buffer_unordered(64)
+        .collect()
+        .await;
+    results.into_iter().collect()
+}
+
+/// The phase in a workflow's own status.
+fn phase(o: &DynamicObject) -> &str {
+    o.data["status"]["phase"].as_str().unwrap_or("")
+}
+
+/// Whether `o` is one of the workload's workflows (not a Weft child).
+fn top_level(o: &DynamicObject) -> bool {
+    !o.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|r| r.kind == "Workflow")
+}
+
+/// Waits until all `n` top-level workflows have a terminal phase; an error
+/// if one did not succeed, the controller exited, or the deadline passed.
+async fn wait_done(
+    peer: Peer,
+    api: &kube::Api<DynamicObject>,
+    n: usize,
+    pid: u32,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        anyhow::ensure!(
+            bed::alive(pid),
+            "{}'s controller exited during the run",
+            peer.name()
+        );
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "{}: not done in {DEADLINE:?}",
+            peer.name()
+        );
+        let list = api.list(&ListParams::default()).await?;
+        let done: Vec<_> = list
+            .items
+            .iter()
+            .filter(|o| top_level(o))
+            .filter(|o| matches!(phase(o), "Succeeded" | "Failed" | "Error" | "Aborted"))
+            .collect();
+        if let Some(bad) = done.iter().find(|o| phase(o) != "Succeeded") {
+            anyhow::bail!(
+                "{} workflow {} ended {}: {}",
+                peer.name(),
+                bad.metadata.name.as_deref().unwrap_or(""),
+                phase(bad),
+                bad.data["status"]["message"]
+            );
+        }
+        if done.len() == n {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// The size as JSON of the largest workflow object in the namespace.
+async fn largest(api: &kube::Api<DynamicObject>) -> anyhow::Result<usize> {
+    let all = api.list(&ListParams::default()).await?;
+    Ok(all
+        .items
+        .iter()
+        .map(|o| serde_json::to_vec(o).map_or(0, |b| b.len()))
+        .max()
+        .unwrap_or(0))
+}
+
+/// Error-level lines of the controller's log (Argo's slog text says
+/// `level=ERROR`, older releases `level=error`; Weft's tracing ` ERROR `).
+fn error_lines(peer: Peer, log: &str) -> usize {
+    log.lines()
+        .filter(|l| match peer {
+            Peer::Weft => l.contains(" ERROR "),
+            Peer::Argo => l.to_ascii_lowercase().contains("level=error"),
+        })
+        .count()
+}

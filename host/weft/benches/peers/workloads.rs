@@ -1,0 +1,210 @@
+//! The workloads of the side-by-side bench, written once and rendered in
+//! both languages: a Weft `Workflow` and an Argo `Workflow` of the same
+//! shape, whose every task is one pod (`busybox`, `true`) that kwok ends
+//! after the bed's fixed duration. `PEERS_WRITE_WORKLOADS=DIR` writes each
+//! rendering to DIR so a reader can see exactly what both controllers ran.
+
+use serde_json::{Value, json};
+
+/// How a workflow's task nodes depend on each other.
+#[derive(Clone, Copy, Debug)]
+pub enum Shape {
+    /// One task.
+    One,
+    /// `n` tasks, each after the one before.
+    Chain(usize),
+    /// `n` independent tasks, then one that depends on all of them.
+    FanOutJoin(usize),
+    /// `layers` layers of `width` tasks; task i of a layer depends on task
+    /// i of the layer before.
+    Layers { layers: usize, width: usize },
+    /// `children` groups of `each` independent tasks. Weft runs each group
+    /// as a sub-workflow node (a child Workflow); Argo, which has no child
+    /// Workflow, as a nested DAG template inside the one Workflow.
+    Tree { children: usize, each: usize },
+}
+
+impl Shape {
+    /// How many pods one workflow of this shape runs.
+    pub fn pods(self) -> usize {
+        match self {
+            Shape::One => 1,
+            Shape::Chain(n) => n,
+            Shape::FanOutJoin(n) => n + 1,
+            Shape::Layers { layers, width } => layers * width,
+            Shape::Tree { children, each } => children * each,
+        }
+    }
+
+    /// The task nodes as (id, dependencies), for the flat shapes.
+    fn tasks(self) -> Vec<(String, Vec<String>)> {
+        match self {
+            Shape::One => vec![("main".into(), vec![])],
+            Shape::Chain(n) => (0..n)
+                .map(|i| {
+                    (
+                        format!("n{i}"),
+                        prev(i).map(|p| format!("n{p}")).into_iter().collect(),
+                    )
+                })
+                .collect(),
+            Shape::FanOutJoin(n) => {
+                let mut t: Vec<_> = (0..n).map(|i| (format!("n{i}"), vec![])).collect();
+                t.push(("join".into(), (0..n).map(|i| format!("n{i}")).collect()));
+                t
+            }
+            Shape::Layers { layers, width } => (0..layers)
+                .flat_map(|l| {
+                    (0..width).map(move |i| {
+                        let deps = prev(l).map(|p| format!("l{p}-{i}")).into_iter().collect();
+                        (format!("l{l}-{i}"), deps)
+                    })
+                })
+                .collect(),
+            Shape::Tree { each, .. } => (0..each).map(|i| (format!("n{i}"), vec![])).collect(),
+        }
+    }
+}
+
+fn prev(i: usize) -> Option<usize> {
+    i.checked_sub(1)
+}
+
+/// The one pod every task runs.
+const IMAGE: &str = "busybox";
+
+/// The Weft Workflow `name` of `shape` (apiVersion weft.dev/v1alpha1).
+pub fn weft(name: &str, shape: Shape) -> Value {
+    let task = json!({"type": "pod", "config": {"image": IMAGE, "command": ["true"]}});
+    let node = |(id, deps): (String, Vec<String>)| {
+        let mut n = json!({"id": id, "task": task});
+        if !deps.is_empty() {
+            n["dependsOn"] = json!(deps);
+        }
+        n
+    };
+    let nodes: Vec<Value> = match shape {
+        Shape::Tree { children, each } => {
+            let inner: Vec<Value> = Shape::Tree { children, each }
+                .tasks()
+                .into_iter()
+                .map(node)
+                .collect();
+            (0..children)
+                .map(|c| json!({"id": format!("c{c}"), "workflow": {"nodes": inner}}))
+                .collect()
+        }
+        flat => flat.tasks().into_iter().map(node).collect(),
+    };
+    json!({
+        "apiVersion": "weft.dev/v1alpha1", "kind": "Workflow",
+        "metadata": {"name": name},
+        "spec": {"nodes": nodes}
+    })
+}
+
+/// The Argo Workflow `name` of `shape` (apiVersion argoproj.io/v1alpha1):
+/// a container template, and a DAG template over it unless the shape is
+/// one task.
+pub fn argo(name: &str, shape: Shape) -> Value {
+    let pod = json!({"name": "pod", "container": {"image": IMAGE, "command": ["true"]}});
+    let dag = |tasks: Vec<(String, Vec<String>)>, template: &str| {
+        let tasks: Vec<Value> = tasks
+            .into_iter()
+            .map(|(id, deps)| {
+                let mut t = json!({"name": id, "template": template});
+                if !deps.is_empty() {
+                    t["dependencies"] = json!(deps);
+                }
+                t
+            })
+            .collect();
+        json!({"tasks": tasks})
+    };
+    let templates = match shape {
+        Shape::One => vec![json!({"name": "main", "container": pod["container"]})],
+        Shape::Tree { children, each } => {
+            let outer = (0..children).map(|c| (format!("c{c}"), vec![])).collect();
+            let inner = Shape::Tree { children, each }.tasks();
+            vec![
+                json!({"name": "main", "dag": dag(outer, "group")}),
+                json!({"name": "group", "dag": dag(inner, "pod")}),
+                pod,
+            ]
+        }
+        flat => vec![
+            json!({"name": "main", "dag": dag(flat.tasks(), "pod")}),
+            pod,
+        ],
+    };
+    json!({
+        "apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
+        "metadata": {"name": name},
+        "spec": {"entrypoint": "main", "templates": templates}
+    })
+}
+
+/// One row of the bench: how many workflows of which shape are created at
+/// once.
+#[derive(Clone, Copy, Debug)]
+pub struct Workload {
+    pub key: &'static str,
+    pub title: &'static str,
+    pub workflows: usize,
+    pub shape: Shape,
+}
+
+/// The five workloads, (a) to (e).
+pub const WORKLOADS: [Workload; 5] = [
+    Workload {
+        key: "a",
+        title: "1,000 one-node workflows at once",
+        workflows: 1_000,
+        shape: Shape::One,
+    },
+    Workload {
+        key: "b",
+        title: "100 ten-node chains",
+        workflows: 100,
+        shape: Shape::Chain(10),
+    },
+    Workload {
+        key: "c",
+        title: "20 workflows of a 100-node fan-out and a join",
+        workflows: 20,
+        shape: Shape::FanOutJoin(100),
+    },
+    Workload {
+        key: "d",
+        title: "one 1,000-node DAG (10 layers of 100)",
+        workflows: 1,
+        shape: Shape::Layers {
+            layers: 10,
+            width: 100,
+        },
+    },
+    Workload {
+        key: "e",
+        title: "one 10,000-node workflow (100 groups of 100)",
+        workflows: 1,
+        shape: Shape::Tree {
+            children: 100,
+            each: 100,
+        },
+    },
+];
+
+/// Writes both renderings of every workload's first workflow to `dir`.
+pub fn write_all(dir: &std::path::Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    for w in WORKLOADS {
+        for (lang, doc) in [
+            ("weft", weft("w-0", w.shape)),
+            ("argo", argo("w-0", w.shape)),
+        ] {
+            let path = dir.join(format!("{}-{lang}.yaml", w.key));
+            std::fs::write(&path, serde_yaml::to_string(&doc)?)?;
+        }
+    }
+    Ok(())
+}
