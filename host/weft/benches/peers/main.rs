@@ -9,12 +9,15 @@
 //! its own status. A run fails when any workflow did not succeed, when a
 //! controller exits, or when the pods counted differ from the workload's.
 //!
-//! Writes `target/bench-peers/results.jsonl` (one line per run) and the
-//! tables between the markers of docs/benchmarks.md's "Weft vs Argo".
+//! Appends one line per run to `target/bench-peers/results.jsonl` and
+//! writes the tables of the latest run of each (workload, controller,
+//! setting) in it between the markers of docs/benchmarks.md's "Weft vs
+//! Argo": rerunning one workload replaces its columns only.
 //! Environment: `PEERS_WORKLOADS=a,b,…` (default all), `PEERS_SETTINGS`
 //! (`defaults,matched`), `PEERS` (`weft,argo`), `POD_RUN_MS`,
 //! `PEERS_WRITE_WORKLOADS=DIR` (only write the workloads' YAML),
-//! `PEERS_NO_DOCS=1` (leave docs/benchmarks.md alone).
+//! `PEERS_NO_DOCS=1` (leave docs/benchmarks.md alone), `PEERS_TABLES_ONLY=1`
+//! (no run: write the tables of results.jsonl).
 
 #[allow(dead_code)]
 #[path = "../../tests/common/k8s.rs"]
@@ -68,7 +71,9 @@ async fn main() -> anyhow::Result<()> {
     let peers = pick("PEERS", &[Peer::Weft, Peer::Argo], |p| p.name().into())?;
     let dir = bed::peers_dir();
     let mut rows = Vec::new();
-    for w in &chosen {
+    // PEERS_TABLES_ONLY=1: no run, the tables of results.jsonl only.
+    let only_tables = std::env::var_os("PEERS_TABLES_ONLY").is_some();
+    for w in chosen.iter().filter(|_| !only_tables) {
         for s in &settings {
             for p in &peers {
                 eprintln!(
@@ -85,7 +90,13 @@ async fn main() -> anyhow::Result<()> {
             }
         }
     }
-    let tables = report::tables(&rows, run_ms, &dir);
+    let all = report::latest()?;
+    eprintln!(
+        "[peers] {} runs now, {} in results.jsonl's tables",
+        rows.len(),
+        all.len()
+    );
+    let tables = report::tables(&all, run_ms, &dir);
     println!("{tables}");
     if std::env::var_os("PEERS_NO_DOCS").is_none() {
         report::write_docs(&tables)?;

@@ -25,12 +25,33 @@ pub fn append(row: &Row) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn sh(cmd: &str) -> String {
+/// A shell command's output, trimmed (empty when it fails).
+pub fn sh(cmd: &str) -> String {
     std::process::Command::new("sh")
         .args(["-c", cmd])
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default()
+}
+
+/// The latest row of every (workload, peer, setting) in results.jsonl:
+/// the tables cover runs of several invocations (one workload rerun
+/// replaces its columns only).
+pub fn latest() -> anyhow::Result<Vec<Row>> {
+    let file = crate::root().join("target/bench-peers/results.jsonl");
+    let text = std::fs::read_to_string(&file).unwrap_or_default();
+    let mut rows: Vec<Row> = Vec::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let row: Row = serde_json::from_str(line).map_err(|e| {
+            anyhow::anyhow!("{}: a line does not read as a run: {e}", file.display())
+        })?;
+        rows.retain(|r| {
+            (&r.workload, &r.peer, &r.setting) != (&row.workload, &row.peer, &row.setting)
+        });
+        rows.push(row);
+    }
+    rows.sort_by_key(|r| (r.workload.clone(), r.setting.clone(), r.peer != "Weft"));
+    Ok(rows)
 }
 
 /// The versions and the bed, as the tables' preamble.
@@ -44,7 +65,7 @@ fn preamble(run_ms: u64, peers: &Path) -> String {
             .unwrap_or_default()
     };
     format!(
-        "Run {date} on {cpus} cores, {mem}; Weft `{commit}` (release), Argo Workflows \
+        "Tables written {date} (each column names its run) on {cpus} cores, {mem}; Weft `{commit}` (release), Argo Workflows \
          `{argo}` (`{peers}`), Kubernetes `{kube}`, etcd `{etcd}`, kwok `{kwok}`. Pods end \
          Succeeded {run_ms} ms after they run (kwok, 4 nodes); kube-scheduler at its defaults. \
          Settings: **defaults** = each controller as it ships (Weft 100 QPS / 200 burst, \
@@ -129,7 +150,7 @@ fn workload_table(rows: &[Row], key: &str, title: &str) -> Option<String> {
     s.push_str("\n|---|");
     s.push_str(&"---|".repeat(runs.len()));
     s.push('\n');
-    let figures: [Figure; 11] = [
+    let figures: [Figure; 12] = [
         ("completion, s", |r| format!("{:.1}", r.seconds)),
         ("workflows/min", |r| format!("{:.0}", r.workflows_per_min)),
         ("pods/min", |r| format!("{:.0}", r.pods_per_min)),
@@ -152,6 +173,10 @@ fn workload_table(rows: &[Row], key: &str, title: &str) -> Option<String> {
         }),
         ("controller log lines at error level", |r| {
             r.controller_error_lines.to_string()
+        }),
+        ("run at (UTC), Weft commit", |r| match r.at.is_empty() {
+            true => "2026-11-28, before the stamp (f0c7983)".into(),
+            false => format!("{} `{}`", r.at, r.commit),
         }),
     ];
     for (name, f) in figures {

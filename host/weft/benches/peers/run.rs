@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use futures::{StreamExt, stream};
 use kube::api::{DynamicObject, ListParams, PostParams};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::bed::{self, NAMESPACE, Peer, Setting};
 use crate::measure::{self, FirstPods};
@@ -16,8 +16,13 @@ use crate::workloads::{self, Workload};
 const DEADLINE: Duration = Duration::from_secs(3_600);
 
 /// Everything one run measured (a line of results.jsonl).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Row {
+    /// When the run ended (UTC, minutes) and Weft's commit.
+    #[serde(default)]
+    pub at: String,
+    #[serde(default)]
+    pub commit: String,
     pub workload: String,
     pub peer: String,
     pub setting: String,
@@ -99,6 +104,11 @@ async fn measured(
         })
         .collect();
     Ok(Row {
+        at: crate::report::sh("date -u +%Y-%m-%dT%H:%MZ"),
+        commit: crate::report::sh(&format!(
+            "git -C {} rev-parse --short HEAD",
+            crate::root().display()
+        )),
         workload: w.key.into(),
         peer: peer.name().into(),
         setting: setting.name().into(),

@@ -103,6 +103,10 @@ pub fn weft(name: &str, shape: Shape) -> Value {
     })
 }
 
+/// The most tasks one DAG template may have in Argo's CRD (`maxItems` of
+/// `templates[].dag.tasks` in manifests/base/crds/full).
+const ARGO_MAX_DAG_TASKS: usize = 200;
+
 /// The Argo Workflow `name` of `shape` (apiVersion argoproj.io/v1alpha1):
 /// a container template, and a DAG template over it unless the shape is
 /// one task.
@@ -129,6 +133,19 @@ pub fn argo(name: &str, shape: Shape) -> Value {
             vec![
                 json!({"name": "main", "dag": dag(outer, "group")}),
                 json!({"name": "group", "dag": dag(inner, "pod")}),
+                pod,
+            ]
+        }
+        // Argo's CRD allows at most 200 tasks in one DAG template: wider
+        // layers become `width` chains of `layers` tasks (the same
+        // dependencies: task i of a layer after task i of the one before),
+        // an outer DAG of chain templates.
+        Shape::Layers { layers, width } if layers * width > ARGO_MAX_DAG_TASKS => {
+            let outer = (0..width).map(|i| (format!("c{i}"), vec![])).collect();
+            let chain = Shape::Chain(layers).tasks();
+            vec![
+                json!({"name": "main", "dag": dag(outer, "chain")}),
+                json!({"name": "chain", "dag": dag(chain, "pod")}),
                 pod,
             ]
         }
