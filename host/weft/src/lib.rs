@@ -22,6 +22,7 @@ pub mod render;
 pub mod runtime;
 pub mod secrets;
 pub mod serve;
+pub mod store;
 pub mod telemetry;
 pub mod templates;
 pub mod webhook;

@@ -13,6 +13,7 @@ pub mod config;
 pub mod controller;
 pub mod cron;
 pub mod dev;
+pub mod io;
 pub mod list;
 pub mod logs;
 pub mod node;
@@ -103,6 +104,10 @@ pub enum Command {
     Approve(actions::GateArgs),
     /// Reject a Workflow's approval gate: it fails with the reason.
     Reject(actions::RejectArgs),
+    /// Move an artifact with a presigned URL: what a task pod runs to
+    /// download its inputs and upload its outputs (no store credentials).
+    #[command(subcommand)]
+    Io(io::IoCommand),
     /// Print one of Weft's CRDs (YAML), generated from the Rust types.
     Crd {
         /// `workflow`, `workflowtemplate` or `cronworkflow`.
@@ -191,6 +196,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Cron(cmd) => cron::run(cmd),
         Command::Logs(args) => logs::logs(args),
         Command::Cache(cmd) => cache::run(cmd),
+        Command::Io(cmd) => io::run(cmd),
         Command::Retry(a) => actions::run(a.target, Action::Retry { node: a.node }),
         Command::Resubmit(a) => actions::run(
             a.target,

@@ -1,0 +1,267 @@
+//! The pod's side of the data plane (`weft io`): moving one artifact with
+//! nothing but a presigned URL. Streams both ways, hashes on the way, and
+//! checks the digest the controller expects, so a pod never holds the
+//! store's credentials and never holds a whole file in memory.
+
+use std::path::{Path, PathBuf};
+
+use futures::StreamExt;
+use sha2::Digest as _;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::{Digest, Stored, archive};
+
+/// Whether an artifact is one file or a directory (a tar.zst object).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// Stored as the file's bytes.
+    File,
+    /// Stored as a tar archive compressed with zstd.
+    Directory,
+}
+
+/// What went wrong moving an artifact, naming it.
+#[derive(Debug, thiserror::Error)]
+#[error("artifact {artifact}: {message}")]
+pub struct TransferError {
+    /// The artifact's name (or path when unnamed).
+    pub artifact: String,
+    /// What happened, with the store's answer when it answered.
+    pub message: String,
+    /// Whether the store is at fault (retryable), not the task.
+    pub store_fault: bool,
+}
+
+/// One HTTP client for the process (connections are reused).
+fn client() -> reqwest::Client {
+    static CLIENT: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
+    super::tls_provider();
+    CLIENT.get_or_init(reqwest::Client::new).clone()
+}
+
+fn task_fault(artifact: &str, message: String) -> TransferError {
+    TransferError {
+        artifact: artifact.into(),
+        message,
+        store_fault: false,
+    }
+}
+
+fn store_fault(artifact: &str, message: String) -> TransferError {
+    TransferError {
+        artifact: artifact.into(),
+        message,
+        store_fault: true,
+    }
+}
+
+/// Uploads `path` (a file, or a directory as tar.zst) to the presigned
+/// PUT `url` (`file://` under the local runner); returns its kind, size
+/// and digest. A path that does not exist is the task's fault.
+pub async fn upload(
+    artifact: &str,
+    path: &Path,
+    url: &url::Url,
+) -> Result<(Kind, Stored), TransferError> {
+    let meta = tokio::fs::metadata(path).await.map_err(|e| {
+        task_fault(
+            artifact,
+            format!("output path {} does not exist: {e}", path.display()),
+        )
+    })?;
+    let (kind, file, _tmp) = if meta.is_dir() {
+        let tmp = tempfile::NamedTempFile::new()
+            .map_err(|e| store_fault(artifact, format!("temporary file: {e}")))?;
+        let (dir, out) = (
+            path.to_path_buf(),
+            tmp.reopen()
+                .map_err(|e| store_fault(artifact, e.to_string()))?,
+        );
+        tokio::task::spawn_blocking(move || archive::pack_dir(&dir, std::io::BufWriter::new(out)))
+            .await
+            .map_err(|e| store_fault(artifact, e.to_string()))?
+            .map_err(|e| task_fault(artifact, format!("archive {}: {e}", path.display())))?;
+        (Kind::Directory, tmp.path().to_path_buf(), Some(tmp))
+    } else {
+        (Kind::File, path.to_path_buf(), None)
+    };
+    let stored = put(artifact, &file, url).await?;
+    Ok((kind, stored))
+}
+
+/// Streams `file` to `url`, hashing it on the way.
+async fn put(artifact: &str, file: &Path, url: &url::Url) -> Result<Stored, TransferError> {
+    let size = tokio::fs::metadata(file)
+        .await
+        .map_err(|e| store_fault(artifact, e.to_string()))?
+        .len();
+    if url.scheme() == "file" {
+        let to = url
+            .to_file_path()
+            .map_err(|()| task_fault(artifact, format!("bad file URL {url}")))?;
+        return copy_local(artifact, file, &to).await;
+    }
+    let f = tokio::fs::File::open(file)
+        .await
+        .map_err(|e| store_fault(artifact, e.to_string()))?;
+    let hasher = std::sync::Arc::new(std::sync::Mutex::new(sha2::Sha256::new()));
+    let h = hasher.clone();
+    let body = tokio_util::io::ReaderStream::with_capacity(f, 1 << 20).map(move |chunk| {
+        if let Ok(c) = &chunk {
+            h.lock().expect("hasher").update(c);
+        }
+        chunk
+    });
+    let answer = client()
+        .put(url.as_str())
+        .header(reqwest::header::CONTENT_LENGTH, size)
+        .body(reqwest::Body::wrap_stream(body))
+        .send()
+        .await
+        .map_err(|e| store_fault(artifact, format!("upload: {e}")))?;
+    check(artifact, "upload", answer).await?;
+    let hasher = std::mem::take(&mut *hasher.lock().expect("hasher"));
+    Ok(Stored {
+        size,
+        digest: Digest::from_hasher(hasher),
+    })
+}
+
+/// Downloads the presigned GET `url` to `path` (a file, or a directory
+/// unpacked from tar.zst), checking the digest when one is expected.
+pub async fn download(
+    artifact: &str,
+    url: &url::Url,
+    path: &Path,
+    kind: Kind,
+    expect: Option<&Digest>,
+) -> Result<Stored, TransferError> {
+    if let Some(parent) = path.parent() {
+        tokio::fs::create_dir_all(parent)
+            .await
+            .map_err(|e| task_fault(artifact, format!("create {}: {e}", parent.display())))?;
+    }
+    let target: PathBuf = match kind {
+        Kind::File => path.to_path_buf(),
+        Kind::Directory => path.with_extension("weft-download.tar.zst"),
+    };
+    let stored = get(artifact, url, &target).await?;
+    if let Some(want) = expect.filter(|d| **d != stored.digest) {
+        let _ = tokio::fs::remove_file(&target).await;
+        return Err(store_fault(
+            artifact,
+            format!(
+                "digest mismatch: the store served {}, expected {want}",
+                stored.digest
+            ),
+        ));
+    }
+    if kind == Kind::Directory {
+        let (from, to) = (target.clone(), path.to_path_buf());
+        let unpacked = tokio::task::spawn_blocking(move || {
+            let f = std::fs::File::open(&from)?;
+            archive::unpack_dir(std::io::BufReader::new(f), &to)
+        })
+        .await
+        .map_err(|e| store_fault(artifact, e.to_string()))?;
+        let _ = tokio::fs::remove_file(&target).await;
+        unpacked
+            .map_err(|e| task_fault(artifact, format!("unpack into {}: {e}", path.display())))?;
+    }
+    Ok(stored)
+}
+
+async fn get(artifact: &str, url: &url::Url, to: &Path) -> Result<Stored, TransferError> {
+    if url.scheme() == "file" {
+        let from = url
+            .to_file_path()
+            .map_err(|()| task_fault(artifact, format!("bad file URL {url}")))?;
+        return copy_local(artifact, &from, to).await;
+    }
+    let answer = client()
+        .get(url.as_str())
+        .send()
+        .await
+        .map_err(|e| store_fault(artifact, format!("download: {e}")))?;
+    let answer = check(artifact, "download", answer).await?;
+    let mut out = tokio::fs::File::create(to)
+        .await
+        .map_err(|e| task_fault(artifact, format!("create {}: {e}", to.display())))?;
+    let (mut hasher, mut size) = (sha2::Sha256::new(), 0u64);
+    let mut chunks = answer.bytes_stream();
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.map_err(|e| store_fault(artifact, format!("download: {e}")))?;
+        hasher.update(&chunk);
+        size += chunk.len() as u64;
+        out.write_all(&chunk)
+            .await
+            .map_err(|e| task_fault(artifact, format!("write {}: {e}", to.display())))?;
+    }
+    out.flush()
+        .await
+        .map_err(|e| task_fault(artifact, e.to_string()))?;
+    Ok(Stored {
+        size,
+        digest: Digest::from_hasher(hasher),
+    })
+}
+
+/// The store's refusal as an error naming its status and what it said
+/// (S3 answers XML with a Code and a Message: an expired URL says
+/// `AccessDenied` / `Request has expired`).
+async fn check(
+    artifact: &str,
+    op: &str,
+    answer: reqwest::Response,
+) -> Result<reqwest::Response, TransferError> {
+    let status = answer.status();
+    if status.is_success() {
+        return Ok(answer);
+    }
+    let body = answer.text().await.unwrap_or_default();
+    let said: String = body.chars().take(300).collect();
+    let message = format!("{op} refused by the store: HTTP {status}: {}", said.trim());
+    // 404 on a download is a missing input: the task's inputs are wrong.
+    if status == reqwest::StatusCode::NOT_FOUND {
+        return Err(task_fault(artifact, message));
+    }
+    Err(store_fault(artifact, message))
+}
+
+/// The local runner's transfer: a streamed copy with its digest.
+async fn copy_local(artifact: &str, from: &Path, to: &Path) -> Result<Stored, TransferError> {
+    if let Some(parent) = to.parent() {
+        tokio::fs::create_dir_all(parent)
+            .await
+            .map_err(|e| store_fault(artifact, e.to_string()))?;
+    }
+    let mut src = tokio::fs::File::open(from)
+        .await
+        .map_err(|e| task_fault(artifact, format!("open {}: {e}", from.display())))?;
+    let mut dst = tokio::fs::File::create(to)
+        .await
+        .map_err(|e| store_fault(artifact, format!("create {}: {e}", to.display())))?;
+    let (mut hasher, mut size, mut buf) = (sha2::Sha256::new(), 0u64, vec![0u8; 1 << 20]);
+    loop {
+        let n = src
+            .read(&mut buf)
+            .await
+            .map_err(|e| store_fault(artifact, e.to_string()))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        size += n as u64;
+        dst.write_all(&buf[..n])
+            .await
+            .map_err(|e| store_fault(artifact, e.to_string()))?;
+    }
+    dst.flush()
+        .await
+        .map_err(|e| store_fault(artifact, e.to_string()))?;
+    Ok(Stored {
+        size,
+        digest: Digest::from_hasher(hasher),
+    })
+}
