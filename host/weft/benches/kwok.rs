@@ -35,26 +35,11 @@ use weft::api::{Workflow, WorkflowResourceSpec};
 
 const CONTROLLER: &str = "weft-controller";
 
-/// CPU seconds and peak RSS (MiB) of a process, from /proc.
-fn usage(pid: u32) -> (f64, f64) {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let fields: Vec<&str> = stat.rsplit(") ").next().unwrap_or("").split(' ').collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    // utime and stime are fields 14 and 15 (11 and 12 after the name).
-    let cpu = (ticks(11) + ticks(12)) / 100.0;
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let hwm = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .unwrap_or(0.0);
-    (cpu, hwm / 1024.0)
-}
+/// CPU seconds and peak RSS from /proc, as the peers bench measures them.
+#[allow(dead_code)]
+#[path = "peers/measure.rs"]
+mod measure;
+use measure::usage;
 
 /// The controller's requests by verb, from the audit log, since `skip`
 /// lines; returns them and the new line count.

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use futures::StreamExt;
 use sha2::Digest as _;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 use super::{Digest, Stored, archive};
 
@@ -100,7 +100,7 @@ async fn put(artifact: &str, file: &Path, url: &url::Url) -> Result<Stored, Tran
         let to = url
             .to_file_path()
             .map_err(|()| task_fault(artifact, format!("bad file URL {url}")))?;
-        return copy_local(artifact, file, &to).await;
+        return copy_local(artifact, file, &to, true).await;
     }
     let f = tokio::fs::File::open(file)
         .await
@@ -177,7 +177,7 @@ async fn get(artifact: &str, url: &url::Url, to: &Path) -> Result<Stored, Transf
         let from = url
             .to_file_path()
             .map_err(|()| task_fault(artifact, format!("bad file URL {url}")))?;
-        return copy_local(artifact, &from, to).await;
+        return copy_local(artifact, &from, to, false).await;
     }
     let answer = client()
         .get(url.as_str())
@@ -185,26 +185,10 @@ async fn get(artifact: &str, url: &url::Url, to: &Path) -> Result<Stored, Transf
         .await
         .map_err(|e| store_fault(artifact, format!("download: {e}")))?;
     let answer = check(artifact, "download", answer).await?;
-    let mut out = tokio::fs::File::create(to)
-        .await
-        .map_err(|e| task_fault(artifact, format!("create {}: {e}", to.display())))?;
-    let (mut hasher, mut size) = (sha2::Sha256::new(), 0u64);
-    let mut chunks = answer.bytes_stream();
-    while let Some(chunk) = chunks.next().await {
-        let chunk = chunk.map_err(|e| store_fault(artifact, format!("download: {e}")))?;
-        hasher.update(&chunk);
-        size += chunk.len() as u64;
-        out.write_all(&chunk)
-            .await
-            .map_err(|e| task_fault(artifact, format!("write {}: {e}", to.display())))?;
-    }
-    out.flush()
-        .await
-        .map_err(|e| task_fault(artifact, e.to_string()))?;
-    Ok(Stored {
-        size,
-        digest: Digest::from_hasher(hasher),
-    })
+    let chunks = answer
+        .bytes_stream()
+        .map(|c| c.map_err(|e| format!("download: {e}")));
+    write_hashed(artifact, chunks, to, false).await
 }
 
 /// The store's refusal as an error naming its status and what it said
@@ -229,37 +213,57 @@ async fn check(
     Err(store_fault(artifact, message))
 }
 
-/// The local runner's transfer: a streamed copy with its digest.
-async fn copy_local(artifact: &str, from: &Path, to: &Path) -> Result<Stored, TransferError> {
+/// The local runner's transfer: a streamed copy with its digest (the
+/// destination is the store on an upload, the task's disk on a download).
+async fn copy_local(
+    artifact: &str,
+    from: &Path,
+    to: &Path,
+    to_store: bool,
+) -> Result<Stored, TransferError> {
     if let Some(parent) = to.parent() {
         tokio::fs::create_dir_all(parent)
             .await
             .map_err(|e| store_fault(artifact, e.to_string()))?;
     }
-    let mut src = tokio::fs::File::open(from)
+    let src = tokio::fs::File::open(from)
         .await
         .map_err(|e| task_fault(artifact, format!("open {}: {e}", from.display())))?;
-    let mut dst = tokio::fs::File::create(to)
-        .await
-        .map_err(|e| store_fault(artifact, format!("create {}: {e}", to.display())))?;
-    let (mut hasher, mut size, mut buf) = (sha2::Sha256::new(), 0u64, vec![0u8; 1 << 20]);
-    loop {
-        let n = src
-            .read(&mut buf)
-            .await
-            .map_err(|e| store_fault(artifact, e.to_string()))?;
-        if n == 0 {
-            break;
+    let chunks = tokio_util::io::ReaderStream::with_capacity(src, 1 << 20)
+        .map(|c| c.map_err(|e| format!("read: {e}")));
+    write_hashed(artifact, chunks, to, to_store).await
+}
+
+/// Writes `chunks` to the file `to`, hashing them on the way. A chunk that
+/// fails is the store's fault; a write that fails is the store's when
+/// `to_store`, else the task's.
+async fn write_hashed(
+    artifact: &str,
+    chunks: impl futures::Stream<Item = Result<bytes::Bytes, String>>,
+    to: &Path,
+    to_store: bool,
+) -> Result<Stored, TransferError> {
+    let write_fault = |m: String| {
+        if to_store {
+            store_fault(artifact, m)
+        } else {
+            task_fault(artifact, m)
         }
-        hasher.update(&buf[..n]);
-        size += n as u64;
-        dst.write_all(&buf[..n])
-            .await
-            .map_err(|e| store_fault(artifact, e.to_string()))?;
-    }
-    dst.flush()
+    };
+    let mut out = tokio::fs::File::create(to)
         .await
-        .map_err(|e| store_fault(artifact, e.to_string()))?;
+        .map_err(|e| write_fault(format!("create {}: {e}", to.display())))?;
+    let (mut hasher, mut size) = (sha2::Sha256::new(), 0u64);
+    let mut chunks = std::pin::pin!(chunks);
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.map_err(|m| store_fault(artifact, m))?;
+        hasher.update(&chunk);
+        size += chunk.len() as u64;
+        out.write_all(&chunk)
+            .await
+            .map_err(|e| write_fault(format!("write {}: {e}", to.display())))?;
+    }
+    out.flush().await.map_err(|e| write_fault(e.to_string()))?;
     Ok(Stored {
         size,
         digest: Digest::from_hasher(hasher),
