@@ -140,12 +140,16 @@ pub fn start(peer: Peer, setting: Setting, cluster: &RealCluster, peers: &Path) 
         .unwrap_or_else(|e| panic!("start {}'s controller: {e}", peer.name()));
     cluster.adopt(child.id());
     if let Err(e) = wait_ready(peer, &child) {
-        let log = cluster.log("controller");
-        let tail: Vec<&str> = log.lines().rev().take(30).collect();
-        let tail: Vec<&str> = tail.into_iter().rev().collect();
-        panic!("{e}; its log ends:\n{}", tail.join("\n"));
+        panic!("{e}; its log ends:\n{}", log_tail(cluster, 30));
     }
     child
+}
+
+/// The last `n` lines of the controller's log, for a failed run's message.
+pub fn log_tail(cluster: &RealCluster, n: usize) -> String {
+    let log = cluster.log("controller");
+    let lines: Vec<&str> = log.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
 fn weft(setting: Setting) -> Command {

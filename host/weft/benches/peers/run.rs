@@ -58,10 +58,11 @@ pub async fn one(
     let _ = controller.kill();
     let _ = controller.wait();
     if result.is_err() {
-        let log = cluster.log("controller");
-        let tail: Vec<&str> = log.lines().rev().take(20).collect();
-        eprintln!("[peers] {}'s controller log, last lines:", peer.name());
-        tail.iter().rev().for_each(|l| eprintln!("  {l}"));
+        let tail = bed::log_tail(&cluster, 20);
+        eprintln!(
+            "[peers] {}'s controller log, last lines:\n{tail}",
+            peer.name()
+        );
     }
     cluster.stop();
     result
