@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
+use crate::artifacts::ResolvedInput;
 use crate::spec::TaskSpec;
 
 pub use crate::spec::cache::CacheSpec;
@@ -19,16 +20,24 @@ pub use crate::spec::cache::CacheSpec;
 pub fn key(
     task: &TaskSpec,
     inputs: &Map<String, Value>,
+    artifacts: &[ResolvedInput],
     cache: &CacheSpec,
     plugin: Option<&str>,
 ) -> String {
-    let doc = serde_json::json!({
+    // Input artifacts count by content (their digests, in declaration
+    // order), not by name, path or key: the same file under another name
+    // is the same input. Absent when none, so older keys stay valid.
+    let contents: Vec<&str> = artifacts.iter().map(|a| a.cache_identity()).collect();
+    let mut doc = serde_json::json!({
         "type": task.task_type,
         "config": task.config,
         "inputs": inputs,
         "version": cache.version,
         "plugin": if cache.include_plugin { plugin } else { None },
     });
+    if !contents.is_empty() {
+        doc["artifacts"] = contents.into();
+    }
     let digest = Sha256::digest(doc.to_string().as_bytes());
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -9,6 +9,7 @@
 //! and benchmarked at 10,000 nodes.
 
 pub mod actions;
+pub mod artifacts;
 pub mod cache;
 pub mod compile;
 pub mod compiled;

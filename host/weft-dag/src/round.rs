@@ -37,6 +37,8 @@ pub struct TaskRequest<'a> {
     pub task: &'a TaskSpec,
     /// The resolved inputs.
     pub inputs: &'a Map<String, Value>,
+    /// The task's input artifacts, resolved (empty when aborting).
+    pub artifacts: &'a [crate::artifacts::ResolvedInput],
     /// The plugin version the node is pinned to, once it has started.
     pub plugin: Option<&'a PluginRef>,
     /// The attempt's resource, once known.
@@ -182,6 +184,8 @@ pub struct CacheRequest<'a> {
     pub task: &'a TaskSpec,
     /// The resolved inputs.
     pub inputs: &'a Map<String, Value>,
+    /// The resolved input artifacts (their digests are part of the key).
+    pub artifacts: &'a [crate::artifacts::ResolvedInput],
     /// The node's cache settings.
     pub cache: &'a CacheSpec,
     /// The plugin that served the task (on store), for `includePlugin`.

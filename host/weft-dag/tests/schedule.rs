@@ -140,7 +140,7 @@ impl Executor for Script {
         &mut self,
         req: &weft_dag::schedule::CacheRequest<'_>,
     ) -> Option<weft_dag::cache::CacheEntry> {
-        let k = weft_dag::cache::key(req.task, req.inputs, req.cache, None);
+        let k = weft_dag::cache::key(req.task, req.inputs, req.artifacts, req.cache, None);
         let e = self.cache.get(&k)?;
         e.fresh(req.cache.max_age(), req.now).then(|| e.clone())
     }
@@ -150,7 +150,7 @@ impl Executor for Script {
         req: &weft_dag::schedule::CacheRequest<'_>,
         outputs: &Map<String, Value>,
     ) {
-        let k = weft_dag::cache::key(req.task, req.inputs, req.cache, None);
+        let k = weft_dag::cache::key(req.task, req.inputs, req.artifacts, req.cache, None);
         let entry = weft_dag::cache::CacheEntry {
             task_type: req.task.task_type.clone(),
             version: req.cache.version.clone(),

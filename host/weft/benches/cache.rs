@@ -74,7 +74,7 @@ async fn main() -> anyhow::Result<()> {
         .map(|i| Map::from_iter([("i".to_string(), json!(i))]))
         .collect();
     let now = SystemTime::now();
-    let k0 = key(&task, &inputs[0], &spec, None);
+    let k0 = key(&task, &inputs[0], &[], &spec, None);
     while cache.lookup("default", "pod", &k0, None, now).is_none() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -82,10 +82,10 @@ async fn main() -> anyhow::Result<()> {
     for _ in 0..PASSES {
         for i in &inputs {
             let t = Instant::now();
-            std::hint::black_box(key(&task, i, &spec, None));
+            std::hint::black_box(key(&task, i, &[], &spec, None));
             digests.push(t.elapsed());
             let t = Instant::now();
-            let k = key(&task, i, &spec, None);
+            let k = key(&task, i, &[], &spec, None);
             let hit = cache.lookup("default", "pod", &k, spec.max_age(), now);
             lookups.push(t.elapsed());
             anyhow::ensure!(hit.is_some(), "a miss for {k}");

@@ -16,6 +16,7 @@ pub mod hotload;
 pub mod kubeclient;
 pub mod metrics;
 pub mod node;
+pub mod pod_io;
 pub mod pod_secrets;
 pub mod profiling;
 pub mod render;

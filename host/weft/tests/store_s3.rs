@@ -7,77 +7,12 @@ mod common;
 
 use std::path::Path;
 use std::process::Command;
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use object_store::signer::Method;
-use weft::store::{ArtifactRepository, Credentials, S3Repository, Store, StoreError, attempt_key};
+use weft::store::{Credentials, Store, StoreError, attempt_key};
 
-/// The file's SeaweedFS: its directory (kept until the process ends),
-/// endpoint and admin credentials.
-struct Seaweed {
-    dir: std::path::PathBuf,
-    endpoint: String,
-    credentials: Credentials,
-}
-
-static SERVER: OnceLock<Seaweed> = OnceLock::new();
-
-fn script() -> std::path::PathBuf {
-    common::root().join("tests/support/seaweedfs.sh")
-}
-
-fn server() -> &'static Seaweed {
-    SERVER.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap().keep();
-        let out = Command::new("bash")
-            .arg(script())
-            .arg("start")
-            .arg(&dir)
-            .env("WEFT_S3_WATCH_PID", std::process::id().to_string())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "seaweedfs: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let endpoint = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        let env = std::fs::read_to_string(dir.join("credentials.env")).unwrap();
-        let get = |k: &str| {
-            env.lines()
-                .find_map(|l| l.strip_prefix(&format!("{k}=")))
-                .unwrap()
-                .to_string()
-        };
-        let credentials = Credentials {
-            access_key_id: get("AWS_ACCESS_KEY_ID"),
-            secret_access_key: get("AWS_SECRET_ACCESS_KEY"),
-        };
-        Seaweed {
-            dir,
-            endpoint,
-            credentials,
-        }
-    })
-}
-
-fn repo(bucket: &str) -> ArtifactRepository {
-    ArtifactRepository {
-        s3: Some(S3Repository {
-            endpoint: Some(server().endpoint.clone()),
-            bucket: bucket.into(),
-            prefix: "weft".into(),
-            insecure: true,
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
-fn store(bucket: &str) -> Store {
-    Store::open(&repo(bucket), Some(&server().credentials)).unwrap()
-}
+use common::s3::{repo, store};
 
 /// curl with a URL only (no credentials): its HTTP status. The body goes
 /// to `-o FILE` when the arguments name one, else nowhere.
@@ -171,7 +106,7 @@ async fn presigned_urls_move_bytes_for_one_key_only_and_expire() {
     let other = get.as_str().replace("/extract/1/rows", "/extract/1/other");
     assert_eq!(curl(&[&other]), 403);
     // No signature, no access.
-    let bare = format!("{}/presigned/weft/{key}", server().endpoint);
+    let bare = format!("{}/presigned/weft/{key}", common::s3::server().endpoint);
     assert_eq!(curl(&[&bare]), 403);
     // An expired URL is refused.
     let short = s
@@ -185,7 +120,7 @@ async fn presigned_urls_move_bytes_for_one_key_only_and_expire() {
 #[tokio::test]
 async fn wrong_credentials_and_a_missing_file_name_the_key_and_the_repository() {
     let wrong = Credentials {
-        access_key_id: server().credentials.access_key_id.clone(),
+        access_key_id: common::s3::server().credentials.access_key_id.clone(),
         secret_access_key: "nope".into(),
     };
     let s = Store::open(&repo("refused"), Some(&wrong)).unwrap();
@@ -206,7 +141,7 @@ async fn wrong_credentials_and_a_missing_file_name_the_key_and_the_repository() 
     assert!(err.contains("open /nonexistent/file"), "{err}");
     let err = Store::open(&repo("refused"), None).unwrap_err().to_string();
     assert!(err.contains("no credentials"), "{err}");
-    let _ = &server().dir;
+    let _ = &common::s3::server().dir;
 }
 
 /// Runs the built `weft io` as a pod would: (success, stdout, stderr).

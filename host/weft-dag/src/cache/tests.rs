@@ -20,6 +20,7 @@ fn the_key_follows_type_config_inputs_and_version_only() {
     let base = key(
         &task(json!({"image": "i"})),
         &inputs,
+        &[],
         &spec("1", false),
         None,
     );
@@ -29,6 +30,7 @@ fn the_key_follows_type_config_inputs_and_version_only() {
         key(
             &task(json!({"image": "i"})),
             &reordered,
+            &[],
             &spec("1", false),
             Some("sha256:p")
         )
@@ -39,24 +41,28 @@ fn the_key_follows_type_config_inputs_and_version_only() {
         key(
             &task(json!({"image": "j"})),
             &inputs,
+            &[],
             &spec("1", false),
             None,
         ),
         key(
             &task(json!({"image": "i"})),
             &changed_input,
+            &[],
             &spec("1", false),
             None,
         ),
         key(
             &task(json!({"image": "i"})),
             &inputs,
+            &[],
             &spec("2", false),
             None,
         ),
         key(
             &task(json!({"image": "i"})),
             &inputs,
+            &[],
             &spec("1", true),
             Some("sha256:p"),
         ),
@@ -77,4 +83,27 @@ fn max_age_limits_use_and_the_writers_age_collects() {
     assert!(e.fresh(Some(Duration::from_secs(600)), now));
     assert!(!e.fresh(Some(Duration::from_secs(60)), now));
     assert!(e.expired(now));
+}
+
+#[test]
+fn input_artifacts_count_by_content_not_by_name() {
+    use crate::artifacts::{ArtifactRef, ArtifactSource, ResolvedInput};
+    let art = |name: &str, digest: &str| ResolvedInput {
+        name: name.into(),
+        path: format!("/in/{name}"),
+        source: ArtifactSource::Stored(ArtifactRef {
+            key: format!("ns/wf-{name}/uid/a/0/{name}"),
+            digest: digest.into(),
+            size: 1,
+            kind: "file".into(),
+        }),
+    };
+    let inputs = Map::new();
+    let t = task(json!({"image": "i"}));
+    let k = |a: &[ResolvedInput]| key(&t, &inputs, a, &spec("1", false), None);
+    let base = k(&[art("data", "sha256:aa")]);
+    assert_eq!(base, k(&[art("renamed", "sha256:aa")]));
+    assert_ne!(base, k(&[art("data", "sha256:bb")]));
+    assert_ne!(base, k(&[]));
+    assert_eq!(k(&[]), key(&t, &inputs, &[], &spec("1", false), None));
 }

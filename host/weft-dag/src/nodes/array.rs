@@ -58,6 +58,7 @@ impl Handler for Array {
                     attempt: item.attempts - 1,
                     task: &array.task,
                     inputs: &empty,
+                    artifacts: &[],
                     plugin: st.plugin.as_ref(),
                     resource: None,
                 });
@@ -212,6 +213,14 @@ pub(crate) fn drive_array<E: Executor>(
             .entry("item")
             .or_insert_with(|| over.get(idx).cloned().unwrap_or(Value::Null));
         inputs.entry("index").or_insert_with(|| idx.into());
+        let artifacts = match crate::artifacts::resolve(&array.task, &item_scope) {
+            Ok(a) => a,
+            Err(e) => {
+                item.phase = NodePhase::Failed;
+                item.message = Some(e);
+                continue;
+            }
+        };
         if start {
             item.attempts += 1;
             item.phase = NodePhase::Running;
@@ -225,6 +234,7 @@ pub(crate) fn drive_array<E: Executor>(
             attempt: item.attempts - 1,
             task: &array.task,
             inputs: &inputs,
+            artifacts: &artifacts,
             plugin: plugin.as_ref(),
             resource: None,
         };

@@ -98,9 +98,15 @@ pub fn check(n: &NodeSpec, cx: &CheckContext<'_>, p: &mut Problems) -> Kind {
 /// The `${...}` expressions a kind reads besides the node's inputs, with
 /// their fields (they may only use the node's dependencies).
 pub fn expressions(n: &NodeSpec) -> Vec<(&'static str, String)> {
-    match (&n.array, &n.workflow) {
+    let mut out = match (&n.array, &n.workflow) {
         (Some(a), _) => array::expressions(a),
         (_, Some(w)) => subworkflow::expressions(w),
         _ => Vec::new(),
+    };
+    let tasks = [n.task.as_ref(), n.array.as_ref().map(|a| &a.task)];
+    for t in tasks.into_iter().flatten() {
+        let from = crate::artifacts::expressions(t);
+        out.extend(from.map(|e| ("task.inputs.artifacts", e)));
     }
+    out
 }

@@ -64,6 +64,7 @@ impl Handler for Task {
             attempt: st.attempts - 1,
             task,
             inputs: &empty,
+            artifacts: &[],
             plugin: st.plugin.as_ref(),
             resource: st.resource.as_ref(),
         });
@@ -111,13 +112,17 @@ pub(crate) fn served_from_cache<E: Executor>(
         return false;
     };
     // Inputs that do not resolve fail in the attempt, with the reason.
-    let Ok(inputs) = r.resolve_inputs(spec, scope) else {
+    let (Ok(inputs), Ok(artifacts)) = (
+        r.resolve_inputs(spec, scope),
+        crate::artifacts::resolve(task, scope),
+    ) else {
         return false;
     };
     let req = CacheRequest {
         node_id: &n.id,
         task,
         inputs: &inputs,
+        artifacts: &artifacts,
         cache,
         plugin: None,
         now: r.input.now,
@@ -149,11 +154,15 @@ fn remember<E: Executor>(
     let (Some(task), Ok(inputs)) = (&spec.task, r.resolve_inputs(spec, scope)) else {
         return;
     };
+    let Ok(artifacts) = crate::artifacts::resolve(task, scope) else {
+        return;
+    };
     let empty = serde_json::Map::new();
     let req = CacheRequest {
         node_id: &spec.id,
         task,
         inputs: &inputs,
+        artifacts: &artifacts,
         cache,
         plugin,
         now: r.input.now,
@@ -178,12 +187,17 @@ pub(crate) fn run_task<E: Executor>(
         Ok(i) => i,
         Err(e) => return r.fail(&n.id, st, "InputError", format!("inputs: {e}")),
     };
+    let artifacts = match crate::artifacts::resolve(task, scope) {
+        Ok(a) => a,
+        Err(e) => return r.fail(&n.id, st, "InputError", e),
+    };
     let req = TaskRequest {
         node_id: &n.id,
         item: None,
         attempt: st.attempts.saturating_sub(1),
         task,
         inputs: &inputs,
+        artifacts: &artifacts,
         plugin: st.plugin.as_ref(),
         resource: st.resource.as_ref(),
     };
@@ -203,6 +217,9 @@ pub fn check_task(n: &NodeSpec, t: &TaskSpec, at: &str, cx: &CheckContext<'_>, p
     let id = Some(n.id.as_str());
     for (i, why) in secret_problems(&t.secrets) {
         p.add(id, &format!("{at}.secrets[{i}]"), why);
+    }
+    for (field, why) in crate::artifacts::problems(t) {
+        p.add(id, &format!("{at}.{field}"), why);
     }
     let field = format!("{at}.type");
     if t.task_type.is_empty() {

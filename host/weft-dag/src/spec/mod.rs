@@ -8,6 +8,7 @@ use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+pub mod artifacts;
 pub mod cache;
 pub mod inputs;
 pub mod lifecycle;
@@ -267,6 +268,20 @@ pub struct TaskSpec {
     /// never reach a plugin, the Workflow's status or the logs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub secrets: Vec<SecretRef>,
+    /// Input artifacts, downloaded before the task runs (a pod's main
+    /// container; see `docs/artifacts.md`).
+    #[serde(default, skip_serializing_if = "artifacts::TaskInputs::is_empty")]
+    pub inputs: artifacts::TaskInputs,
+    /// Output artifacts and parameters read from files, after it exits 0.
+    #[serde(default, skip_serializing_if = "artifacts::TaskOutputs::is_empty")]
+    pub outputs: artifacts::TaskOutputs,
+}
+
+impl TaskSpec {
+    /// Whether the task moves artifacts (and so needs the data plane).
+    pub fn has_io(&self) -> bool {
+        !self.inputs.is_empty() || !self.outputs.is_empty()
+    }
 }
 
 /// One key of a Secret in the workflow's namespace.

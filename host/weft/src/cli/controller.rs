@@ -117,6 +117,9 @@ pub struct ControllerArgs {
     /// shows the process's internals.
     #[arg(long, value_name = "ADDR", env = "WEFT_PROFILING_ADDR")]
     pub profiling_addr: Option<SocketAddr>,
+    /// Where tasks' artifacts go.
+    #[command(flatten)]
+    pub artifacts: super::artifacts::ArtifactArgs,
     /// Alpha and beta features on or off, `Name=true,Other=false`
     /// (Kubernetes' --feature-gates); `weft controller --print-config`
     /// lists them.
@@ -340,6 +343,10 @@ pub fn controller(args: ControllerArgs) -> anyhow::Result<ExitCode> {
         if args.install_crd {
             runtime::install_crd(&client).await?;
         }
+        let artifacts = args
+            .artifacts
+            .open(&client, &args.election.leader_elect_namespace, None)
+            .await?;
         let ready = Arc::new(serve::Readiness::default());
         let loader = (!args.no_hotload).then(|| {
             runtime::spawn_hotload(
@@ -410,6 +417,7 @@ pub fn controller(args: ControllerArgs) -> anyhow::Result<ExitCode> {
                 }),
                 sync_period: Some(args.sync_period),
                 gates: args.feature_gates.clone(),
+                artifacts,
             },
             grace: args.graceful_shutdown_timeout,
         };

@@ -67,6 +67,9 @@ pub struct DevArgs {
     /// The admission webhook.
     #[command(flatten)]
     pub webhook: DevWebhookArgs,
+    /// Where tasks' artifacts go (default: `artifacts/` of the data dir).
+    #[command(flatten)]
+    pub artifacts: super::artifacts::ArtifactArgs,
 }
 
 /// The admission webhook of `weft dev` and `weft run`: on by default,
@@ -116,6 +119,10 @@ pub fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
         )?;
         runtime::install_crd(&client).await?;
         args.webhook.start(&client, registry.clone()).await?;
+        let artifacts = args
+            .artifacts
+            .open(&client, &args.namespace, Some(&args.data_dir))
+            .await?;
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let (open, synced) = runtime::after_sync();
         let (ctx, controller) = runtime::spawn_controller_after(
@@ -127,6 +134,10 @@ pub fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
                 let _ = stop_rx.await;
             },
         );
+        // Before the controller's start gate opens: no round runs without it.
+        if let Some(io) = artifacts {
+            ctx.set_artifacts(io);
+        }
         let hotload = crate::hotload::HotloadConfig {
             namespaces: vec![args.namespace.clone()],
             workflow_namespace: None,

@@ -8,6 +8,7 @@ use crate::actions::Action;
 use crate::telemetry::LogFormat;
 
 pub mod actions;
+pub mod artifacts;
 pub mod cache;
 pub mod config;
 pub mod controller;
@@ -104,8 +105,9 @@ pub enum Command {
     Approve(actions::GateArgs),
     /// Reject a Workflow's approval gate: it fails with the reason.
     Reject(actions::RejectArgs),
-    /// Move an artifact with a presigned URL: what a task pod runs to
-    /// download its inputs and upload its outputs (no store credentials).
+    /// A task pod's side of the data plane: stage inputs (`init`), run
+    /// the command and upload outputs (`exec`), or move one artifact
+    /// (`get`, `put`), with presigned URLs only (no store credentials).
     #[command(subcommand)]
     Io(io::IoCommand),
     /// Print one of Weft's CRDs (YAML), generated from the Rust types.

@@ -63,6 +63,9 @@ pub struct RunArgs {
     /// The admission webhook (on the embedded dev cluster only).
     #[command(flatten)]
     pub webhook: super::dev::DevWebhookArgs,
+    /// Where tasks' artifacts go (default: `artifacts/` of the data dir).
+    #[command(flatten)]
+    pub artifacts: super::artifacts::ArtifactArgs,
 }
 
 /// What `weft run` reads from a file: one Workflow, and the
@@ -268,6 +271,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             };
             webhook.start(&client, registry.clone()).await?;
         }
+        let artifacts = args
+            .artifacts
+            .open(&client, &args.namespace, Some(&args.data_dir))
+            .await?;
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let (open, synced) = runtime::after_sync();
         let (ctx, controller) = runtime::spawn_controller_after(
@@ -279,6 +286,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 let _ = stop_rx.await;
             },
         );
+        // Before the controller's start gate opens: no round runs without it.
+        if let Some(io) = artifacts {
+            ctx.set_artifacts(io);
+        }
         let loader = args.hotload.then(|| {
             let config = crate::hotload::HotloadConfig {
                 namespaces: vec![args.namespace.clone()],

@@ -55,6 +55,9 @@ pub struct Settings {
     /// tasks' Secrets read so (`--impersonate-plugins`; `None`: as the
     /// controller itself).
     pub impersonation: Option<Arc<Impersonation>>,
+    /// The data plane: where tasks' artifacts go (`--artifact-repository`;
+    /// `None`: a task that declares artifacts fails, saying so).
+    pub artifacts: Option<Arc<crate::pod_io::PodIo>>,
 }
 
 impl Default for Settings {
@@ -69,6 +72,7 @@ impl Default for Settings {
             sync_period: None,
             gates: features::FeatureGates::default(),
             impersonation: None,
+            artifacts: None,
         }
     }
 }
@@ -115,6 +119,8 @@ pub struct Context {
     default_ttl: AtomicU64,
     sync_period: Option<Duration>,
     gates: features::FeatureGates,
+    /// The data plane (set at start, or by `weft dev` and tests).
+    artifacts: std::sync::RwLock<Option<Arc<crate::pod_io::PodIo>>>,
 }
 
 impl Context {
@@ -163,7 +169,21 @@ impl Context {
                 .into(),
             sync_period: settings.sync_period.filter(|p| !p.is_zero()),
             gates: settings.gates,
+            artifacts: settings.artifacts.into(),
         })
+    }
+
+    /// Moves tasks' artifacts through `io` from the next round on.
+    pub fn set_artifacts(&self, io: Arc<crate::pod_io::PodIo>) {
+        *self.artifacts.write().unwrap_or_else(|e| e.into_inner()) = Some(io);
+    }
+
+    /// The data plane, when there is one.
+    pub fn artifacts(&self) -> Option<Arc<crate::pod_io::PodIo>> {
+        self.artifacts
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Changes [`Settings::concurrency`] of a controller not yet running.

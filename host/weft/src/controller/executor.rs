@@ -10,6 +10,7 @@
 
 use std::sync::Arc;
 
+use crate::pod_io::{Attempt, IoProblem, PodIo};
 use crate::pod_secrets;
 use serde_json::{Map, Value};
 use weft_dag::TaskSpec;
@@ -85,6 +86,8 @@ pub struct PluginExecutor {
     pub cache_writes: Vec<super::cache::CacheWrite>,
     /// Web-API attempts in flight (none served without it).
     webapi: Option<Arc<super::webapi::WebApiTasks>>,
+    /// The data plane (no artifacts without it).
+    io: Option<Arc<PodIo>>,
 }
 
 /// How deep a Workflow is nested: its label, set on the children of
@@ -123,6 +126,67 @@ impl PluginExecutor {
             cache: None,
             cache_writes: Vec::new(),
             webapi: None,
+            io: None,
+        }
+    }
+
+    /// Move tasks' artifacts through `io`.
+    pub fn with_io(mut self, io: Option<Arc<PodIo>>) -> Self {
+        self.io = io;
+        self
+    }
+
+    fn node_name(req: &TaskRequest<'_>) -> String {
+        match req.item {
+            Some(i) => format!("{}-{i}", req.node_id),
+            None => req.node_id.to_string(),
+        }
+    }
+
+    /// Runs `then` with the attempt's data plane, or says why there is none.
+    fn with_attempt<T>(
+        &self,
+        req: &TaskRequest<'_>,
+        then: impl FnOnce(&PodIo, &Attempt<'_>) -> Result<T, IoProblem>,
+    ) -> Result<T, IoProblem> {
+        let Some(io) = &self.io else {
+            return Err(IoProblem {
+                reason: "NoArtifactRepository",
+                message: "the task declares artifacts, and this controller has no artifact repository (--artifact-repository)".into(),
+                system: false,
+            });
+        };
+        let node = Self::node_name(req);
+        let at = Attempt {
+            namespace: &self.namespace,
+            workflow: &self.workflow,
+            uid: &self.uid,
+            node: &node,
+            attempt: req.attempt,
+        };
+        then(io, &at)
+    }
+
+    /// After the plugin's verdict: outputs held to the plan, and a
+    /// store's fault counted as the platform's.
+    fn io_verdict(&self, req: &TaskRequest<'_>, observed: &Value, obs: &mut TaskObservation) {
+        match obs.state {
+            TaskState::Succeeded => {
+                let checked = self.with_attempt(req, |io, at| {
+                    io.check_outputs(at, req.task, obs.outputs.as_ref())
+                });
+                if let Err(p) = checked {
+                    *obs = TaskObservation::failed(p.system, p.system, p.reason, &p.message);
+                }
+            }
+            TaskState::Failed { .. } if crate::pod_io::store_fault(observed) => {
+                obs.state = TaskState::Failed {
+                    retryable: true,
+                    system: true,
+                };
+                obs.reason = Some("System:ArtifactStore".into());
+            }
+            _ => {}
         }
     }
 
@@ -198,7 +262,13 @@ impl PluginExecutor {
                 .ok()
                 .map(|p| plugin_ref(&p).digest),
         };
-        weft_dag::cache::key(req.task, req.inputs, req.cache, digest.as_deref())
+        weft_dag::cache::key(
+            req.task,
+            req.inputs,
+            req.artifacts,
+            req.cache,
+            digest.as_deref(),
+        )
     }
 
     /// This workflow's nesting depth and the deepest a child may be.
@@ -263,10 +333,7 @@ impl PluginExecutor {
     }
 
     fn context(&self, req: &TaskRequest<'_>) -> TaskContext {
-        let node = match req.item {
-            Some(i) => format!("{}-{i}", req.node_id),
-            None => req.node_id.to_string(),
-        };
+        let node = Self::node_name(req);
         TaskContext::for_attempt(
             &self.workflow,
             &self.uid,
@@ -539,6 +606,16 @@ impl Executor for PluginExecutor {
                 obs.plugin = Some(plugin_ref(&plugin));
                 return obs;
             }
+            if req.task.has_io() {
+                let prepared = self.with_attempt(req, |io, at| {
+                    io.prepare(&mut desired, at, req.task, req.artifacts)
+                });
+                if let Err(p) = prepared {
+                    let mut obs = TaskObservation::failed(p.system, p.system, p.reason, &p.message);
+                    obs.plugin = Some(plugin_ref(&plugin));
+                    return obs;
+                }
+            }
             self.applies.push(Apply {
                 plugin: plugin.name().to_string(),
                 object: desired,
@@ -581,6 +658,9 @@ impl Executor for PluginExecutor {
                 observation(info)
             }
         };
+        if req.task.has_io() {
+            self.io_verdict(req, &observed, &mut obs);
+        }
         if obs.state != TaskState::InProgress {
             self.children.forget(&key);
         }

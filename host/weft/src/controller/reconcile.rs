@@ -211,6 +211,7 @@ fn executor(cur: &Current, ctx: &Context) -> PluginExecutor {
     )
     .with_pins(pins)
     .with_webapi(ctx.webapi.clone())
+    .with_io(ctx.artifacts())
     .with_depth(depth.unwrap_or(0), ctx.max_depth())
     .with_shadow(ctx.shadow.clone())
     .with_cache(

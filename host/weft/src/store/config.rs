@@ -149,3 +149,52 @@ impl S3Repository {
         }
     }
 }
+
+/// The credentials of `repo`: for S3, the keys its Secrets name (read in
+/// `namespace`), else `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY` of
+/// the controller's environment; none for a local directory. A missing
+/// Secret or key is an error naming it.
+pub async fn credentials(
+    client: &kube::Client,
+    namespace: &str,
+    repo: &ArtifactRepository,
+) -> anyhow::Result<Option<Credentials>> {
+    let Some(s3) = &repo.s3 else {
+        return Ok(None);
+    };
+    let (Some(id), Some(secret)) = (&s3.access_key_secret, &s3.secret_key_secret) else {
+        let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        return Ok(env("AWS_ACCESS_KEY_ID")
+            .zip(env("AWS_SECRET_ACCESS_KEY"))
+            .map(|(access_key_id, secret_access_key)| Credentials {
+                access_key_id,
+                secret_access_key,
+            }));
+    };
+    Ok(Some(Credentials {
+        access_key_id: secret_key(client, namespace, id).await?,
+        secret_access_key: secret_key(client, namespace, secret).await?,
+    }))
+}
+
+async fn secret_key(
+    client: &kube::Client,
+    namespace: &str,
+    r: &SecretKeyRef,
+) -> anyhow::Result<String> {
+    let api: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(client.clone(), namespace);
+    let what = format!("artifact repository Secret {namespace}/{}", r.name);
+    let s = api
+        .get_opt(&r.name)
+        .await
+        .map_err(|e| anyhow::anyhow!("{what}: {e}"))?
+        .ok_or_else(|| anyhow::anyhow!("{what} does not exist"))?;
+    let bytes = s
+        .data
+        .and_then(|mut d| d.remove(&r.key))
+        .ok_or_else(|| anyhow::anyhow!("{what} has no key {:?}", r.key))?;
+    String::from_utf8(bytes.0)
+        .map(|v| v.trim().to_string())
+        .map_err(|_| anyhow::anyhow!("{what}: key {:?} is not UTF-8", r.key))
+}

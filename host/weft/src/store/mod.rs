@@ -8,9 +8,13 @@
 pub mod archive;
 mod config;
 mod key;
+pub mod plan;
+pub mod pod;
 pub mod transfer;
 
-pub use config::{ArtifactRepository, Credentials, LocalRepository, S3Repository, SecretKeyRef};
+pub use config::{
+    ArtifactRepository, Credentials, LocalRepository, S3Repository, SecretKeyRef, credentials,
+};
 pub use key::{Digest, attempt_key};
 
 use std::sync::Arc;

@@ -9,6 +9,7 @@ pub mod examples;
 pub mod install;
 pub mod k8s;
 pub mod loopback;
+pub mod s3;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -21,6 +22,24 @@ use kube::{
     runtime::watcher,
 };
 use weft::api::Workflow;
+
+/// The data plane `weft dev` has: a local directory, pods given this
+/// crate's `weft` binary (they run as processes on this machine).
+pub fn local_artifacts(dir: &Path) -> std::sync::Arc<weft::pod_io::PodIo> {
+    let repo = weft::store::ArtifactRepository {
+        local: Some(weft::store::LocalRepository {
+            path: dir.to_path_buf(),
+            prefix: String::new(),
+        }),
+        s3: None,
+    };
+    let store = weft::store::Store::open(&repo, None).expect("a local store");
+    std::sync::Arc::new(weft::pod_io::PodIo::new(
+        store,
+        env!("CARGO_BIN_EXE_weft"),
+        weft::pod_io::DEFAULT_IMAGE,
+    ))
+}
 
 /// The repository root.
 pub fn root() -> PathBuf {
@@ -81,6 +100,7 @@ impl Env {
                 let _ = rx.await;
             },
         );
+        ctx.set_artifacts(local_artifacts(&bed.dir.path().join("artifacts")));
         let (stop_hotload, hotload_rx) = tokio::sync::oneshot::channel::<()>();
         let loader = hotload.map(|config| {
             let (loader, _task) = weft::runtime::spawn_hotload(

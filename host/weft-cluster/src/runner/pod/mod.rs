@@ -272,26 +272,29 @@ fn expand_vars(s: &str, env: &[(String, String)]) -> String {
     out
 }
 
-/// Replaces `from` where it stands as a path of its own (`/data` in
-/// `cat /data/x` but not in `/srv/data` or the second half of `/data/data`).
-fn replace_path(s: &str, from: &str, to: &str) -> String {
+/// Replaces each `from` of `subst` (longest first) where it stands as a
+/// path of its own (`/data` in `cat /data/x` but not in `/srv/data` or the
+/// second half of `/data/data`), in one pass: what one replacement wrote
+/// is never matched again (a pod's directory may itself start with
+/// another mount path, e.g. `/work`).
+fn replace_paths(s: &str, subst: &[(String, String)]) -> String {
     let part = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-' | '/');
-    let mut out = String::new();
+    let mut out = String::with_capacity(s.len());
     let mut i = 0;
-    while let Some(off) = s[i..].find(from) {
-        let at = i + off;
-        let end = at + from.len();
-        let before_ok = s[..at].chars().next_back().is_none_or(|c| !part(c));
-        let after_ok = s[end..].chars().next().is_none_or(|c| c == '/' || !part(c));
-        out.push_str(&s[i..at]);
-        if before_ok && after_ok {
-            out.push_str(to);
-        } else {
-            out.push_str(from);
+    'at: while let Some(c) = s[i..].chars().next() {
+        let before_ok = s[..i].chars().next_back().is_none_or(|c| !part(c));
+        for (from, to) in subst.iter().filter(|_| before_ok) {
+            let end = i + from.len();
+            let after_ok = || s[end..].chars().next().is_none_or(|c| c == '/' || !part(c));
+            if s[i..].starts_with(from.as_str()) && after_ok() {
+                out.push_str(to);
+                i = end;
+                continue 'at;
+            }
         }
-        i = end;
+        out.push(c);
+        i += c.len_utf8();
     }
-    out.push_str(&s[i..]);
     out
 }
 
@@ -307,16 +310,33 @@ mod tests {
 
     #[test]
     fn path_rewrites() {
-        assert_eq!(replace_path("cat /data/data", "/data", "/v"), "cat /v/data");
+        let one = |s: &str, from: &str, to: &str| replace_paths(s, &[(from.into(), to.into())]);
+        assert_eq!(one("cat /data/data", "/data", "/v"), "cat /v/data");
         assert_eq!(
-            replace_path(
+            one(
                 "echo x > /dev/termination-log",
                 "/dev/termination-log",
                 "/p/t"
             ),
             "echo x > /p/t"
         );
-        assert_eq!(replace_path("/srv/data", "/data", "/v"), "/srv/data");
+        assert_eq!(one("/srv/data", "/data", "/v"), "/srv/data");
+        // One pass: a rewritten path is not rewritten again, even when the
+        // pod's directory itself starts with another mount path.
+        let subst = [
+            (
+                "/weft/io".to_string(),
+                "/work/node/pods/p/volumes/weft-io".to_string(),
+            ),
+            (
+                "/work".to_string(),
+                "/work/node/pods/p/volumes/work".to_string(),
+            ),
+        ];
+        assert_eq!(
+            replace_paths("/weft/io/bin/weft /work/in", &subst),
+            "/work/node/pods/p/volumes/weft-io/bin/weft /work/node/pods/p/volumes/work/in"
+        );
     }
 
     #[test]

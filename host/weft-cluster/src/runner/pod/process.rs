@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use super::{Ctr, Internal, PodRun, State, expand_vars, log_path, replace_path};
+use super::{Ctr, Internal, PodRun, State, expand_vars, log_path, replace_paths};
 use crate::meta;
 
 impl PodRun {
@@ -63,13 +63,7 @@ impl PodRun {
             subst.push((mp.to_string(), vdir.display().to_string()));
         }
         subst.sort_by_key(|(from, _)| std::cmp::Reverse(from.len()));
-        let rewrite = |s: &str| -> String {
-            let mut out = expand_vars(s, &env);
-            for (from, to) in &subst {
-                out = replace_path(&out, from, to);
-            }
-            out
-        };
+        let rewrite = |s: &str| -> String { replace_paths(&expand_vars(s, &env), &subst) };
         let mut argv: Vec<String> = c.spec["command"]
             .as_array()
             .into_iter()

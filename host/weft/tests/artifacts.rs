@@ -1,0 +1,307 @@
+//! Artifacts end to end (issue 42): workflows created with kubectl, a real
+//! `weft controller` process whose `--artifact-repository` is a real S3
+//! server (SeaweedFS, one for the file) with credentials from a Secret,
+//! and pods that move their files with `weft io` and presigned URLs only.
+//! On the dev cluster and, with `WEFT_TEST_CLUSTER=k8s`, on kube-apiserver
+//! with `weft node` running the pods.
+
+mod common;
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::ListParams;
+use serde_json::{Value, json};
+use weft::api::Workflow;
+use weft::store::Digest;
+use weft_dag::WorkflowPhase;
+use weft_dag::artifacts::ArtifactRef;
+
+/// A pod task whose main container mounts an `emptyDir` at /work and
+/// runs `script`, with `io` (the task's `inputs`/`outputs`) beside it.
+fn task(script: &str, io: Value) -> Value {
+    let mut t = json!({"type": "pod", "config": {"podSpec": {
+        "volumes": [{"name": "work", "emptyDir": {}}],
+        "containers": [{"name": "main", "image": "busybox:1.36",
+            "volumeMounts": [{"name": "work", "mountPath": "/work"}],
+            "command": ["sh", "-c", script]}]}}});
+    for (k, v) in io.as_object().unwrap() {
+        t[k] = v.clone();
+    }
+    t
+}
+
+fn from(node: &str, name: &str, path: &str) -> Value {
+    json!({"name": name, "path": path, "from": format!("${{nodes.{node}.outputs.artifacts.{name}}}")})
+}
+
+/// A bed, a bucket's repository file and its Secret, and a controller
+/// process using them.
+struct S3Bed {
+    bed: common::cluster::Bed,
+    store: weft::store::Store,
+    _controller: common::ControllerProcess,
+}
+
+async fn s3_bed(bucket: &str) -> S3Bed {
+    let bed = common::cluster::Bed::start().await;
+    let s3 = common::s3::server();
+    let mut repo = common::s3::repo(bucket);
+    let r = repo.s3.as_mut().unwrap();
+    r.access_key_secret = Some(weft::store::SecretKeyRef {
+        name: "s3-credentials".into(),
+        key: "accessKey".into(),
+    });
+    r.secret_key_secret = Some(weft::store::SecretKeyRef {
+        name: "s3-credentials".into(),
+        key: "secretKey".into(),
+    });
+    let file = bed.path("artifact-repository.yaml");
+    std::fs::write(&file, serde_yaml::to_string(&repo).unwrap()).unwrap();
+    let secret = json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "s3-credentials", "namespace": bed.ns},
+        "stringData": {"accessKey": s3.credentials.access_key_id,
+                       "secretKey": s3.credentials.secret_access_key}});
+    common::kubectl_ok(
+        &bed.kubeconfig,
+        &["apply", "-f", "-"],
+        Some(&secret.to_string()),
+    )
+    .await;
+    let controller = bed.controller(
+        "artifacts",
+        &[
+            "--artifact-repository",
+            file.to_str().unwrap(),
+            "--io-binary",
+            env!("CARGO_BIN_EXE_weft"),
+        ],
+    );
+    S3Bed {
+        store: common::s3::store(bucket),
+        bed,
+        _controller: controller,
+    }
+}
+
+impl S3Bed {
+    async fn create(&self, name: &str, nodes: Value) {
+        let wf = json!({"apiVersion": "weft.dev/v1alpha1", "kind": "Workflow",
+            "metadata": {"name": name, "namespace": self.bed.ns}, "spec": {"nodes": nodes}});
+        common::kubectl_ok(
+            &self.bed.kubeconfig,
+            &["create", "-f", "-"],
+            Some(&wf.to_string()),
+        )
+        .await;
+    }
+
+    async fn finish(&self, name: &str, secs: u64) -> Workflow {
+        let api: Api<Workflow> = Api::namespaced(self.bed.client.clone(), &self.bed.ns);
+        for _ in 0..secs * 5 {
+            if let Ok(w) = api.get(name).await
+                && w.status.as_ref().is_some_and(|s| s.phase.is_terminal())
+            {
+                return w;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        panic!(
+            "workflow {name} did not finish in {secs} s: {:#?}",
+            api.get(name).await.ok().and_then(|w| w.status)
+        );
+    }
+
+    async fn pods(&self, workflow: &str) -> Vec<Value> {
+        let api: Api<Pod> = Api::namespaced(self.bed.client.clone(), &self.bed.ns);
+        let lp = ListParams::default().labels(&format!("weft.dev/workflow={workflow}"));
+        let pods = api.list(&lp).await.unwrap().items;
+        pods.iter()
+            .map(|p| serde_json::to_value(p).unwrap())
+            .collect()
+    }
+}
+
+fn artifact(wf: &Workflow, node: &str, name: &str) -> ArtifactRef {
+    let st = common::node(wf, node);
+    let v = &st.outputs.as_ref().expect("outputs")["artifacts"][name];
+    serde_json::from_value(v.clone()).unwrap_or_else(|e| panic!("{node}.{name}: {e}: {v}"))
+}
+
+fn outputs(wf: &Workflow, node: &str) -> serde_json::Map<String, Value> {
+    common::node(wf, node).outputs.clone().unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pipeline_passes_a_large_file_and_a_directory_with_no_credentials_in_its_pods() {
+    let t = s3_bed("pipeline").await;
+    let make = task(
+        "head -c 209715200 /dev/urandom > /work/big.bin && mkdir -p /work/dir && \
+         for i in $(seq 1 1000); do echo \"file $i\" > /work/dir/f$i.txt; done && \
+         sha256sum /work/big.bin | cut -d' ' -f1 > /work/sha",
+        json!({"outputs": {"artifacts": [{"name": "big", "path": "/work/big.bin"}, {"name": "dir", "path": "/work/dir"}],
+                           "parameters": [{"name": "sha", "path": "/work/sha"}]}}),
+    );
+    let pass = task(
+        "cp /work/in.bin /work/out.bin && cp -rL /work/indir /work/outdir",
+        json!({"inputs": {"artifacts": [from("make", "big", "/work/in.bin"), from("make", "dir", "/work/indir")]},
+               "outputs": {"artifacts": [{"name": "big", "path": "/work/out.bin"}, {"name": "dir", "path": "/work/outdir"}]}}),
+    );
+    let check = task(
+        "env > /work/env.txt; s=$(sha256sum /work/big.bin | cut -d' ' -f1); n=$(ls /work/dir | wc -l); \
+         echo \"{\\\"sha\\\": \\\"$s\\\", \\\"files\\\": $n}\" > /dev/termination-log",
+        json!({"inputs": {"artifacts": [from("pass", "big", "/work/big.bin"), from("pass", "dir", "/work/dir")]},
+               "outputs": {"parameters": [{"name": "env", "path": "/work/env.txt"}]}}),
+    );
+    let nodes = json!([{"id": "make", "task": make},
+        {"id": "pass", "dependsOn": ["make"], "task": pass},
+        {"id": "check", "dependsOn": ["pass"], "task": check}]);
+    t.create("pipeline", nodes).await;
+    let wf = t.finish("pipeline", 300).await;
+    let status = wf.status.clone().unwrap();
+    assert_eq!(status.phase, WorkflowPhase::Succeeded, "{status:#?}");
+
+    // The file: the same bytes at every hop, as the store holds them.
+    let sha = outputs(&wf, "make")["sha"].as_str().unwrap().to_string();
+    let (made, passed) = (artifact(&wf, "make", "big"), artifact(&wf, "pass", "big"));
+    assert_eq!(made.digest, format!("sha256:{sha}"));
+    assert_eq!(passed.digest, made.digest);
+    assert_eq!(made.size, 200 << 20);
+    assert_eq!(made.kind, "file");
+    assert_eq!(outputs(&wf, "check")["sha"], sha.as_str());
+    let ns = &t.bed.ns;
+    let uid = wf.metadata.uid.clone().unwrap();
+    assert_eq!(made.key, format!("{ns}/pipeline/{uid}/make/0/big"));
+    // The directory: 1,000 files arrive; the archive's digest is the
+    // store's object's.
+    assert_eq!(outputs(&wf, "check")["files"], 1000);
+    let dir = artifact(&wf, "pass", "dir");
+    assert_eq!(dir.kind, "directory");
+    let stored = t.store.get_bytes(&dir.key).await.unwrap();
+    assert_eq!(Digest::of(&stored).as_str(), dir.digest);
+    assert_eq!(stored.len() as u64, dir.size);
+    // Four objects, under the workflow's keys.
+    let keys = t
+        .store
+        .list(&format!("{ns}/pipeline/{uid}/"))
+        .await
+        .unwrap();
+    assert_eq!(keys.len(), 4, "{keys:?}");
+
+    // No credentials in any pod: not in its spec (env, args, volumes),
+    // not in the environment its command saw.
+    let creds = &common::s3::server().credentials;
+    let pods = t.pods("pipeline").await;
+    assert_eq!(pods.len(), 3);
+    for p in &pods {
+        let text = p.to_string();
+        assert!(
+            !text.contains(&creds.secret_access_key),
+            "a pod holds the secret key"
+        );
+        // The access key id is in the presigned URLs (X-Amz-Credential
+        // names the signer); the secret that signs never leaves the
+        // controller, and no AWS_ variable is set.
+        assert!(!text.contains("AWS_"), "a pod has AWS_ variables: {text}");
+        assert_eq!(p["spec"]["initContainers"][0]["name"], "weft-io");
+    }
+    let env = outputs(&wf, "check")["env"].as_str().unwrap().to_string();
+    assert!(env.contains("PATH="), "{env}");
+    assert!(!env.contains(&creds.secret_access_key));
+    assert!(!env.contains("AWS_"), "{env}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_artifacts_fail_the_node_naming_them_and_keep_what_was_uploaded() {
+    let t = s3_bed("faults").await;
+    // One output exists, the other does not: the node fails naming the
+    // missing one, and nothing is referenced.
+    let half = task(
+        "echo kept > /work/a.txt",
+        json!({"outputs": {"artifacts": [{"name": "a", "path": "/work/a.txt"}, {"name": "b", "path": "/work/missing"}]}}),
+    );
+    t.create("missing-output", json!([{"id": "half", "task": half}]))
+        .await;
+    let wf = t.finish("missing-output", 120).await;
+    let st = common::node(&wf, "half");
+    assert_eq!(wf.status.as_ref().unwrap().phase, WorkflowPhase::Failed);
+    let msg = st.message.clone().unwrap_or_default();
+    assert!(
+        msg.contains("output artifact b") && msg.contains("/work/missing"),
+        "{msg}"
+    );
+    assert!(st.outputs.is_none(), "{:?}", st.outputs);
+
+    // An input whose `from` is not an artifact fails before any pod.
+    let num = task("echo '{\"n\": 4}' > /dev/termination-log", json!({}));
+    let wrong = task(
+        "true",
+        json!({"inputs": {"artifacts": [{"name": "data", "path": "/work/d", "from": "${nodes.num.outputs.n}"}]}}),
+    );
+    t.create(
+        "not-an-artifact",
+        json!([{"id": "num", "task": num}, {"id": "use", "dependsOn": ["num"], "task": wrong}]),
+    )
+    .await;
+    let wf = t.finish("not-an-artifact", 120).await;
+    let st = common::node(&wf, "use");
+    let msg = st.message.clone().unwrap_or_default();
+    assert_eq!(st.reason.as_deref(), Some("InputError"), "{msg}");
+    assert!(
+        msg.starts_with("input artifact data: ${nodes.num.outputs.n} gives 4, not an artifact"),
+        "{msg}"
+    );
+    assert_eq!(t.pods("not-an-artifact").await.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cache_misses_on_new_content_and_hits_on_a_new_name() {
+    let t = s3_bed("cache").await;
+    let produce = |text: &str| {
+        task(
+            &format!("echo {text} > /work/f"),
+            json!({"outputs": {"artifacts": [{"name": "f", "path": "/work/f"}]}}),
+        )
+    };
+    let consume = |name: &str| {
+        let mut c = task(
+            &format!(
+                "echo \"{{\\\"got\\\": \\\"$(cat /work/{name})\\\"}}\" > /dev/termination-log"
+            ),
+            json!({"inputs": {"artifacts": [{"name": name, "path": format!("/work/{name}"),
+                "from": "${nodes.produce.outputs.artifacts.f}"}]}}),
+        );
+        c["config"]["podSpec"]["containers"][0]["command"][2] =
+            "echo \"{\\\"got\\\": \\\"$(cat /work/*)\\\"}\" > /dev/termination-log".into();
+        c
+    };
+    let run = |wf: &'static str, text: &'static str, name: &'static str| {
+        let nodes = json!([{"id": "produce", "task": produce(text)},
+            {"id": "consume", "dependsOn": ["produce"], "cache": {"version": "1"}, "task": consume(name)}]);
+        (wf, nodes)
+    };
+    let mut cached = Vec::new();
+    for (wf, nodes) in [
+        run("first", "one", "data"),
+        run("renamed", "one", "input"),
+        run("changed", "two", "data"),
+    ] {
+        t.create(wf, nodes).await;
+        let done = t.finish(wf, 120).await;
+        assert_eq!(
+            done.status.as_ref().unwrap().phase,
+            WorkflowPhase::Succeeded
+        );
+        let st = common::node(&done, "consume");
+        cached.push((st.cached, outputs(&done, "consume")["got"].clone()));
+    }
+    assert_eq!(
+        cached,
+        vec![
+            (false, json!("one")),
+            (true, json!("one")),
+            (false, json!("two"))
+        ]
+    );
+}
