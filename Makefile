@@ -66,7 +66,7 @@ run: plugins host
 ## `cargo test` runs them on the dev cluster, tests/real_cluster.rs always on kube-apiserver.
 ## K8S_SUITES give each test a namespace of its own (side by side); K8S_SERIAL's
 ## tests use the cluster's default namespace, one at a time.
-K8S_SUITES := controller lifecycle subworkflows templates admin http_task hotload plugin_rbac artifacts
+K8S_SUITES := controller lifecycle subworkflows templates admin http_task hotload plugin_rbac artifacts artifact_gc data_proxy
 K8S_SERIAL := crash ha ttl cron
 
 ## Formatting, clippy, no import loop between files (.ci/import-loops.py) and
@@ -89,7 +89,7 @@ test: guests helm-tools grpc-tools browser ray s3 k8s fresh-setup
 ## The plugins' and SDK examples' own logic, natively (the host's tests run the components), the console's unit tests (vitest), and byte-reproducible Python and JS SDK builds.
 plugin-tests:
 	cd plugins && cargo fmt --all --check
-	cd plugins && CARGO_TARGET_DIR=target-native cargo test --locked -q $(addprefix -p weft-plugin-,auth-token request-id rate-limit audit spark k8s-resource ray-job http)
+	cd plugins && CARGO_TARGET_DIR=target-native cargo test --locked -q $(addprefix -p weft-plugin-,pod auth-token request-id rate-limit audit spark k8s-resource ray-job http)
 	cd sdk/rust && CARGO_TARGET_DIR=../../plugins/target-native cargo test --locked -q --all-features
 	bash sdk/c/test.sh
 	cd sdk/python/examples/rayjob && PYTHONPATH=../.. python3 -m unittest -q

@@ -80,13 +80,17 @@ start() {
 JSON
 	printf 'AWS_ACCESS_KEY_ID=%s\nAWS_SECRET_ACCESS_KEY=%s\n' "$key" "$secret" >"$dir/credentials.env"
 	chmod 600 "$dir/credentials.env" "$dir/s3.json"
+	# Every bucket is a collection with volumes of its own (several per
+	# collection as it grows): a test file's buckets need far more than
+	# SeaweedFS's few, or uploads fail with 500 once they run out.
+	# Volumes are sparse files, so a high limit costs no disk.
 	# shellcheck disable=SC2046
 	set -- $(free_ports 9)
 	setsid "$venv/bin/weed" server -dir="$dir/data" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
 		-master.port="$1" -master.port.grpc="$2" -volume.port="$3" -volume.port.grpc="$4" \
 		-filer -filer.port="$5" -filer.port.grpc="$6" \
 		-s3 -s3.port="$7" -s3.port.grpc="$8" -s3.port.iceberg=0 -s3.port.lance=0 -s3.config="$dir/s3.json" \
-		-master.volumeSizeLimitMB=256 -volume.max=32 -debug.port="$9" \
+		-master.volumeSizeLimitMB=256 -volume.max=256 -debug.port="$9" \
 		</dev/null >"$dir/weed.log" 2>&1 &
 	echo $! >"$dir/pid"
 	local endpoint=http://127.0.0.1:$7

@@ -10,8 +10,8 @@ use serde_json::Value;
 use crate::expr::{self, Scope};
 use crate::spec::TaskSpec;
 pub use crate::spec::artifacts::{
-    ArtifactRef, ArtifactSource, InputArtifact, OutputArtifact, OutputParameter, ResolvedInput,
-    TaskInputs, TaskOutputs,
+    ArtifactGc, ArtifactGcStrategy, ArtifactRef, ArtifactSource, InputArtifact, OutputArtifact,
+    OutputParameter, ResolvedInput, TaskInputs, TaskOutputs,
 };
 
 /// The output name artifacts are reported under (`outputs.artifacts`).

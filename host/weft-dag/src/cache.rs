@@ -62,6 +62,9 @@ pub struct CacheEntry {
     /// The task's outputs.
     #[serde(default)]
     pub outputs: Map<String, Value>,
+    /// Or where they are kept, when too large to hold here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outputs_ref: Option<crate::artifacts::ArtifactRef>,
 }
 
 impl CacheEntry {

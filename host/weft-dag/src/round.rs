@@ -74,6 +74,8 @@ pub struct TaskObservation {
     pub message: Option<String>,
     /// Outputs, when it succeeded.
     pub outputs: Option<Map<String, Value>>,
+    /// Outputs kept in the artifact repository instead (too large).
+    pub outputs_ref: Option<crate::artifacts::ArtifactRef>,
     /// The resource that runs it.
     pub resource: Option<ResourceRef>,
     /// The plugin version that served it.
@@ -112,6 +114,7 @@ impl TaskObservation {
             reason: None,
             message: None,
             outputs: None,
+            outputs_ref: None,
             resource: None,
             plugin: None,
             log_links: Vec::new(),
@@ -171,8 +174,23 @@ pub trait Executor {
     fn cache_lookup(&mut self, _req: &CacheRequest<'_>) -> Option<CacheEntry> {
         None
     }
-    /// Remembers a successful task's outputs.
-    fn cache_store(&mut self, _req: &CacheRequest<'_>, _outputs: &Map<String, Value>) {}
+    /// Remembers a successful task's outputs (or their reference, when
+    /// they are kept in the artifact repository).
+    fn cache_store(
+        &mut self,
+        _req: &CacheRequest<'_>,
+        _outputs: &Map<String, Value>,
+        _outputs_ref: Option<&crate::artifacts::ArtifactRef>,
+    ) {
+    }
+    /// Reads outputs kept in the artifact repository (a node's
+    /// `outputsRef`), for expressions over them.
+    fn offloaded(&self, r: &crate::artifacts::ArtifactRef) -> Result<Map<String, Value>, String> {
+        Err(format!(
+            "outputs {} are in the artifact repository, and this executor reads none",
+            r.key
+        ))
+    }
 }
 
 /// A cached task node's look-up or store.
@@ -447,6 +465,7 @@ impl<E: Executor> Round<'_, E> {
             }
             TaskState::Succeeded => {
                 st.outputs = obs.outputs;
+                st.outputs_ref = obs.outputs_ref;
                 st.reason = obs.reason;
                 self.running = self.running.saturating_sub(1);
                 self.transition(&n.id, st, NodePhase::Succeeded, obs.message);

@@ -306,7 +306,7 @@ impl<E: Executor> Round<'_, E> {
         if let Some(why) = failed_message(status) {
             return self.main_done(status, WorkflowPhase::Failed, Some(why), true);
         }
-        match workflow_outputs(self.spec, self.compiled, status) {
+        match workflow_outputs(self.spec, self.compiled, status, &*self.exec) {
             Ok(outputs) => {
                 status.outputs = outputs;
                 self.main_done(status, WorkflowPhase::Succeeded, None, true);
@@ -316,11 +316,32 @@ impl<E: Executor> Round<'_, E> {
     }
 }
 
+/// How long a node waits before it asks the store again for upstream
+/// outputs it could not read.
+const OUTPUTS_RETRY: Duration = Duration::from_secs(5);
+
+/// A node's outputs, from its status or, when they are kept in the
+/// artifact repository, read back through the executor.
+fn outputs_of<E: Executor + ?Sized>(
+    exec: &E,
+    id: &str,
+    st: &NodeStatus,
+) -> Result<Map<String, Value>, String> {
+    match (&st.outputs, &st.outputs_ref) {
+        (Some(o), _) => Ok(o.clone()),
+        (None, Some(r)) => exec
+            .offloaded(r)
+            .map_err(|e| format!("the outputs of node {id} ({}): {e}", r.key)),
+        (None, None) => Ok(Map::new()),
+    }
+}
+
 /// `spec.outputs` evaluated over every node (none when it declares none).
-fn workflow_outputs(
+fn workflow_outputs<E: Executor>(
     spec: &WorkflowSpec,
     compiled: &Compiled,
     status: &WorkflowStatus,
+    exec: &E,
 ) -> Result<Option<Map<String, Value>>, String> {
     if spec.outputs.is_empty() {
         return Ok(None);
@@ -329,10 +350,10 @@ fn workflow_outputs(
         .nodes
         .iter()
         .map(|(id, st)| {
-            let v = json!({"phase": st.phase, "outputs": st.outputs.clone().unwrap_or_default()});
-            (id.clone(), v)
+            let outputs = outputs_of(exec, id, st)?;
+            Ok((id.clone(), json!({"phase": st.phase, "outputs": outputs})))
         })
-        .collect();
+        .collect::<Result<_, String>>()?;
     let scope = Scope {
         inputs: compiled.inputs.clone(),
         nodes,
@@ -427,26 +448,31 @@ impl<E: Executor> Round<'_, E> {
         });
     }
 
-    fn scope(&self, status: &WorkflowStatus, n: &CompiledNode) -> Scope {
+    /// What `n`'s expressions see. Fails only when an upstream node's
+    /// outputs are in the artifact repository and cannot be read now.
+    fn scope(&self, status: &WorkflowStatus, n: &CompiledNode) -> Result<Scope, String> {
         let mut nodes = Map::new();
         for &d in &n.deps {
             let id = &self.compiled.nodes[d].id;
             let st = &status.nodes[id];
-            nodes.insert(
-                id.clone(),
-                json!({
-                    "phase": st.phase,
-                    "outputs": st.outputs.clone().unwrap_or_default(),
-                }),
-            );
+            let outputs = outputs_of(&*self.exec, id, st)?;
+            nodes.insert(id.clone(), json!({"phase": st.phase, "outputs": outputs}));
         }
-        Scope {
+        Ok(Scope {
             inputs: self.compiled.inputs.clone(),
             nodes,
             item: None,
             index: None,
             workflow: self.workflow.clone(),
-        }
+        })
+    }
+
+    /// A node that needs outputs the store cannot give now waits: it is
+    /// looked at again shortly, saying why meanwhile.
+    fn outputs_unavailable(&mut self, st: &mut NodeStatus, why: String) {
+        st.reason = Some("WaitingForOutputs".into());
+        st.message = Some(why);
+        self.out.wake(self.input.now + OUTPUTS_RETRY);
     }
 
     fn step(&mut self, status: &mut WorkflowStatus, i: usize) {
@@ -466,6 +492,14 @@ impl<E: Executor> Round<'_, E> {
             NodePhase::Running | NodePhase::Retrying => {
                 let scope = self.scope(status, n);
                 let mut st = std::mem::take(status.nodes.get_mut(&n.id).expect("present"));
+                let scope = match scope {
+                    Ok(s) => s,
+                    Err(why) => {
+                        self.outputs_unavailable(&mut st, why);
+                        *status.nodes.get_mut(&n.id).expect("present") = st;
+                        return;
+                    }
+                };
                 match st.phase {
                     // A retry is a new attempt, started by the node's handler
                     // once the backoff is over and a slot is free.
@@ -508,7 +542,14 @@ impl<E: Executor> Round<'_, E> {
             self.transition(&n.id, &mut st, NodePhase::Skipped, Some(why));
         } else if self.failed_fast.is_none() {
             // (Under fail-fast it is left; stop_all closes it after the pass.)
-            let scope = self.scope(status, n);
+            let scope = match self.scope(status, n) {
+                Ok(s) => s,
+                Err(why) => {
+                    self.outputs_unavailable(&mut st, why);
+                    *status.nodes.get_mut(&n.id).expect("present") = st;
+                    return;
+                }
+            };
             let go = match (&n.when, &spec.when) {
                 (Some(p), Some(src)) => expr::eval_bool(p, src, &scope),
                 _ => Ok(true),

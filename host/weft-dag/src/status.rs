@@ -378,6 +378,12 @@ pub struct NodeStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "any_object_opt")]
     pub outputs: Option<Map<String, Value>>,
+    /// Outputs too large for the Workflow object (over the controller's
+    /// `--max-inline-outputs`), kept in the artifact repository as one
+    /// JSON object: `${nodes.x.outputs.y}` and the admin API read them
+    /// back. Set instead of `outputs`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outputs_ref: Option<crate::artifacts::ArtifactRef>,
     /// The outputs came from the cache: nothing ran.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cached: bool,

@@ -57,6 +57,9 @@ pub fn resolve(
     if workflow.ttl_strategy.is_some() {
         spec.ttl_strategy = workflow.ttl_strategy.clone();
     }
+    if workflow.artifact_gc.is_some() {
+        spec.artifact_gc = workflow.artifact_gc;
+    }
     Ok(spec)
 }
 

@@ -18,6 +18,8 @@ enum Plan {
     Fail { retryable: bool, system: bool },
     /// Runs until stopped.
     Hang,
+    /// Succeeds with outputs kept in the store (see `Script::stored`).
+    SucceedStored(Value),
 }
 
 #[derive(Default)]
@@ -35,6 +37,10 @@ struct Script {
     children: Vec<WorkflowSpec>,
     /// The task cache, by key.
     cache: HashMap<String, weft_dag::cache::CacheEntry>,
+    /// Outputs in the artifact repository, by key; reads fail while
+    /// `store_down`.
+    stored: HashMap<String, Map<String, Value>>,
+    store_down: bool,
 }
 
 fn key(req: &TaskRequest<'_>) -> String {
@@ -78,6 +84,20 @@ impl Executor for Script {
                 self.running.remove(&attempt_key);
                 TaskObservation::succeeded(out.as_object().cloned())
             }
+            Plan::SucceedStored(out) => {
+                self.running.remove(&attempt_key);
+                let key = format!("ns/wf/uid/{k}/{}/outputs.json", req.attempt);
+                self.stored
+                    .insert(key.clone(), out.as_object().cloned().unwrap());
+                let mut obs = TaskObservation::succeeded(None);
+                obs.outputs_ref = Some(weft_dag::artifacts::ArtifactRef {
+                    key,
+                    digest: "sha256:00".into(),
+                    size: 1 << 17,
+                    kind: "file".into(),
+                });
+                obs
+            }
             Plan::Fail { retryable, system } => {
                 self.running.remove(&attempt_key);
                 TaskObservation::failed(
@@ -87,6 +107,20 @@ impl Executor for Script {
                     &format!("{k} attempt {} failed", req.attempt),
                 )
             }
+        }
+    }
+
+    fn offloaded(
+        &self,
+        r: &weft_dag::artifacts::ArtifactRef,
+    ) -> Result<Map<String, Value>, String> {
+        match self.store_down {
+            true => Err("connection refused".into()),
+            false => self
+                .stored
+                .get(&r.key)
+                .cloned()
+                .ok_or_else(|| "no such key".into()),
         }
     }
 
@@ -110,7 +144,7 @@ impl Executor for Script {
             let plan = plans.get(req.attempt as usize).or(plans.last()).cloned();
             match plan.unwrap_or(Plan::Succeed(json!({}))) {
                 Plan::Hang => TaskObservation::in_progress("Running"),
-                Plan::Succeed(out) => {
+                Plan::Succeed(out) | Plan::SucceedStored(out) => {
                     self.running.remove(&attempt_key);
                     TaskObservation::succeeded(out.as_object().cloned())
                 }
@@ -149,6 +183,7 @@ impl Executor for Script {
         &mut self,
         req: &weft_dag::schedule::CacheRequest<'_>,
         outputs: &Map<String, Value>,
+        _outputs_ref: Option<&weft_dag::artifacts::ArtifactRef>,
     ) {
         let k = weft_dag::cache::key(req.task, req.inputs, req.artifacts, req.cache, None);
         let entry = weft_dag::cache::CacheEntry {
@@ -159,6 +194,7 @@ impl Executor for Script {
             created_at: weft_dag::status::timestamp(req.now),
             max_age: req.cache.max_age.clone(),
             outputs: outputs.clone(),
+            outputs_ref: None,
         };
         self.cache.insert(k, entry);
     }
@@ -476,6 +512,42 @@ nodes:
         Value::Object(run.script.inputs["b"].clone()),
         json!({"rows": 42, "greeting": "hello weft, 42 rows"})
     );
+}
+
+/// Outputs kept in the artifact repository (too large for the status)
+/// are read back for downstream expressions and the workflow's outputs;
+/// while the store cannot give them, the node waits and says why.
+#[test]
+fn stored_outputs_are_read_back_and_a_store_outage_waits() {
+    let mut run = Run::new(
+        "outputs: {rows: '${nodes.a.outputs.rows}'}
+nodes:
+  - {id: a, task: {type: pod}}
+  - {id: b, dependsOn: [a], task: {type: pod}, inputs: {rows: '${nodes.a.outputs.rows}'}}",
+    )
+    .plan("a", vec![Plan::SucceedStored(json!({"rows": 42}))]);
+    run.script.store_down = true;
+    for _ in 0..4 {
+        run.round(Duration::from_secs(1));
+    }
+    assert_eq!(run.node("a").phase, NodePhase::Succeeded);
+    assert!(run.node("a").outputs.is_none());
+    assert_eq!(run.node("b").phase, NodePhase::Pending);
+    assert_eq!(run.node("b").reason.as_deref(), Some("WaitingForOutputs"));
+    let why = run.node("b").message.clone().unwrap();
+    assert!(
+        why.starts_with("the outputs of node a (ns/wf/uid/a/0/outputs.json): connection refused"),
+        "{why}"
+    );
+    let woke = run.round(Duration::from_secs(1)).wake_at.unwrap();
+    assert!(woke <= run.now + Duration::from_secs(5));
+    run.script.store_down = false;
+    assert_eq!(run.finish(), WorkflowPhase::Succeeded);
+    assert_eq!(
+        Value::Object(run.script.inputs["b"].clone()),
+        json!({"rows": 42})
+    );
+    assert_eq!(run.status.outputs.clone().unwrap()["rows"], 42);
 }
 
 /// Declared inputs with defaults reach expressions; `spec.outputs`

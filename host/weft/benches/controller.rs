@@ -110,8 +110,103 @@ async fn main() -> anyhow::Result<()> {
         start.elapsed().as_secs_f64()
     );
     print_writes(&ctx);
+    artifacts_cost(&api, &ctx).await?;
     sim.shutdown().await;
     Ok(())
+}
+
+/// What the data plane adds (issue 42): the same 1,000 one-node
+/// workflows, plain and with a task that reads an input artifact and
+/// writes an output parameter from a file, so each attempt is planned,
+/// presigned (SigV4, offline: an S3 repository that is never contacted)
+/// and wrapped. Plain and with artifacts alternate, twice; medians.
+async fn artifacts_cost(
+    api: &kube::Api<Workflow>,
+    ctx: &weft::controller::Context,
+) -> anyhow::Result<()> {
+    let repo = weft::store::ArtifactRepository::parse(
+        "bench",
+        "s3: {endpoint: 'http://127.0.0.1:9', bucket: bench, insecure: true}",
+    )?;
+    let creds = weft::store::Credentials {
+        access_key_id: "bench".into(),
+        secret_access_key: "bench-secret".into(),
+    };
+    let store = weft::store::Store::open(&repo, Some(&creds))?;
+    ctx.set_artifacts(std::sync::Arc::new(weft::pod_io::PodIo::new(
+        store,
+        "/usr/local/bin/weft",
+        "weft:bench",
+    )));
+    let plain: weft_dag::WorkflowSpec = serde_json::from_value(serde_json::json!({
+        "nodes": [{"id": "task", "task": common::simulated_task()}]}))?;
+    let mut task = common::simulated_task();
+    task["inputs"] = serde_json::json!({"artifacts": [{"name": "data", "path": "/work/data",
+        "from": "${inputs.data}"}]});
+    task["outputs"] = serde_json::json!({"parameters": [{"name": "n", "path": "/work/n"}]});
+    let data = serde_json::json!({"key": "default/uploads/bench/data", "digest": "sha256:00",
+        "size": 1, "kind": "file"});
+    let with: weft_dag::WorkflowSpec = serde_json::from_value(serde_json::json!({
+        "inputs": {"data": data}, "nodes": [{"id": "task", "task": task}]}))?;
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for round in 0..2 {
+        a.push(one_node_run(api, &plain, &format!("plain{round}")).await?);
+        b.push(one_node_run(api, &with, &format!("io{round}")).await?);
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(|x, y| x.total_cmp(y));
+        (v[0] + v[v.len() - 1]) / 2.0
+    };
+    let (a, b) = (median(&mut a), median(&mut b));
+    println!(
+        "one-node workflows/min, plain {a:.0} vs with an input artifact and a file parameter {b:.0} ({:+.1}%)",
+        (b / a - 1.0) * 100.0
+    );
+    Ok(())
+}
+
+/// 1,000 one-node workflows of `spec` named `<prefix>-N`: workflows/min.
+async fn one_node_run(
+    api: &kube::Api<Workflow>,
+    spec: &weft_dag::WorkflowSpec,
+    prefix: &str,
+) -> anyhow::Result<f64> {
+    let start = Instant::now();
+    stream::iter(0..WORKFLOWS)
+        .for_each_concurrent(32, |i| {
+            let spec = spec.clone();
+            async move {
+                let wf = Workflow::new(&format!("{prefix}-{i:04}"), WorkflowResourceSpec { spec });
+                api.create(&PostParams::default(), &wf)
+                    .await
+                    .expect("create");
+            }
+        })
+        .await;
+    let lp = ListParams::default();
+    loop {
+        let list = api.list(&lp).await?;
+        let mine = list.items.iter().filter(|w| {
+            w.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.starts_with(prefix))
+        });
+        let done: Vec<_> = mine
+            .filter_map(|w| w.status.as_ref())
+            .filter(|s| s.phase.is_terminal())
+            .collect();
+        if done.len() == WORKFLOWS {
+            let failed = done
+                .iter()
+                .filter(|s| s.phase != weft_dag::WorkflowPhase::Succeeded)
+                .count();
+            anyhow::ensure!(failed == 0, "{failed} {prefix} workflows did not succeed");
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(WORKFLOWS as f64 / start.elapsed().as_secs_f64() * 60.0)
 }
 
 /// The API writes so far, by kind.

@@ -114,6 +114,12 @@ pub const SKIP_CACHE_ANNOTATION: &str = "weft.dev/skip-cache";
 /// released when deleted (the controller's `settle` stage).
 pub const FINALIZER: &str = "weft.dev/abort-children";
 
+/// The finalizer on a Workflow whose artifacts are to be deleted from the
+/// artifact repository (`artifactGC`, `controller/artifact_gc.rs`): the
+/// Workflow stays, deleting, until its objects are gone, so a controller
+/// killed midway finishes the job when it is back.
+pub const ARTIFACT_GC_FINALIZER: &str = "weft.dev/artifact-gc";
+
 /// Weft's CRDs by the file name each has in `deploy/crds/` (`weft crd
 /// KIND` prints one).
 pub fn crds() -> Vec<(&'static str, CustomResourceDefinition)> {

@@ -13,7 +13,7 @@
 //! [`plan::EXIT_STORE_FAULT`] is the platform's failure (system budget).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use object_store::signer::Method;
@@ -21,7 +21,9 @@ use serde_json::{Map, Value, json};
 use weft_dag::TaskSpec;
 use weft_dag::artifacts::{ArtifactRef, ArtifactSource, OUTPUTS_KEY, ResolvedInput};
 
-use crate::store::plan::{self, IoPlan, PlannedInput, PlannedOutput, PlannedParameter};
+use crate::store::plan::{
+    self, IoPlan, Offload, PlannedInput, PlannedLog, PlannedOutput, PlannedParameter,
+};
 use crate::store::{Store, attempt_key};
 
 /// The init container (and the volume) Weft adds.
@@ -30,6 +32,20 @@ pub const CONTAINER: &str = "weft-io";
 /// The init container's image unless configured: Weft's own, at this
 /// version.
 pub const DEFAULT_IMAGE: &str = concat!("ghcr.io/weft-dev/weft:", env!("CARGO_PKG_VERSION"));
+
+/// Outputs larger than this stay in the store unless configured: a
+/// Workflow object holds many nodes, and etcd's objects stay under 1.5 MiB.
+pub const DEFAULT_INLINE_LIMIT: usize = 32 << 10;
+
+/// The name of an attempt's offloaded outputs object (not an artifact
+/// name: those have no dots).
+pub const OUTPUTS_OBJECT: &str = "outputs.json";
+
+/// The name of an attempt's archived main container log.
+pub const LOG_OBJECT: &str = "main.log";
+
+/// How many read-back outputs are kept (cleared when full).
+const LOADED_ENTRIES: usize = 256;
 
 /// How long presigned URLs live unless configured: long enough for a pod
 /// that waits for a node, then runs for a working day.
@@ -44,6 +60,14 @@ pub struct PodIo {
     image: String,
     url_ttl: Duration,
     max_size: Option<u64>,
+    /// Outputs larger than this stay in the store, referenced from the
+    /// status (`--max-inline-outputs`).
+    inline_limit: usize,
+    /// Whether pods' logs are archived unless a workflow says
+    /// (`--archive-logs`).
+    archive_logs: bool,
+    /// Outputs read back from the store, by digest (they never change).
+    loaded: Mutex<HashMap<String, Arc<Map<String, Value>>>>,
     /// Plans by attempt: a round that applies the same Pod again must
     /// write the same URLs (a Pod's spec cannot change).
     plans: Mutex<HashMap<String, (Instant, IoPlan)>>,
@@ -62,6 +86,10 @@ pub struct Attempt<'a> {
     /// The attempt, from 0.
     pub attempt: u32,
 }
+
+/// A successful attempt's outputs as the status keeps them: inline, or
+/// a reference to them in the store.
+pub type Settled = (Option<Map<String, Value>>, Option<ArtifactRef>);
 
 /// Why a pod cannot get its artifacts: the node fails with this.
 #[derive(Debug)]
@@ -110,6 +138,24 @@ impl PodIo {
             image: image.into(),
             url_ttl: DEFAULT_URL_TTL,
             max_size: None,
+            inline_limit: DEFAULT_INLINE_LIMIT,
+            archive_logs: false,
+            loaded: Mutex::new(HashMap::new()),
+            plans: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The same settings over another store (a namespace's repository).
+    pub fn with_store(&self, store: Store) -> PodIo {
+        PodIo {
+            store,
+            binary: self.binary.clone(),
+            image: self.image.clone(),
+            url_ttl: self.url_ttl,
+            max_size: self.max_size,
+            inline_limit: self.inline_limit,
+            archive_logs: self.archive_logs,
+            loaded: Mutex::new(HashMap::new()),
             plans: Mutex::new(HashMap::new()),
         }
     }
@@ -118,6 +164,23 @@ impl PodIo {
     pub fn with_url_ttl(mut self, ttl: Duration) -> PodIo {
         self.url_ttl = ttl;
         self
+    }
+
+    /// Outputs over `bytes` (serialised) stay in the store.
+    pub fn with_inline_limit(mut self, bytes: usize) -> PodIo {
+        self.inline_limit = bytes;
+        self
+    }
+
+    /// Archive pods' logs unless a workflow says otherwise.
+    pub fn with_archive_logs(mut self, archive: bool) -> PodIo {
+        self.archive_logs = archive;
+        self
+    }
+
+    /// The controller's `--archive-logs`.
+    pub fn archive_logs(&self) -> bool {
+        self.archive_logs
     }
 
     /// No artifact may be larger than `bytes`.
@@ -131,14 +194,21 @@ impl PodIo {
         &self.store
     }
 
-    /// Makes `pod` (as the plugin built it) run `task`'s transfers for `at`.
+    /// Makes `pod` (as the plugin built it) run `task`'s transfers for
+    /// `at`, and archive its main container's log when `logs`. A task
+    /// that only archives its log is left alone when it cannot be wrapped
+    /// (not a Pod, no command): its log is then not archived.
     pub fn prepare(
         &self,
         pod: &mut Value,
         at: &Attempt<'_>,
         task: &TaskSpec,
         inputs: &[ResolvedInput],
+        logs: bool,
     ) -> Result<(), IoProblem> {
+        if !task.has_io() && !wrappable(pod) {
+            return Ok(());
+        }
         if !(pod["kind"] == "Pod" && pod["apiVersion"] == "v1") {
             let kind = pod["kind"].as_str().unwrap_or("resource").to_string();
             return Err(IoProblem::task(
@@ -149,7 +219,7 @@ impl PodIo {
                 ),
             ));
         }
-        let plan = self.plan(pod, at, task, inputs)?;
+        let plan = self.plan(pod, at, task, inputs, logs)?;
         inject(pod, &plan, &self.binary, &self.image)
             .map_err(|m| IoProblem::task("ArtifactsNeedACommand", m))
     }
@@ -161,6 +231,7 @@ impl PodIo {
         at: &Attempt<'_>,
         task: &TaskSpec,
         inputs: &[ResolvedInput],
+        logs: bool,
     ) -> Result<IoPlan, IoProblem> {
         let id = at.id();
         let mut plans = self.plans.lock().unwrap_or_else(|e| e.into_inner());
@@ -194,6 +265,18 @@ impl PodIo {
                 })
                 .collect(),
             max_size: self.max_size,
+            offload: Some(Offload {
+                url: self.sign(Method::PUT, "outputs", &at.key(OUTPUTS_OBJECT))?,
+                key: at.key(OUTPUTS_OBJECT),
+                above: plan::MESSAGE_LIMIT,
+            }),
+            log: match logs {
+                true => Some(PlannedLog {
+                    url: self.sign(Method::PUT, "log", &at.key(LOG_OBJECT))?,
+                    key: at.key(LOG_OBJECT),
+                }),
+                false => None,
+            },
         };
         let ttl = self.url_ttl;
         plans.retain(|_, (made, _)| made.elapsed() < ttl);
@@ -244,9 +327,88 @@ impl PodIo {
         })
     }
 
+    /// A successful attempt's outputs as the status keeps them: read
+    /// back when the pod uploaded them, held to the plan, and left in the
+    /// store (referenced) when over the inline limit.
+    pub fn settle_outputs(
+        &self,
+        at: &Attempt<'_>,
+        task: &TaskSpec,
+        outputs: Option<Map<String, Value>>,
+    ) -> Result<Settled, IoProblem> {
+        let reference = outputs
+            .as_ref()
+            .and_then(|o| o.get(plan::OFFLOADED_KEY))
+            .map(|v| serde_json::from_value::<ArtifactRef>(v.clone()));
+        let (outputs, reference) = match reference {
+            None => (outputs, None),
+            Some(Ok(r)) if r.key == at.key(OUTPUTS_OBJECT) => {
+                let loaded = self.load_outputs(&r).map_err(|e| IoProblem {
+                    reason: "ArtifactStoreError",
+                    message: format!("outputs: {e}"),
+                    system: true,
+                })?;
+                (Some((*loaded).clone()), Some(r))
+            }
+            Some(_) => {
+                let why = format!(
+                    "outputs: the pod reported {:?}, not a reference to the attempt's {:?}",
+                    outputs.as_ref().and_then(|o| o.get(plan::OFFLOADED_KEY)),
+                    at.key(OUTPUTS_OBJECT)
+                );
+                return Err(IoProblem::task("ArtifactNotReported", why));
+            }
+        };
+        self.check_outputs(at, task, outputs.as_ref())?;
+        let large = outputs
+            .as_ref()
+            .is_some_and(|o| serde_json::to_vec(o).map_or(0, |v| v.len()) > self.inline_limit);
+        match (large, reference) {
+            (true, Some(r)) => Ok((None, Some(r))),
+            (_, _) => Ok((outputs, None)),
+        }
+    }
+
+    /// Outputs kept in the store, read back (once per digest) and checked
+    /// against their digest; for the synchronous round.
+    pub fn load_outputs(&self, r: &ArtifactRef) -> Result<Arc<Map<String, Value>>, String> {
+        block_on(self.read_outputs(r))
+    }
+
+    /// [`PodIo::load_outputs`] for async callers (the admin API, the CLI).
+    pub async fn read_outputs(&self, r: &ArtifactRef) -> Result<Arc<Map<String, Value>>, String> {
+        let cache = || self.loaded.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(m) = cache().get(&r.digest) {
+            return Ok(m.clone());
+        }
+        let bytes = self
+            .store
+            .get_bytes(&r.key)
+            .await
+            .map_err(|e| e.to_string())?;
+        let digest = crate::store::Digest::of(&bytes);
+        if digest.as_str() != r.digest {
+            return Err(format!(
+                "{} has digest {}, not {}",
+                r.key,
+                digest.as_str(),
+                r.digest
+            ));
+        }
+        let map: Map<String, Value> = serde_json::from_slice(&bytes)
+            .map_err(|e| format!("{} is not a JSON object of outputs: {e}", r.key))?;
+        let map = Arc::new(map);
+        let mut loaded = cache();
+        if loaded.len() >= LOADED_ENTRIES {
+            loaded.clear();
+        }
+        loaded.insert(r.digest.clone(), map.clone());
+        Ok(map)
+    }
+
     /// Holds a successful attempt's outputs to its plan: every declared
     /// output artifact is reported under the key minted for it.
-    pub fn check_outputs(
+    fn check_outputs(
         &self,
         at: &Attempt<'_>,
         task: &TaskSpec,
@@ -280,6 +442,15 @@ impl PodIo {
     }
 }
 
+/// Runs `f` to completion from the synchronous round (a blocking thread
+/// of the controller's runtime), or on its own outside any runtime.
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) => tokio::task::block_in_place(|| h.block_on(f)),
+        Err(_) => futures::executor::block_on(f),
+    }
+}
+
 /// A stored input must be in the workflow's own namespace: a key is a
 /// capability, and a spec may not name another namespace's objects.
 fn own_namespace(at: &Attempt<'_>, name: &str, a: &ArtifactRef) -> Result<(), IoProblem> {
@@ -293,6 +464,13 @@ fn own_namespace(at: &Attempt<'_>, name: &str, a: &ArtifactRef) -> Result<(), Io
             ),
         )),
     }
+}
+
+/// Whether `pod` is a Pod whose main container has a command to wrap.
+fn wrappable(pod: &Value) -> bool {
+    let is_pod = pod["kind"] == "Pod" && pod["apiVersion"] == "v1";
+    let main = main_container(pod).map(|i| &pod["spec"]["containers"][i]);
+    is_pod && main.is_some_and(|c| c["command"].as_array().is_some_and(|a| !a.is_empty()))
 }
 
 /// The main container's index: `main`, else the first (the pod plugin's
@@ -345,6 +523,8 @@ fn inject(pod: &mut Value, plan: &IoPlan, binary: &str, image: &str) -> Result<(
         "image": image,
         "command": [binary, "io", "init", "--plan", arg],
         "volumeMounts": [mount],
+        // Its one-line fault on stderr becomes the node's message.
+        "terminationMessagePolicy": "FallbackToLogsOnError",
     });
     let mut inits = spec["initContainers"]
         .as_array()

@@ -45,6 +45,11 @@ struct S3Bed {
 }
 
 async fn s3_bed(bucket: &str) -> S3Bed {
+    s3_bed_with(bucket, &[]).await
+}
+
+/// [`s3_bed`] with more controller flags.
+async fn s3_bed_with(bucket: &str, flags: &[&str]) -> S3Bed {
     let bed = common::cluster::Bed::start().await;
     let s3 = common::s3::server();
     let mut repo = common::s3::repo(bucket);
@@ -69,15 +74,14 @@ async fn s3_bed(bucket: &str) -> S3Bed {
         Some(&secret.to_string()),
     )
     .await;
-    let controller = bed.controller(
-        "artifacts",
-        &[
-            "--artifact-repository",
-            file.to_str().unwrap(),
-            "--io-binary",
-            env!("CARGO_BIN_EXE_weft"),
-        ],
-    );
+    let mut args = vec![
+        "--artifact-repository",
+        file.to_str().unwrap(),
+        "--io-binary",
+        env!("CARGO_BIN_EXE_weft"),
+    ];
+    args.extend(flags);
+    let controller = bed.controller("artifacts", &args);
     S3Bed {
         store: common::s3::store(bucket),
         bed,
@@ -87,8 +91,12 @@ async fn s3_bed(bucket: &str) -> S3Bed {
 
 impl S3Bed {
     async fn create(&self, name: &str, nodes: Value) {
+        self.create_spec(name, json!({ "nodes": nodes })).await
+    }
+
+    async fn create_spec(&self, name: &str, spec: Value) {
         let wf = json!({"apiVersion": "weft.dev/v1alpha1", "kind": "Workflow",
-            "metadata": {"name": name, "namespace": self.bed.ns}, "spec": {"nodes": nodes}});
+            "metadata": {"name": name, "namespace": self.bed.ns}, "spec": spec});
         common::kubectl_ok(
             &self.bed.kubeconfig,
             &["create", "-f", "-"],
@@ -289,10 +297,8 @@ async fn the_cache_misses_on_new_content_and_hits_on_a_new_name() {
     ] {
         t.create(wf, nodes).await;
         let done = t.finish(wf, 120).await;
-        assert_eq!(
-            done.status.as_ref().unwrap().phase,
-            WorkflowPhase::Succeeded
-        );
+        let status = done.status.as_ref().unwrap();
+        assert_eq!(status.phase, WorkflowPhase::Succeeded, "{wf}: {status:#?}");
         let st = common::node(&done, "consume");
         cached.push((st.cached, outputs(&done, "consume")["got"].clone()));
     }
@@ -303,5 +309,198 @@ async fn the_cache_misses_on_new_content_and_hits_on_a_new_name() {
             (true, json!("one")),
             (false, json!("two"))
         ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_json_output_stays_in_the_store_and_flows_downstream() {
+    let t = s3_bed("large-outputs").await;
+    // 100 KiB of JSON (one string) from a file: too large for a
+    // termination message, and over the 32 KiB the status keeps inline.
+    let big = task(
+        "head -c 76800 /dev/urandom | base64 -w0 > /work/raw && \
+         printf '\"%s\"' \"$(cat /work/raw)\" > /work/blob.json && \
+         sha256sum /work/raw | cut -d' ' -f1 > /work/sha",
+        json!({"outputs": {"parameters": [{"name": "blob", "path": "/work/blob.json"},
+                                          {"name": "sha", "path": "/work/sha"}]}}),
+    );
+    let mut use_it = task(
+        "s=$(printf %s \"$WEFT_INPUT_BLOB\" | sha256sum | cut -d' ' -f1); \
+         echo \"{\\\"sha\\\": \\\"$s\\\", \\\"length\\\": ${#WEFT_INPUT_BLOB}}\" > /dev/termination-log",
+        json!({}),
+    );
+    use_it["config"]["podSpec"]["containers"][0]["command"][0] = "bash".into();
+    let nodes = json!([{"id": "big", "task": big},
+        {"id": "use", "dependsOn": ["big"], "inputs": {"blob": "${nodes.big.outputs.blob}"}, "task": use_it}]);
+    t.create("large", nodes).await;
+    let wf = t.finish("large", 120).await;
+    let status = wf.status.clone().unwrap();
+    assert_eq!(status.phase, WorkflowPhase::Succeeded, "{status:#?}");
+    let big = common::node(&wf, "big");
+    assert!(big.outputs.is_none(), "the outputs are inline");
+    let r = big.outputs_ref.clone().expect("outputsRef");
+    assert!(r.size > 100 << 10, "{r:?}");
+    let stored = t.store.get_bytes(&r.key).await.unwrap();
+    assert_eq!(Digest::of(&stored).as_str(), r.digest);
+    let stored: serde_json::Map<String, Value> = serde_json::from_slice(&stored).unwrap();
+    let used = outputs(&wf, "use");
+    assert_eq!(used["length"], 102400);
+    assert_eq!(used["sha"], stored["sha"]);
+    // The Workflow object itself stays small.
+    let text = common::kubectl_ok(
+        &t.bed.kubeconfig,
+        &["get", "workflow", "large", "-n", &t.bed.ns, "-o", "json"],
+        None,
+    )
+    .await;
+    assert!(
+        text.len() < 64 << 10,
+        "the Workflow is {} bytes",
+        text.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn archived_logs_outlive_their_pods() {
+    let t = s3_bed("logs").await;
+    let talk = task(
+        "for i in 1 2 3; do echo \"line $i\"; done; echo oops >&2",
+        json!({}),
+    );
+    let fail = task("echo about to fail; exit 4", json!({}));
+    let spec = json!({"archiveLogs": true, "podGC": {"strategy": "OnPodCompletion"},
+        "failurePolicy": "FailAfterExecutableNodesComplete",
+        "nodes": [{"id": "talk", "task": talk}, {"id": "fail", "task": fail}]});
+    t.create_spec("chatty", spec).await;
+    let wf = t.finish("chatty", 120).await;
+    assert_eq!(wf.status.as_ref().unwrap().phase, WorkflowPhase::Failed);
+    for _ in 0..100 {
+        if t.pods("chatty").await.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(t.pods("chatty").await.is_empty(), "pod GC left pods");
+    let uid = wf.metadata.uid.clone().unwrap();
+    let ns = &t.bed.ns;
+    let log = |node: &str| format!("{ns}/chatty/{uid}/{node}/0/main.log");
+    let talked = String::from_utf8(t.store.get_bytes(&log("talk")).await.unwrap()).unwrap();
+    // Both streams, each in its own order (they interleave as they come).
+    for line in ["line 1\n", "line 2\n", "line 3\n", "oops\n"] {
+        assert!(talked.contains(line), "{talked:?}");
+    }
+    assert!(talked.find("line 1").unwrap() < talked.find("line 3").unwrap());
+    let failed = String::from_utf8(t.store.get_bytes(&log("fail")).await.unwrap()).unwrap();
+    assert_eq!(failed, "about to fail\n");
+}
+
+/// The namespace's ConfigMap `weft-artifact-repository` (YAML under
+/// `repository`, credentials from Secrets of the namespace).
+async fn namespace_repository(t: &S3Bed, repository: &str) {
+    let s3 = common::s3::server();
+    let secret = json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "team-s3", "namespace": t.bed.ns},
+        "stringData": {"id": s3.credentials.access_key_id, "key": s3.credentials.secret_access_key}});
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "weft-artifact-repository", "namespace": t.bed.ns,
+                     "labels": {"weft.dev/artifact-repository": "true"}},
+        "data": {"repository": repository}});
+    for o in [secret, cm] {
+        common::kubectl_ok(
+            &t.bed.kubeconfig,
+            &["apply", "-f", "-"],
+            Some(&o.to_string()),
+        )
+        .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_keeps_its_artifacts_in_its_own_repository() {
+    let t = s3_bed("controller-default").await;
+    let endpoint = &common::s3::server().endpoint;
+    let repository = format!(
+        "s3: {{endpoint: '{endpoint}', bucket: team-bucket, insecure: true, prefix: team, \
+         accessKeySecret: {{name: team-s3, key: id}}, secretKeySecret: {{name: team-s3, key: key}}}}"
+    );
+    namespace_repository(&t, &repository).await;
+    let write = task(
+        "echo ours > /work/f",
+        json!({"outputs": {"artifacts": [{"name": "f", "path": "/work/f"}]}}),
+    );
+    t.create("own", json!([{"id": "write", "task": write}]))
+        .await;
+    let wf = t.finish("own", 120).await;
+    assert_eq!(wf.status.as_ref().unwrap().phase, WorkflowPhase::Succeeded);
+    let f = artifact(&wf, "write", "f");
+    let team = weft::store::Store::open(
+        &weft::store::ArtifactRepository::parse("team", &repository.replace("team-s3", "x"))
+            .unwrap(),
+        Some(&common::s3::server().credentials),
+    )
+    .unwrap();
+    assert_eq!(team.get_bytes(&f.key).await.unwrap(), b"ours\n");
+    assert!(
+        t.store.get_bytes(&f.key).await.is_err(),
+        "also in the controller's bucket"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_namespace_repository_fails_the_task_naming_it() {
+    let t = s3_bed("controller-default-2").await;
+    namespace_repository(&t, "s3: {bucket: b, endpiont: 'http://x'}").await;
+    let write = task(
+        "echo x > /work/f",
+        json!({"outputs": {"artifacts": [{"name": "f", "path": "/work/f"}]}}),
+    );
+    t.create("bad-repo", json!([{"id": "write", "task": write}]))
+        .await;
+    let wf = t.finish("bad-repo", 120).await;
+    let st = common::node(&wf, "write");
+    assert_eq!(st.reason.as_deref(), Some("ArtifactRepositoryInvalid"));
+    let msg = st.message.clone().unwrap_or_default();
+    assert!(
+        msg.contains(&format!("ConfigMap {}/weft-artifact-repository", t.bed.ns))
+            && msg.contains("endpiont"),
+        "{msg}"
+    );
+    assert!(t.pods("bad-repo").await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_artifact_over_the_limit_or_missing_fails_naming_it() {
+    let t = s3_bed_with("limits", &["--max-artifact-size", "1Mi"]).await;
+    let big = task(
+        "head -c 2097152 /dev/zero > /work/big",
+        json!({"outputs": {"artifacts": [{"name": "big", "path": "/work/big"}]}}),
+    );
+    t.create("too-big", json!([{"id": "big", "task": big}]))
+        .await;
+    let wf = t.finish("too-big", 120).await;
+    let msg = common::node(&wf, "big").message.clone().unwrap_or_default();
+    assert_eq!(wf.status.as_ref().unwrap().phase, WorkflowPhase::Failed);
+    assert!(
+        msg.contains("output artifact big") && msg.contains("1048576"),
+        "{msg}"
+    );
+
+    // An input whose object is not there: the init step fails naming it.
+    let ns = &t.bed.ns;
+    let missing = json!({"key": format!("{ns}/uploads/none/data.csv"),
+        "digest": format!("sha256:{}", "0".repeat(64)), "size": 3, "kind": "file"});
+    let read = task(
+        "cat /work/data.csv",
+        json!({"inputs": {"artifacts": [{"name": "data", "path": "/work/data.csv", "from": "${inputs.data}"}]}}),
+    );
+    let spec = json!({"inputs": {"data": missing}, "nodes": [{"id": "read", "task": read}]});
+    t.create_spec("missing-input", spec).await;
+    let wf = t.finish("missing-input", 120).await;
+    let st = common::node(&wf, "read");
+    let msg = st.message.clone().unwrap_or_default();
+    assert_eq!(wf.status.as_ref().unwrap().phase, WorkflowPhase::Failed);
+    assert!(
+        msg.contains("input artifact data") && msg.contains("404"),
+        "{msg}"
     );
 }

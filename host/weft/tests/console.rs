@@ -481,6 +481,108 @@ async fn failing_node_shows_message_and_log(c: &Client, dev: &Dev) -> anyhow::Re
     nothing_left_the_host(c).await
 }
 
+/// A node's stored artifacts in its panel: name, kind, size and digest,
+/// and a download through the data proxy (`weft dev`'s local repository
+/// answers a path on the server, which the panel shows).
+async fn node_panel_lists_artifacts(c: &Client, dev: &Dev) -> anyhow::Result<()> {
+    let task = json!({"type": "pod", "config": {"podSpec": {
+        "volumes": [{"name": "work", "emptyDir": {}}],
+        "containers": [{"name": "main", "image": "busybox:1.36",
+            "volumeMounts": [{"name": "work", "mountPath": "/work"}],
+            "command": ["sh", "-c", "printf 'hello\\n' > /work/out.txt"]}]}},
+        "outputs": {"artifacts": [{"name": "out", "path": "/work/out.txt"}]}});
+    let wf = json!({"apiVersion": "weft.dev/v1alpha1", "kind": "Workflow",
+        "metadata": {"name": "with-artifacts"}, "spec": {"nodes": [{"id": "make", "task": task}]}});
+    kubectl_create(&dev.kubeconfig, &wf.to_string()).await;
+    c.goto(&format!(
+        "{}workflows/default/with-artifacts/nodes/make",
+        dev.console
+    ))
+    .await?;
+    until(
+        c,
+        "the artifact is listed",
+        "return document.querySelector('[data-artifact=out]') !== null;",
+    )
+    .await?;
+    let row = text(c, "[data-artifact=out]").await?;
+    anyhow::ensure!(
+        row.contains("out") && row.contains("6 B") && row.contains("sha256:"),
+        "name, size and digest: {row:?}"
+    );
+    find(c, "[data-artifact=out] [data-testid=artifact-download]")
+        .await?
+        .click()
+        .await?;
+    until(
+        c,
+        "the download link answers",
+        "return document.querySelector('[data-artifact=out]')?.textContent.includes('on the server: /');",
+    )
+    .await?;
+    let row = text(c, "[data-artifact=out]").await?;
+    anyhow::ensure!(row.contains("/make/0/out"), "the key's path: {row:?}");
+    nothing_left_the_host(c).await
+}
+
+/// A node whose pod is gone (pod GC) still shows its log: the archived
+/// copy (`archiveLogs`) that StreamNodeLogs serves from the store.
+async fn archived_log_shows_after_pod_gc(c: &Client, dev: &Dev) -> anyhow::Result<()> {
+    let task = json!({"type": "pod", "config": {"image": "busybox:1.36",
+        "command": ["sh", "-c", "echo archived hello"]}});
+    let wf = json!({"apiVersion": "weft.dev/v1alpha1", "kind": "Workflow",
+        "metadata": {"name": "archived"},
+        "spec": {"archiveLogs": true, "podGC": {"strategy": "OnPodCompletion"},
+                 "nodes": [{"id": "say", "task": task}]}});
+    kubectl_create(&dev.kubeconfig, &wf.to_string()).await;
+    let mut gone = false;
+    for _ in 0..150 {
+        let pods = common::kubectl_ok(
+            &dev.kubeconfig,
+            &[
+                "get",
+                "pods",
+                "-l",
+                "weft.dev/workflow=archived",
+                "-o",
+                "name",
+            ],
+            None,
+        )
+        .await;
+        let phase = common::kubectl_ok(
+            &dev.kubeconfig,
+            &[
+                "get",
+                "workflow",
+                "archived",
+                "-o",
+                "jsonpath={.status.phase}",
+            ],
+            None,
+        )
+        .await;
+        if phase == "Succeeded" && pods.trim().is_empty() {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    anyhow::ensure!(gone, "the workflow did not succeed with its pod collected");
+    c.goto(&format!(
+        "{}workflows/default/archived/nodes/say",
+        dev.console
+    ))
+    .await?;
+    until(
+        c,
+        "the archived log shows",
+        "return document.querySelector('[data-testid=node-log]')?.textContent.includes('archived hello');",
+    )
+    .await?;
+    nothing_left_the_host(c).await
+}
+
 async fn approving_a_gate_finishes_the_workflow(c: &Client, dev: &Dev) -> anyhow::Result<()> {
     kubectl_create(&dev.kubeconfig, GATED).await;
     c.goto(&format!(
@@ -1231,6 +1333,8 @@ async fn the_console_in_a_real_browser() {
     )
     .await;
     scenario(c, "gate", approving_a_gate_finishes_the_workflow(c, &dev)).await;
+    scenario(c, "artifacts", node_panel_lists_artifacts(c, &dev)).await;
+    scenario(c, "archived_log", archived_log_shows_after_pod_gc(c, &dev)).await;
     scenario(c, "plugins", plugins_page_lists_the_loaded_plugins(c, &dev)).await;
     scenario(c, "timeline", timeline_orders_the_diamond(c, &dev)).await;
     scenario(c, "keyboard", keyboard_opens_and_closes(c, &dev)).await;

@@ -496,10 +496,14 @@ fn init_failure(status: &Value) -> Option<PhaseInfo> {
         let code = t["exitCode"].as_i64().unwrap_or(0);
         if t.is_object() && code != 0 {
             let reason = t["reason"].as_str().unwrap_or("Error");
-            return Some(PhaseInfo::retryable(
-                "InitContainerFailed",
-                format!("init container {name} exited with code {code} ({reason})"),
-            ));
+            let said = t["message"].as_str().unwrap_or_default().trim();
+            let mut text = format!("init container {name} exited with code {code} ({reason})");
+            if !said.is_empty() {
+                // Its own words: Weft's weft-io step names the artifact.
+                text.push_str(": ");
+                text.push_str(&truncate(said, 1024));
+            }
+            return Some(PhaseInfo::retryable("InitContainerFailed", text));
         }
     }
     None

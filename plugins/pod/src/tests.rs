@@ -398,6 +398,24 @@ fn a_failed_init_container_is_named() {
 }
 
 #[test]
+fn a_failed_init_container_says_what_it_said() {
+    let info = pod()
+        .phase("Pending")
+        .scheduled()
+        .container(
+            "initContainerStatuses",
+            "weft-io",
+            json!({"terminated": {"exitCode": 65, "reason": "Error",
+                "message": "input artifact data: download refused by the store: HTTP 404"}}),
+        )
+        .map();
+    assert_eq!(
+        info.message.as_deref(),
+        Some("init container weft-io exited with code 65 (Error): input artifact data: download refused by the store: HTTP 404")
+    );
+}
+
+#[test]
 fn platform_failures_are_system_failures() {
     for (reason, expect) in [
         ("Evicted", "System:Evicted"),

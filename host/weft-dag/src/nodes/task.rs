@@ -130,7 +130,10 @@ pub(crate) fn served_from_cache<E: Executor>(
     let Some(hit) = r.exec.cache_lookup(&req) else {
         return false;
     };
-    st.outputs = Some(hit.outputs);
+    match hit.outputs_ref {
+        Some(r) => st.outputs_ref = Some(r),
+        None => st.outputs = Some(hit.outputs),
+    }
     st.cached = true;
     st.cached_from = Some(hit.workflow.clone());
     r.running = r.running.saturating_sub(1);
@@ -167,8 +170,11 @@ fn remember<E: Executor>(
         plugin,
         now: r.input.now,
     };
-    r.exec
-        .cache_store(&req, obs.outputs.as_ref().unwrap_or(&empty));
+    r.exec.cache_store(
+        &req,
+        obs.outputs.as_ref().unwrap_or(&empty),
+        obs.outputs_ref.as_ref(),
+    );
 }
 
 /// Observes (or starts) the current attempt of `task`, handing the

@@ -70,6 +70,37 @@ pub struct OutputArtifact {
     pub name: String,
     /// The absolute path of the file or directory the task leaves.
     pub path: String,
+    /// When its stored objects are deleted, overriding the workflow's
+    /// `artifactGC` for this artifact alone.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        rename = "artifactGC"
+    )]
+    pub artifact_gc: Option<ArtifactGc>,
+}
+
+/// When stored artifacts are deleted (Argo's `artifactGC`): the
+/// workflow's `spec.artifactGC`, or one output artifact's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ArtifactGc {
+    /// When the objects go.
+    pub strategy: ArtifactGcStrategy,
+}
+
+/// Argo's artifact GC strategies. Without any, objects are kept (`Never`),
+/// as in Argo: deleting what a user may still want is not a default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum ArtifactGcStrategy {
+    /// When the Workflow is deleted (a finalizer holds it until they are).
+    OnWorkflowDeletion,
+    /// Once the workflow has finished, exit handlers included; the
+    /// Workflow stays.
+    OnWorkflowCompletion,
+    /// Kept.
+    #[default]
+    Never,
 }
 
 /// An output parameter read from a file.

@@ -77,6 +77,21 @@ pub struct WorkflowSpec {
     /// outputs stay in the Workflow's status.
     #[serde(default, skip_serializing_if = "Option::is_none", rename = "podGC")]
     pub pod_gc: Option<lifecycle::PodGc>,
+    /// When the artifacts its tasks stored are deleted (Argo's
+    /// `artifactGC`; absent: never). An output artifact's own
+    /// `artifactGC` overrides it.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        rename = "artifactGC"
+    )]
+    pub artifact_gc: Option<artifacts::ArtifactGc>,
+    /// Keep each task pod's main container log in the artifact repository
+    /// when it ends, so `weft logs`, the admin API and the console serve it
+    /// after the pod is gone (Argo's `archiveLogs`; absent: the
+    /// controller's `--archive-logs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archive_logs: Option<bool>,
     /// Nodes that run after the main DAG ends, whatever its outcome (Argo's
     /// `onExit`): they see `workflow.phase`, `workflow.failures` (`[{node,
     /// message}]`) and `workflow.duration` (seconds) in `when` and `${...}`.

@@ -126,17 +126,23 @@ impl Chain {
         md.insert(REQUEST_ID.into(), request_id.clone());
         let links = self.links();
 
+        // An error carries the metadata the middleware left when it came
+        // from the service, so the outcome names the principal it refused.
         let outcome = AssertUnwindSafe(async {
             let md = self
                 .admit(method, md, peer.clone(), &links, &message)
-                .await?;
+                .await
+                .map_err(|s| (s, None))?;
             let caller = Caller {
                 request_id: md.get(REQUEST_ID).cloned().unwrap_or(request_id.clone()),
                 principal: md.get(PRINCIPAL).cloned(),
                 metadata: md,
             };
             let observed = caller.metadata.clone();
-            handler(caller, message).await.map(|r| (r, observed))
+            match handler(caller, message).await {
+                Ok(r) => Ok((r, observed)),
+                Err(s) => Err((s, Some(observed))),
+            }
         })
         .catch_unwind()
         .await
@@ -147,20 +153,24 @@ impl Chain {
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "a panic".into());
             tracing::error!(method, request_id, panic = %what, "admin handler panicked");
-            Err(Status::internal(format!(
-                "internal error serving {method} (request {request_id}); the server is still up"
-            )))
+            Err((
+                Status::internal(format!(
+                    "internal error serving {method} (request {request_id}); the server is still up"
+                )),
+                None,
+            ))
         });
 
         let code = match &outcome {
             Ok(_) => Code::Ok,
-            Err(s) => s.code(),
+            Err((s, _)) => s.code(),
         };
         self.metrics
             .grpc_request(method, code_name(code), started.elapsed());
         let (seen, message) = match &outcome {
             Ok((_, md)) => (md.clone(), String::new()),
-            Err(s) => {
+            Err((s, Some(md))) => (md.clone(), s.message().to_string()),
+            Err((s, None)) => {
                 let mut md = client_metadata(&metadata);
                 md.insert(REQUEST_ID.into(), request_id.clone());
                 (md, s.message().to_string())
@@ -177,7 +187,7 @@ impl Chain {
                 }
                 Ok(resp)
             }
-            Err(mut status) => {
+            Err((mut status, _)) => {
                 if let Some(id) = id {
                     status.metadata_mut().insert(REQUEST_ID, id);
                 }

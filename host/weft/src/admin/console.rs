@@ -159,6 +159,7 @@ pub async fn node_logs(
     client: &Client,
     wf: &Workflow,
     req: &pb::StreamNodeLogsRequest,
+    store: Option<&crate::store::Store>,
 ) -> Result<LogStream, Status> {
     let (_, st) = find(wf, &req.node_id)?;
     let child = st.and_then(|s| s.resource.as_ref()).ok_or_else(|| {
@@ -178,11 +179,14 @@ pub async fn node_logs(
         ..Default::default()
     };
     let name = child.name.clone();
-    let lines = pods
-        .log_stream(&name, &lp)
-        .await
-        .map_err(|e| Status::unavailable(format!("log of pod {ns}/{name}: {e}")))?
-        .lines();
+    let lines = match pods.log_stream(&name, &lp).await {
+        Ok(log) => log.lines(),
+        // The pod is gone (pod GC, TTL): its archived copy, when kept.
+        Err(kube::Error::Api(e)) if e.code == 404 && store.is_some() => {
+            return archived(store.expect("checked"), wf, req, &name).await;
+        }
+        Err(e) => return Err(Status::unavailable(format!("log of pod {ns}/{name}: {e}"))),
+    };
     let chunks = lines.map(move |l| match l {
         Ok(line) => Ok(pb::LogChunk {
             text: format!("{line}\n"),
@@ -190,6 +194,54 @@ pub async fn node_logs(
         Err(e) => Err(Status::unavailable(format!("log of pod {name}: {e}"))),
     });
     Ok(Box::pin(chunks.into_stream()))
+}
+
+/// The key of a node's archived main container log, of its last attempt
+/// (`archiveLogs`; `host/weft/src/pod_io.rs` writes it).
+pub fn archived_log(wf: &Workflow, node: &str) -> Result<String, Status> {
+    let (_, st) = find(wf, node)?;
+    let st = st.ok_or_else(|| Status::not_found(format!("node {node} has not started")))?;
+    let meta = &wf.metadata;
+    Ok(crate::store::attempt_key(
+        meta.namespace.as_deref().unwrap_or_default(),
+        meta.name.as_deref().unwrap_or_default(),
+        meta.uid.as_deref().unwrap_or_default(),
+        node,
+        st.attempts.max(1) - 1,
+        crate::pod_io::LOG_OBJECT,
+    ))
+}
+
+/// A gone pod's log from the artifact repository, its last `tail_lines`
+/// when asked; an error that says so when it was not archived.
+async fn archived(
+    store: &crate::store::Store,
+    wf: &Workflow,
+    req: &pb::StreamNodeLogsRequest,
+    pod: &str,
+) -> Result<LogStream, Status> {
+    let key = archived_log(wf, &req.node_id)?;
+    let bytes = store.get_bytes(&key).await.map_err(|e| match e {
+        crate::store::StoreError::NotFound { .. } => Status::not_found(format!(
+            "pod {pod} is gone and its log was not archived (archiveLogs): no {key} in the artifact repository"
+        )),
+        e => Status::unavailable(format!("archived log of pod {pod}: {e}")),
+    })?;
+    let text = String::from_utf8_lossy(&bytes);
+    let lines: Vec<&str> = text.lines().collect();
+    let tail = match req.tail_lines as usize {
+        0 => 0,
+        n => lines.len().saturating_sub(n),
+    };
+    let chunks: Vec<Result<pb::LogChunk, Status>> = lines[tail..]
+        .iter()
+        .map(|l| {
+            Ok(pb::LogChunk {
+                text: format!("{l}\n"),
+            })
+        })
+        .collect();
+    Ok(Box::pin(futures::stream::iter(chunks)))
 }
 
 /// ListPlugins: the registry's plugins, their hot-load status (errors,

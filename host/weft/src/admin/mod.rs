@@ -19,6 +19,7 @@ use tonic::transport::Server;
 use weft_plugin::Registry;
 
 use crate::metrics::Metrics;
+use crate::pod_io::PodIo;
 
 pub mod assets;
 pub mod authz;
@@ -68,6 +69,39 @@ pub struct AdminConfig {
     /// Requests larger than this are answered RESOURCE_EXHAUSTED.
     #[serde(default = "default_max_message_bytes")]
     pub max_message_bytes: usize,
+    /// The data proxy's limits (CreateUploadLocation).
+    #[serde(default)]
+    pub data_proxy: DataProxyConfig,
+}
+
+/// What the data proxy signs uploads for (`dataProxy` in the config file).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DataProxyConfig {
+    /// The largest upload signed for, in bytes (`--max-upload-size`).
+    #[serde(default = "default_max_upload_bytes")]
+    pub max_upload_bytes: u64,
+    /// Content types an upload may declare (`text/csv`, `application/*`);
+    /// empty: any.
+    #[serde(default)]
+    pub content_types: Vec<String>,
+}
+
+/// The default upload limit: 5 GiB, the most one S3 PutObject (which a
+/// presigned PUT is) takes.
+pub const DEFAULT_MAX_UPLOAD_BYTES: u64 = 5 << 30;
+
+fn default_max_upload_bytes() -> u64 {
+    DEFAULT_MAX_UPLOAD_BYTES
+}
+
+impl Default for DataProxyConfig {
+    fn default() -> Self {
+        DataProxyConfig {
+            max_upload_bytes: DEFAULT_MAX_UPLOAD_BYTES,
+            content_types: Vec::new(),
+        }
+    }
 }
 
 fn default_listen() -> SocketAddr {
@@ -86,6 +120,7 @@ impl Default for AdminConfig {
             middleware: None,
             authorization: None,
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            data_proxy: DataProxyConfig::default(),
         }
     }
 }
@@ -134,12 +169,27 @@ impl AdminServer {
     }
 }
 
-/// Binds and serves the admin API until `shutdown` resolves.
+/// Binds and serves the admin API until `shutdown` resolves, without an
+/// artifact repository (the data proxy's calls answer FAILED_PRECONDITION).
 pub async fn serve(
     config: &AdminConfig,
     client: Client,
     registry: Arc<Registry>,
     metrics: Arc<Metrics>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<AdminServer> {
+    serve_with_artifacts(config, client, registry, metrics, None, shutdown).await
+}
+
+/// Binds and serves the admin API until `shutdown` resolves; the data
+/// proxy signs URLs of `artifacts`' store (the repository the controller
+/// gives pods).
+pub async fn serve_with_artifacts(
+    config: &AdminConfig,
+    client: Client,
+    registry: Arc<Registry>,
+    metrics: Arc<Metrics>,
+    artifacts: Option<Arc<PodIo>>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<AdminServer> {
     let selection = match &config.middleware {
@@ -153,7 +203,8 @@ pub async fn serve(
         chain,
         config.authorization.clone(),
         metrics,
-    );
+    )
+    .with_data_proxy(artifacts, config.data_proxy.clone());
     let admin = pb::admin_service_server::AdminServiceServer::new(service)
         .max_decoding_message_size(config.max_message_bytes);
     let (health_reporter, health) = tonic_health::server::health_reporter();

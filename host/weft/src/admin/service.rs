@@ -8,6 +8,7 @@ use futures::Stream;
 use kube::Client;
 use tonic::{Request, Response, Status};
 
+use super::DataProxyConfig;
 use super::authz::Authorization;
 use super::chain::{Caller, Chain};
 use super::console;
@@ -15,11 +16,13 @@ use super::pb;
 pub use super::view::execution;
 use crate::actions::Action;
 use crate::metrics::Metrics;
+use crate::pod_io::PodIo;
 
 /// The annotation naming the principal that created a Workflow through the API.
 pub const CREATED_BY: &str = "weft.dev/created-by";
 
 mod calls;
+mod proxy;
 
 /// The admin service.
 pub struct AdminService {
@@ -28,6 +31,9 @@ pub struct AdminService {
     chain: Chain,
     authorization: Option<Authorization>,
     metrics: Arc<Metrics>,
+    /// The data plane whose store the data proxy signs URLs of.
+    artifacts: Option<Arc<PodIo>>,
+    data_proxy: DataProxyConfig,
 }
 
 impl AdminService {
@@ -45,7 +51,21 @@ impl AdminService {
             chain,
             authorization,
             metrics,
+            artifacts: None,
+            data_proxy: DataProxyConfig::default(),
         }
+    }
+
+    /// The data proxy's calls sign URLs of `artifacts`' store, within
+    /// `limits`; without a store they answer FAILED_PRECONDITION.
+    pub fn with_data_proxy(
+        mut self,
+        artifacts: Option<Arc<PodIo>>,
+        limits: DataProxyConfig,
+    ) -> Self {
+        self.artifacts = artifacts;
+        self.data_proxy = limits;
+        self
     }
 
     fn authorize(&self, caller: &Caller, namespace: Option<&str>) -> Result<(), Status> {
@@ -182,7 +202,8 @@ impl pb::admin_service_server::AdminService for AdminService {
                 request,
                 |c, r: pb::StreamNodeLogsRequest| async move {
                     let (_, wf) = self.fetch(&c, r.id.clone()).await?;
-                    console::node_logs(&self.client, &wf, &r).await
+                    let store = self.artifacts.as_deref().map(|io| io.store());
+                    console::node_logs(&self.client, &wf, &r, store).await
                 },
             )
             .await
@@ -196,6 +217,28 @@ impl pb::admin_service_server::AdminService for AdminService {
             .call(method!("ListPlugins"), request, |c, _r| async move {
                 self.authorize(&c, None)?;
                 Ok(console::plugins(&self.client, &self.registry, &self.metrics).await)
+            })
+            .await
+    }
+
+    async fn create_upload_location(
+        &self,
+        request: Request<pb::CreateUploadLocationRequest>,
+    ) -> Result<Response<pb::CreateUploadLocationResponse>, Status> {
+        self.chain
+            .call(method!("CreateUploadLocation"), request, |c, r| {
+                self.upload_location(c, r)
+            })
+            .await
+    }
+
+    async fn create_download_link(
+        &self,
+        request: Request<pb::CreateDownloadLinkRequest>,
+    ) -> Result<Response<pb::CreateDownloadLinkResponse>, Status> {
+        self.chain
+            .call(method!("CreateDownloadLink"), request, |c, r| {
+                self.download_link(c, r)
             })
             .await
     }

@@ -34,6 +34,20 @@ pub struct ArtifactArgs {
     /// How long the presigned URLs a pod gets for its artifacts live.
     #[arg(long, default_value = "24h", value_parser = humantime::parse_duration, value_name = "DURATION")]
     pub artifact_url_ttl: Duration,
+    /// A node's outputs larger than this (bytes of JSON) stay in the
+    /// artifact repository, referenced from the Workflow's status
+    /// (`outputsRef`) and read back for expressions and the admin API.
+    #[arg(long, default_value_t = crate::pod_io::DEFAULT_INLINE_LIMIT, value_name = "BYTES")]
+    pub max_inline_outputs: usize,
+    /// The largest artifact a pod moves either way, e.g. 10Gi (default:
+    /// no limit); over it the node fails naming the artifact, its size and
+    /// the limit.
+    #[arg(long, env = "WEFT_MAX_ARTIFACT_SIZE", value_name = "QUANTITY", value_parser = weft_plugin::quantity::parse_quantity)]
+    pub max_artifact_size: Option<u64>,
+    /// Archive every task pod's main container log in the artifact
+    /// repository when it ends (a workflow's `archiveLogs` overrides it).
+    #[arg(long)]
+    pub archive_logs: bool,
 }
 
 impl ArtifactArgs {
@@ -74,7 +88,11 @@ impl ArtifactArgs {
             (None, Some(_)) => std::env::current_exe()?.display().to_string(),
             (None, None) => "/usr/local/bin/weft".into(),
         };
-        let io = PodIo::new(store, &binary, &self.io_image).with_url_ttl(self.artifact_url_ttl);
+        let io = PodIo::new(store, &binary, &self.io_image)
+            .with_url_ttl(self.artifact_url_ttl)
+            .with_inline_limit(self.max_inline_outputs)
+            .with_max_size(self.max_artifact_size)
+            .with_archive_logs(self.archive_logs);
         Ok(Some(Arc::new(io)))
     }
 }

@@ -371,11 +371,12 @@ pub fn controller(args: ControllerArgs) -> anyhow::Result<ExitCode> {
         // every caller.
         let admin = match &admin_config {
             Some(config) => Some(
-                crate::admin::serve(
+                crate::admin::serve_with_artifacts(
                     config,
                     client.clone(),
                     registry.clone(),
                     metrics.clone(),
+                    artifacts.clone(),
                     super::dev::shutdown_signal(),
                 )
                 .await?,

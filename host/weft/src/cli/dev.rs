@@ -22,6 +22,11 @@ pub struct AdminArgs {
     /// default 127.0.0.1:8081, loopback only).
     #[arg(long, env = "WEFT_ADMIN_LISTEN", value_name = "ADDR")]
     pub admin_listen: Option<SocketAddr>,
+    /// The largest workflow input the data proxy signs an upload for
+    /// (`CreateUploadLocation`, `weft cp`, `weft submit -a`), e.g. 500Mi
+    /// (overrides the config's `dataProxy.maxUploadBytes`; default 5Gi).
+    #[arg(long, env = "WEFT_MAX_UPLOAD_SIZE", value_name = "QUANTITY", value_parser = weft_plugin::quantity::parse_quantity)]
+    pub max_upload_size: Option<u64>,
 }
 
 impl AdminArgs {
@@ -39,6 +44,9 @@ impl AdminArgs {
         };
         if let Some(addr) = self.admin_listen {
             config.listen = addr;
+        }
+        if let Some(max) = self.max_upload_size {
+            config.data_proxy.max_upload_bytes = max;
         }
         Ok(config)
     }
@@ -135,8 +143,8 @@ pub fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
             },
         );
         // Before the controller's start gate opens: no round runs without it.
-        if let Some(io) = artifacts {
-            ctx.set_artifacts(io);
+        if let Some(io) = &artifacts {
+            ctx.set_artifacts(io.clone());
         }
         let hotload = crate::hotload::HotloadConfig {
             namespaces: vec![args.namespace.clone()],
@@ -155,11 +163,12 @@ pub fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
         // As `weft controller`: the admin API opens with its middleware
         // loaded and configured.
         hot.synced().await;
-        let server = admin::serve(
+        let server = admin::serve_with_artifacts(
             &config,
             client,
             registry,
             ctx.metrics.clone(),
+            artifacts,
             shutdown_signal(),
         )
         .await?;

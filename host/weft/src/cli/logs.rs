@@ -41,6 +41,10 @@ pub struct LogsArgs {
     /// Where to connect, and the namespace.
     #[command(flatten)]
     pub cluster: super::ClusterArgs,
+    /// The admin API, asked for the archived logs (`archiveLogs`) of pods
+    /// that are gone.
+    #[command(flatten)]
+    pub admin: super::cp::AdminClientArgs,
 }
 
 /// Run `weft logs`.
@@ -60,7 +64,10 @@ pub fn logs(args: LogsArgs) -> anyhow::Result<ExitCode> {
         }
         let selector = dag.selector(&args.name, args.node.as_deref());
         match args.follow {
-            false => print_all(&pods, &dag, &selector, args.node.as_deref()).await?,
+            false => {
+                let shown = print_all(&pods, &dag, &selector, args.node.as_deref()).await?;
+                print_archived(&args, &wf, &shown).await?;
+            }
             true => follow(workflows, pods, &args.name, dag, selector, args.node).await?,
         }
         Ok(ExitCode::SUCCESS)
@@ -318,13 +325,72 @@ fn no_log_yet(e: &kube::Error) -> Option<&str> {
     }
 }
 
-/// Without `-f`: each pod's whole log once, pods in creation order.
+/// The nodes whose pods are gone (pod GC, TTL) but whose status names
+/// one: their archived logs, through the admin API (which reads the
+/// artifact repository; this machine has no credentials for it). Pods
+/// already shown (`shown`, by name) are skipped.
+async fn print_archived(
+    args: &LogsArgs,
+    wf: &Workflow,
+    shown: &HashSet<String>,
+) -> anyhow::Result<()> {
+    let Some(status) = &wf.status else {
+        return Ok(());
+    };
+    let gone: Vec<(&String, &str)> = status
+        .nodes
+        .iter()
+        .filter(|(id, _)| args.node.as_ref().is_none_or(|n| n == *id))
+        .filter_map(|(id, st)| st.resource.as_ref().map(|r| (id, r)))
+        .filter(|(_, r)| r.kind == "Pod" && !shown.contains(&r.name))
+        .map(|(id, r)| (id, r.name.as_str()))
+        .collect();
+    if gone.is_empty() {
+        return Ok(());
+    }
+    let mut admin = match args.admin.connect().await {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!(
+                "pods of {} are gone; their archived logs come through the admin API: {e:#}",
+                args.name
+            );
+            return Ok(());
+        }
+    };
+    for (node, pod) in gone {
+        let req = crate::admin::pb::StreamNodeLogsRequest {
+            id: Some(crate::admin::pb::ExecutionId {
+                namespace: args.cluster.namespace.clone(),
+                name: args.name.clone(),
+            }),
+            node_id: node.clone(),
+            ..Default::default()
+        };
+        match admin.stream_node_logs(req).await {
+            Ok(stream) => {
+                let mut stream = stream.into_inner();
+                while let Some(chunk) = stream.next().await {
+                    let text = chunk
+                        .map_err(|s| anyhow::anyhow!("node {node}: {}", s.message()))?
+                        .text;
+                    super::out(&format!("{node}: {}", text.trim_end_matches(['\n', '\r'])))?;
+                }
+            }
+            Err(s) => eprintln!("{node}: pod {pod} is gone: {}", s.message()),
+        }
+    }
+    Ok(())
+}
+
+/// Without `-f`: each pod's whole log once, pods in creation order; the
+/// names of the pods shown.
 async fn print_all(
     pods: &Api<Pod>,
     dag: &Dag,
     selector: &str,
     node: Option<&str>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<HashSet<String>> {
     let found = pods.list(&ListParams::default().labels(selector)).await?;
     let mut logs: Vec<PodLog> = found
         .items
@@ -336,6 +402,7 @@ async fn print_all(
     if logs.is_empty() {
         eprintln!("No pods found for {selector}.");
     }
+    let shown = logs.iter().map(|l| l.name.clone()).collect();
     for log in logs {
         let params = LogParams {
             container: log.container.clone(),
@@ -349,7 +416,7 @@ async fn print_all(
             },
         }
     }
-    Ok(())
+    Ok(shown)
 }
 
 /// What following knows of the Workflow, from one watch: its DAG as last

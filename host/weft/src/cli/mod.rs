@@ -12,6 +12,7 @@ pub mod artifacts;
 pub mod cache;
 pub mod config;
 pub mod controller;
+pub mod cp;
 pub mod cron;
 pub mod dev;
 pub mod io;
@@ -105,6 +106,10 @@ pub enum Command {
     Approve(actions::GateArgs),
     /// Reject a Workflow's approval gate: it fails with the reason.
     Reject(actions::RejectArgs),
+    /// Download a node's artifact (`WORKFLOW/NODE/ARTIFACT DEST`) or
+    /// upload a workflow input (`PATH -`, printing its reference) through
+    /// the admin API's data proxy.
+    Cp(cp::CpArgs),
     /// A task pod's side of the data plane: stage inputs (`init`), run
     /// the command and upload outputs (`exec`), or move one artifact
     /// (`get`, `put`), with presigned URLs only (no store credentials).
@@ -199,6 +204,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Logs(args) => logs::logs(args),
         Command::Cache(cmd) => cache::run(cmd),
         Command::Io(cmd) => io::run(cmd),
+        Command::Cp(args) => cp::cp(args),
         Command::Retry(a) => actions::run(a.target, Action::Retry { node: a.node }),
         Command::Resubmit(a) => actions::run(
             a.target,

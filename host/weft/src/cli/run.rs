@@ -287,8 +287,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             },
         );
         // Before the controller's start gate opens: no round runs without it.
-        if let Some(io) = artifacts {
-            ctx.set_artifacts(io);
+        if let Some(io) = &artifacts {
+            ctx.set_artifacts(io.clone());
         }
         let loader = args.hotload.then(|| {
             let config = crate::hotload::HotloadConfig {
@@ -313,11 +313,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         let (stop_admin, admin_stopped) = tokio::sync::oneshot::channel::<()>();
         let server = match &admin_config {
             Some(config) => {
-                let server = crate::admin::serve(
+                let server = crate::admin::serve_with_artifacts(
                     config,
                     client.clone(),
                     registry.clone(),
                     ctx.metrics.clone(),
+                    artifacts.clone(),
                     async {
                         let _ = admin_stopped.await;
                     },
@@ -488,6 +489,13 @@ pub async fn follow(
                     .filter(|o| !o.is_empty() && node.items.is_empty())
                 {
                     println!("  {id} outputs: {}", serde_json::Value::Object(out.clone()));
+                }
+                if let Some(r) = &node.outputs_ref {
+                    let kib = r.size.div_ceil(1024);
+                    println!(
+                        "  {id} outputs: {kib} KiB in the artifact repository at {} ({})",
+                        r.key, r.digest
+                    );
                 }
             }
             if let Some(out) = &status.outputs {

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::bail;
+use anyhow::{Context as _, bail};
 use clap::Args;
 use kube::ResourceExt;
 use serde_json::{Map, Value};
@@ -34,6 +34,16 @@ pub struct SubmitArgs {
     /// typed, anything else as JSON: `5`, `true`, `[1, 2]`). Repeatable.
     #[arg(short = 'p', long = "parameter", value_name = "KEY=VALUE")]
     pub parameters: Vec<String>,
+    /// An input given as a local file or directory: uploaded through the
+    /// admin API's data proxy (as `weft cp PATH -`), and its reference
+    /// `{key, digest, size, kind}` is the input's value (a task reads it
+    /// with `inputs.artifacts: [{name, path, from: '${inputs.NAME}'}]`).
+    /// The input must be declared untyped or `object`. Repeatable.
+    #[arg(short = 'a', long = "artifact", value_name = "NAME=PATH")]
+    pub artifacts: Vec<String>,
+    /// The admin API, for `-a`.
+    #[command(flatten)]
+    pub admin: super::cp::AdminClientArgs,
     /// Follow the Workflow to its end, as `weft run` does; exits non-zero
     /// unless it succeeds.
     #[arg(short, long)]
@@ -57,6 +67,7 @@ pub struct SubmitArgs {
 pub fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
     // What needs no cluster is checked before connecting to one.
     let params = parse_params(&args.parameters)?;
+    let artifacts = parse_artifacts(&args.artifacts)?;
     let from = args.from.as_deref().map(template_name).transpose()?;
     let manifests = args.file.as_deref().map(run::read_manifests).transpose()?;
     let rt = tokio::runtime::Runtime::new()?;
@@ -84,28 +95,37 @@ pub fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
             (None, None) => unreachable!("clap requires FILE or --from"),
         };
         let spec = &mut wf.spec.spec;
-        match &mut spec.workflow_template_ref {
+        let (decls, fixed, source, given) = match &spec.workflow_template_ref {
             Some(launch) => {
                 // The file's own version of the template is what runs.
                 let template = match to_apply.iter().find(|t| t.name_any() == launch.name) {
                     Some(t) => t.clone(),
                     None => super::template::get_template(&client, ns, &launch.name).await?,
                 };
-                let t = &template.spec.spec;
+                let t = template.spec.spec;
                 let source = format!("template {}", launch.name);
-                let values = bind(
-                    &params,
-                    &t.workflow.inputs,
-                    &t.fixed_inputs,
-                    &source,
-                    &launch.inputs,
-                )?;
-                launch.inputs.extend(values);
+                (
+                    t.workflow.inputs,
+                    t.fixed_inputs,
+                    source,
+                    launch.inputs.clone(),
+                )
             }
             None => {
                 let file = args.file.as_deref().unwrap_or_else(|| "?".as_ref());
                 let source = format!("the workflow in {}", file.display());
-                let values = bind(&params, &spec.inputs, &Map::new(), &source, &Map::new())?;
+                (spec.inputs.clone(), Map::new(), source, Map::new())
+            }
+        };
+        check_artifacts(&artifacts, &params, &decls, &fixed, &source)?;
+        // An input an -a gives has a value (once uploaded).
+        let mut given_all = given;
+        given_all.extend(artifacts.iter().map(|(k, _)| (k.clone(), Value::Null)));
+        let mut values = bind(&params, &decls, &fixed, &source, &given_all)?;
+        values.extend(upload_inputs(&args.admin, ns, &artifacts).await?);
+        match &mut spec.workflow_template_ref {
+            Some(launch) => launch.inputs.extend(values),
+            None => {
                 for (name, value) in values {
                     let decl = spec.inputs[&name].with_default(value);
                     spec.inputs.insert(name, decl);
@@ -158,6 +178,91 @@ fn parse_params(args: &[String]) -> anyhow::Result<Vec<Param>> {
         true => Ok(out),
         false => bail!("{}", problems.join("\n")),
     }
+}
+
+/// Splits every `-a NAME=PATH`; the path must exist (checked before
+/// anything is uploaded or created).
+fn parse_artifacts(args: &[String]) -> anyhow::Result<Vec<(String, PathBuf)>> {
+    let mut out = Vec::new();
+    let mut problems = Vec::new();
+    for arg in args {
+        match arg.split_once('=') {
+            Some((name, path)) if !name.is_empty() && !path.is_empty() => {
+                match std::fs::metadata(path) {
+                    Ok(_) => out.push((name.to_string(), PathBuf::from(path))),
+                    Err(e) => problems.push(format!("-a {arg}: {path}: {e}")),
+                }
+            }
+            _ => problems.push(format!("-a {arg}: expected NAME=PATH")),
+        }
+    }
+    match problems.is_empty() {
+        true => Ok(out),
+        false => bail!("{}", problems.join("\n")),
+    }
+}
+
+/// Each `-a` names a declared input that takes an artifact reference (an
+/// object, or anything), that nothing fixes and no `-p` sets too.
+fn check_artifacts(
+    artifacts: &[(String, PathBuf)],
+    params: &[Param],
+    decls: &Inputs,
+    fixed: &Map<String, Value>,
+    source: &str,
+) -> anyhow::Result<()> {
+    let mut problems = Vec::new();
+    for (name, path) in artifacts {
+        let arg = format!("-a {name}={}", path.display());
+        let problem = match (
+            decls.get(name),
+            decls.get(name).and_then(|d| d.input_type()),
+        ) {
+            _ if fixed.contains_key(name) => format!("{arg}: input {name} is fixed by {source}"),
+            _ if params.iter().any(|p| &p.key == name) => {
+                format!("{arg}: input {name} is also given with -p")
+            }
+            (None, _) => format!("{arg}: {source} has no input {name}"),
+            (Some(_), Some(t)) if t != InputType::Object => format!(
+                "{arg}: input {name} is {}; an artifact reference is an object (declare it `type: object` or untyped)",
+                a(t)
+            ),
+            _ => continue,
+        };
+        problems.push(problem);
+    }
+    match problems.is_empty() {
+        true => Ok(()),
+        false => bail!("{}", problems.join("\n")),
+    }
+}
+
+/// Uploads each `-a` through the admin API; the inputs' values are their
+/// references.
+async fn upload_inputs(
+    admin: &super::cp::AdminClientArgs,
+    namespace: &str,
+    artifacts: &[(String, PathBuf)],
+) -> anyhow::Result<Map<String, Value>> {
+    let mut values = Map::new();
+    if artifacts.is_empty() {
+        return Ok(values);
+    }
+    let mut client = admin.connect().await?;
+    for (name, path) in artifacts {
+        let r = super::cp::upload(&mut client, namespace, path, None)
+            .await
+            .with_context(|| format!("-a {name}={}", path.display()))?;
+        eprintln!(
+            "input {name}: uploaded {} as {} ({} bytes, {})",
+            path.display(),
+            r.key,
+            r.size,
+            r.digest
+        );
+        values.insert(name.clone(), serde_json::to_value(r)?);
+    }
+    Ok(values)
 }
 
 /// The template name of `--from template/NAME`.

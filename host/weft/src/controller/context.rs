@@ -13,7 +13,7 @@ use weft_plugin::Registry;
 use super::children::Children;
 use super::impersonation::{Impersonation, PluginClients};
 use super::shard::Shard;
-use super::{Error, backoff, cache, executor, features, shadow, webapi, workqueue};
+use super::{Error, artifact_gc, backoff, cache, executor, features, shadow, webapi, workqueue};
 use crate::api::Workflow;
 use crate::events::WorkflowEvents;
 use crate::metrics::Metrics;
@@ -121,6 +121,11 @@ pub struct Context {
     gates: features::FeatureGates,
     /// The data plane (set at start, or by `weft dev` and tests).
     artifacts: std::sync::RwLock<Option<Arc<crate::pod_io::PodIo>>>,
+    /// Namespaces' own artifact repositories.
+    repositories: super::repositories::Repositories,
+    /// What artifact GC remembers (its finalizer, finishes collected,
+    /// the store's failures).
+    pub(super) gc: artifact_gc::Collector,
 }
 
 impl Context {
@@ -143,6 +148,7 @@ impl Context {
         }
         let webapi =
             webapi::WebApiTasks::new(children.clone(), metrics.clone(), plugin_clients.clone());
+        let repositories = super::repositories::Repositories::new(client.clone());
         Arc::new(Context {
             queue,
             client,
@@ -170,7 +176,17 @@ impl Context {
             sync_period: settings.sync_period.filter(|p| !p.is_zero()),
             gates: settings.gates,
             artifacts: settings.artifacts.into(),
+            repositories,
+            gc: artifact_gc::Collector::default(),
         })
+    }
+
+    /// The data plane of `namespace`'s workflows: its own repository, else
+    /// the controller's; an error names a namespace's bad ConfigMap.
+    pub(super) async fn artifacts_for(&self, namespace: &str) -> super::repositories::Found {
+        self.repositories
+            .for_namespace(namespace, self.artifacts())
+            .await
     }
 
     /// Moves tasks' artifacts through `io` from the next round on.
@@ -258,6 +274,7 @@ impl Context {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(uid);
+        self.gc.forget(uid);
     }
 
     /// Whether a round's minor changes wait (for at most the time

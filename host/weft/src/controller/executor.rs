@@ -86,8 +86,11 @@ pub struct PluginExecutor {
     pub cache_writes: Vec<super::cache::CacheWrite>,
     /// Web-API attempts in flight (none served without it).
     webapi: Option<Arc<super::webapi::WebApiTasks>>,
-    /// The data plane (no artifacts without it).
-    io: Option<Arc<PodIo>>,
+    /// The data plane (no artifacts without it), or why the namespace's
+    /// cannot be used.
+    io: Result<Option<Arc<PodIo>>, String>,
+    /// The workflow's `archiveLogs` (else the data plane's default).
+    archive_logs: Option<bool>,
 }
 
 /// How deep a Workflow is nested: its label, set on the children of
@@ -126,12 +129,27 @@ impl PluginExecutor {
             cache: None,
             cache_writes: Vec::new(),
             webapi: None,
-            io: None,
+            io: Ok(None),
+            archive_logs: None,
         }
     }
 
-    /// Move tasks' artifacts through `io`.
-    pub fn with_io(mut self, io: Option<Arc<PodIo>>) -> Self {
+    /// The workflow's `archiveLogs`.
+    pub fn with_archive_logs(mut self, archive: Option<bool>) -> Self {
+        self.archive_logs = archive;
+        self
+    }
+
+    /// Whether pods' logs are archived: the workflow's choice, else the
+    /// controller's; never without a repository.
+    fn archives_logs(&self) -> bool {
+        let io = self.io.as_ref().ok().and_then(Option::as_ref);
+        io.is_some_and(|io| self.archive_logs.unwrap_or(io.archive_logs()))
+    }
+
+    /// Move tasks' artifacts through `io` (an error: the namespace's
+    /// repository is unusable, and tasks that need one fail saying why).
+    pub fn with_io(mut self, io: Result<Option<Arc<PodIo>>, String>) -> Self {
         self.io = io;
         self
     }
@@ -149,12 +167,18 @@ impl PluginExecutor {
         req: &TaskRequest<'_>,
         then: impl FnOnce(&PodIo, &Attempt<'_>) -> Result<T, IoProblem>,
     ) -> Result<T, IoProblem> {
-        let Some(io) = &self.io else {
-            return Err(IoProblem {
+        let io = match &self.io {
+            Ok(Some(io)) => io,
+            Ok(None) => return Err(IoProblem {
                 reason: "NoArtifactRepository",
                 message: "the task declares artifacts, and this controller has no artifact repository (--artifact-repository)".into(),
                 system: false,
-            });
+            }),
+            Err(why) => return Err(IoProblem {
+                reason: "ArtifactRepositoryInvalid",
+                message: why.clone(),
+                system: false,
+            }),
         };
         let node = Self::node_name(req);
         let at = Attempt {
@@ -172,11 +196,16 @@ impl PluginExecutor {
     fn io_verdict(&self, req: &TaskRequest<'_>, observed: &Value, obs: &mut TaskObservation) {
         match obs.state {
             TaskState::Succeeded => {
-                let checked = self.with_attempt(req, |io, at| {
-                    io.check_outputs(at, req.task, obs.outputs.as_ref())
-                });
-                if let Err(p) = checked {
-                    *obs = TaskObservation::failed(p.system, p.system, p.reason, &p.message);
+                let outputs = obs.outputs.take();
+                let settled =
+                    self.with_attempt(req, |io, at| io.settle_outputs(at, req.task, outputs));
+                match settled {
+                    Ok((outputs, reference)) => {
+                        (obs.outputs, obs.outputs_ref) = (outputs, reference)
+                    }
+                    Err(p) => {
+                        *obs = TaskObservation::failed(p.system, p.system, p.reason, &p.message)
+                    }
                 }
             }
             TaskState::Failed { .. } if crate::pod_io::store_fault(observed) => {
@@ -477,7 +506,12 @@ impl Executor for PluginExecutor {
         )
     }
 
-    fn cache_store(&mut self, req: &CacheRequest<'_>, outputs: &Map<String, Value>) {
+    fn cache_store(
+        &mut self,
+        req: &CacheRequest<'_>,
+        outputs: &Map<String, Value>,
+        outputs_ref: Option<&weft_dag::artifacts::ArtifactRef>,
+    ) {
         if self.cache.is_none() {
             return;
         }
@@ -489,12 +523,22 @@ impl Executor for PluginExecutor {
             created_at: weft_dag::status::timestamp(req.now),
             max_age: req.cache.max_age.clone(),
             outputs: outputs.clone(),
+            outputs_ref: outputs_ref.cloned(),
         };
         self.cache_writes.push(super::cache::CacheWrite {
             task_type: req.task.task_type.clone(),
             key: self.cache_key(req),
             entry,
         });
+    }
+
+    fn offloaded(
+        &self,
+        r: &weft_dag::artifacts::ArtifactRef,
+    ) -> Result<Map<String, Value>, String> {
+        let io = self.io.as_ref().ok().and_then(Option::as_ref);
+        let io = io.ok_or("this controller has no artifact repository")?;
+        io.load_outputs(r).map(|m| (*m).clone())
     }
 
     fn abort_workflow(&mut self, req: &WorkflowRequest<'_>) {
@@ -606,9 +650,10 @@ impl Executor for PluginExecutor {
                 obs.plugin = Some(plugin_ref(&plugin));
                 return obs;
             }
-            if req.task.has_io() {
+            let logs = self.archives_logs();
+            if req.task.has_io() || logs {
                 let prepared = self.with_attempt(req, |io, at| {
-                    io.prepare(&mut desired, at, req.task, req.artifacts)
+                    io.prepare(&mut desired, at, req.task, req.artifacts, logs)
                 });
                 if let Err(p) = prepared {
                     let mut obs = TaskObservation::failed(p.system, p.system, p.reason, &p.message);

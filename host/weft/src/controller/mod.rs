@@ -13,6 +13,7 @@
 //! [`run`] (the controller's streams); the node handlers' side of the
 //! round is [`executor`].
 
+pub mod artifact_gc;
 pub mod backoff;
 pub mod cache;
 pub mod children;
@@ -28,6 +29,7 @@ pub mod lifecycle;
 mod observe;
 mod reconcile;
 mod report;
+pub mod repositories;
 mod run;
 pub mod shadow;
 pub mod shard;

@@ -56,6 +56,7 @@ pub(super) fn observation(info: weft_plugin::PhaseInfo) -> TaskObservation {
         reason: info.reason,
         message: info.message,
         outputs: info.outputs,
+        outputs_ref: None,
         resource: None,
         plugin: None,
         log_links: info

@@ -18,7 +18,7 @@ use super::writes::{
     abort_workflow, apply_child, collect_children, delete_child, expire, remove_finalizer,
     write_status,
 };
-use super::{Context, Error, Requeue, backoff_key, lifecycle, queue_key, report};
+use super::{Context, Error, Requeue, artifact_gc, backoff_key, lifecycle, queue_key, report};
 use crate::api::{FINALIZER, SKIP_CACHE_ANNOTATION, Workflow};
 use crate::metrics::standard::WORKFLOW_CONTROLLER;
 
@@ -70,6 +70,8 @@ struct Current {
     deleting: bool,
     /// Whether it carries the old finalizer ([`FINALIZER`]).
     has_finalizer: bool,
+    /// Whether it carries artifact GC's finalizer (`artifact_gc`).
+    gc_held: bool,
     /// The newest status known: what this controller last wrote, else the
     /// watch cache's.
     old: WorkflowStatus,
@@ -96,6 +98,7 @@ pub(super) async fn reconcile_owned(
     let Some((compiled, spec, status)) = resolve_and_compile(&cur, &ctx).await? else {
         return Ok(None);
     };
+    artifact_gc::guard(&ctx, &cur.wf, &spec, cur.deleting).await?;
     let planned = run_round(&cur, &ctx, compiled, spec, status).await?;
     apply(&cur, &ctx, &planned.exec).await?;
     if let Some(left) = ctx.defer_minor(&cur.uid, is_minor(&cur.old, &planned)) {
@@ -127,6 +130,7 @@ impl Current {
             .cloned();
         let old = remembered.unwrap_or_else(|| wf.status.clone().unwrap_or_default());
         Current {
+            gc_held: ctx.gc.held(&wf),
             api: Api::namespaced(ctx.client.clone(), &ns),
             name: wf.name_any(),
             deleting: wf.metadata.deletion_timestamp.is_some(),
@@ -143,6 +147,17 @@ impl Current {
 /// collected and its time to live looked after. `None`: it runs on.
 async fn settle(cur: &Current, ctx: &Context) -> Result<Option<Requeue>, Error> {
     let old = &cur.old;
+    // Its artifacts first: a running one is stopped by the round, then
+    // collected ([`next_wakeup`]).
+    if cur.deleting && cur.gc_held {
+        if !old.phase.is_terminal() {
+            return Ok(None);
+        }
+        if cur.has_finalizer {
+            remove_finalizer(&cur.api, &cur.wf, ctx).await?;
+        }
+        return artifact_gc::on_deletion(ctx, &cur.wf, old).await.map(Some);
+    }
     if cur.deleting && (!cur.has_finalizer || old.phase.is_terminal()) {
         if cur.has_finalizer {
             remove_finalizer(&cur.api, &cur.wf, ctx).await?;
@@ -159,6 +174,9 @@ async fn settle(cur: &Current, ctx: &Context) -> Result<Option<Requeue>, Error> 
     // watch Delete (`intake`).
     if old.phase.is_terminal() && lifecycle::pending_retry(&cur.wf, old).is_none() {
         collect_children(ctx, &cur.wf, old).await;
+        if let Some(wait) = artifact_gc::on_completion(ctx, &cur.wf, old).await {
+            return Ok(Some(Some(wait)));
+        }
         return expire(&cur.api, &cur.wf, old, ctx).await.map(Some);
     }
     Ok(None)
@@ -187,7 +205,7 @@ async fn resolve_and_compile(
 
 /// The plugin executor of one round: the plugin versions the running
 /// nodes pin, the nesting depth, the shadow copies and the task cache.
-fn executor(cur: &Current, ctx: &Context) -> PluginExecutor {
+fn executor(cur: &Current, ctx: &Context, io: super::repositories::Found) -> PluginExecutor {
     let pins = cur
         .old
         .nodes
@@ -211,7 +229,8 @@ fn executor(cur: &Current, ctx: &Context) -> PluginExecutor {
     )
     .with_pins(pins)
     .with_webapi(ctx.webapi.clone())
-    .with_io(ctx.artifacts())
+    .with_io(io)
+    .with_archive_logs(cur.wf.spec.spec.archive_logs)
     .with_depth(depth.unwrap_or(0), ctx.max_depth())
     .with_shadow(ctx.shadow.clone())
     .with_cache(
@@ -232,7 +251,8 @@ async fn run_round(
     let retried = lifecycle::pending_retry(&cur.wf, &status)
         .map(|req| lifecycle::retry(&compiled, &mut status, &req));
     let (approvals, rejections) = gate_decisions(&cur.wf, &spec);
-    let mut exec = executor(cur, ctx);
+    let io = ctx.artifacts_for(&cur.ns).await;
+    let mut exec = executor(cur, ctx, io);
     let (generation, deleting) = (cur.wf.metadata.generation, cur.deleting);
     let started = Instant::now();
     let span = tracing::Span::current();
@@ -316,7 +336,13 @@ async fn next_wakeup(cur: &Current, ctx: &Context, p: &Planned) -> Result<Requeu
     if status.phase.is_terminal() {
         if cur.deleting {
             remove_finalizer(&cur.api, &cur.wf, ctx).await.ok();
+            if cur.gc_held {
+                return artifact_gc::on_deletion(ctx, &cur.wf, status).await;
+            }
             return Ok(None);
+        }
+        if let Some(wait) = artifact_gc::on_completion(ctx, &cur.wf, status).await {
+            return Ok(Some(wait));
         }
         // Its time to live starts now: ask for that wake-up in this round
         // rather than count on the watch event of our own status write

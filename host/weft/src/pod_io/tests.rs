@@ -54,7 +54,7 @@ fn the_pod_runs_its_command_under_weft_io_with_the_attempts_urls() {
     let dir = tempfile::tempdir().unwrap();
     let io = io(dir.path());
     let mut p = pod();
-    io.prepare(&mut p, &AT, &task(), &[input("team/up/u0/a/0/out")])
+    io.prepare(&mut p, &AT, &task(), &[input("team/up/u0/a/0/out")], false)
         .unwrap();
     let init = &p["spec"]["initContainers"][0];
     assert_eq!(init["name"], CONTAINER);
@@ -94,8 +94,14 @@ fn the_pod_runs_its_command_under_weft_io_with_the_attempts_urls() {
 
     // The same attempt built again gets the same plan (a Pod cannot change).
     let mut again = pod();
-    io.prepare(&mut again, &AT, &task(), &[input("team/up/u0/a/0/out")])
-        .unwrap();
+    io.prepare(
+        &mut again,
+        &AT,
+        &task(),
+        &[input("team/up/u0/a/0/out")],
+        false,
+    )
+    .unwrap();
     assert_eq!(again, p);
 }
 
@@ -105,7 +111,7 @@ fn what_cannot_be_wrapped_is_refused_by_name() {
     let io = io(dir.path());
     let mut p = pod();
     let err = io
-        .prepare(&mut p, &AT, &task(), &[input("other/wf/u/a/0/out")])
+        .prepare(&mut p, &AT, &task(), &[input("other/wf/u/a/0/out")], false)
         .unwrap_err();
     assert_eq!(err.reason, "ArtifactNotPermitted");
     assert!(
@@ -116,7 +122,7 @@ fn what_cannot_be_wrapped_is_refused_by_name() {
 
     let mut p = pod();
     p["spec"]["containers"][1]["command"] = json!([]);
-    let err = io.prepare(&mut p, &AT, &task(), &[]).unwrap_err();
+    let err = io.prepare(&mut p, &AT, &task(), &[], false).unwrap_err();
     assert!(
         err.message.starts_with("container main needs a command"),
         "{}",
@@ -124,7 +130,7 @@ fn what_cannot_be_wrapped_is_refused_by_name() {
     );
 
     let mut job = json!({"apiVersion": "batch/v1", "kind": "Job"});
-    let err = io.prepare(&mut job, &AT, &task(), &[]).unwrap_err();
+    let err = io.prepare(&mut job, &AT, &task(), &[], false).unwrap_err();
     assert_eq!(err.reason, "ArtifactsNeedAPod");
 }
 
@@ -135,8 +141,9 @@ fn outputs_must_come_back_under_the_attempts_keys() {
     let good = json!({"artifacts": {"model": {"key": "team/wf/u1/train/2/model",
         "digest": "sha256:ab", "size": 2, "kind": "file"}}});
     let good = good.as_object().unwrap();
-    io.check_outputs(&AT, &task(), Some(good)).unwrap();
-    let err = io.check_outputs(&AT, &task(), None).unwrap_err();
+    let (kept, reference) = io.settle_outputs(&AT, &task(), Some(good.clone())).unwrap();
+    assert_eq!((kept.as_ref(), reference), (Some(good), None));
+    let err = io.settle_outputs(&AT, &task(), None).unwrap_err();
     assert!(
         err.message
             .contains("output artifact model: the pod did not report it"),
@@ -146,7 +153,7 @@ fn outputs_must_come_back_under_the_attempts_keys() {
     let forged = json!({"artifacts": {"model": {"key": "other/x/u/n/0/model",
         "digest": "sha256:ab", "size": 2, "kind": "file"}}});
     let err = io
-        .check_outputs(&AT, &task(), forged.as_object())
+        .settle_outputs(&AT, &task(), forged.as_object().cloned())
         .unwrap_err();
     assert!(err.message.contains("not the attempt's"), "{}", err.message);
 }
@@ -162,4 +169,80 @@ fn a_store_fault_exit_is_the_platforms() {
     p["status"]["initContainerStatuses"] =
         json!([{"name": CONTAINER, "state": {"terminated": {"exitCode": 75}}}]);
     assert!(store_fault(&p));
+}
+
+#[test]
+fn outputs_the_pod_uploaded_are_read_back_and_kept_in_the_store_when_large() {
+    let dir = tempfile::tempdir().unwrap();
+    let io = io(dir.path()).with_inline_limit(1000);
+    let mut p = pod();
+    io.prepare(&mut p, &AT, &task(), &[input("team/up/u0/a/0/out")], false)
+        .unwrap();
+    let plan = IoPlan::from_arg(
+        p["spec"]["initContainers"][0]["command"][4]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    let offload = plan.offload.clone().unwrap();
+    assert_eq!(offload.key, "team/wf/u1/train/2/outputs.json");
+    assert_eq!(offload.above, plan::MESSAGE_LIMIT);
+    let upload = |outputs: &Value| {
+        let bytes = outputs.to_string().into_bytes();
+        let digest = crate::store::Digest::of(&bytes);
+        std::fs::create_dir_all(dir.path().join("team/wf/u1/train/2")).unwrap();
+        std::fs::write(dir.path().join(&offload.key), &bytes).unwrap();
+        let r = json!({"key": offload.key, "digest": digest, "size": bytes.len(), "kind": "file"});
+        json!({ plan::OFFLOADED_KEY: r }).as_object().cloned()
+    };
+    let model = json!({"key": "team/wf/u1/train/2/model", "digest": "sha256:ab", "size": 2, "kind": "file"});
+    // Small enough for the status: read back and kept inline.
+    let small = json!({"n": 1, "artifacts": {"model": model}});
+    let (kept, reference) = io.settle_outputs(&AT, &task(), upload(&small)).unwrap();
+    assert_eq!((kept, reference), (small.as_object().cloned(), None));
+    // Too large: referenced, and the round can read it back.
+    let large = json!({"blob": "x".repeat(5000), "artifacts": {"model": model}});
+    let (kept, reference) = io.settle_outputs(&AT, &task(), upload(&large)).unwrap();
+    assert!(kept.is_none());
+    let r = reference.unwrap();
+    assert_eq!(
+        *io.load_outputs(&r).unwrap(),
+        large.as_object().cloned().unwrap()
+    );
+    // A reference to another key, or bytes that changed, are refused.
+    let mut forged = upload(&large).unwrap();
+    forged[plan::OFFLOADED_KEY]["key"] = "team/other/u/n/0/outputs.json".into();
+    let err = io.settle_outputs(&AT, &task(), Some(forged)).unwrap_err();
+    assert_eq!(err.reason, "ArtifactNotReported");
+    let mut changed = r.clone();
+    changed.digest = "sha256:00".into();
+    let err = io.load_outputs(&changed).unwrap_err();
+    assert!(err.contains("not sha256:00"), "{err}");
+}
+
+#[test]
+fn a_pod_that_only_archives_its_log_is_wrapped_when_it_can_be() {
+    let dir = tempfile::tempdir().unwrap();
+    let io = io(dir.path());
+    let plain: TaskSpec = serde_json::from_value(json!({"type": "pod"})).unwrap();
+    let mut p = pod();
+    io.prepare(&mut p, &AT, &plain, &[], true).unwrap();
+    let plan = IoPlan::from_arg(
+        p["spec"]["initContainers"][0]["command"][4]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    let log = plan.log.unwrap();
+    assert_eq!(log.key, "team/wf/u1/train/2/main.log");
+    assert!(log.url.ends_with(&log.key), "{}", log.url);
+    // No command to wrap (an image's entrypoint): left as built, its log
+    // not archived, the task not failed.
+    let mut p = pod();
+    p["spec"]["containers"][1]["command"] = json!([]);
+    let before = p.clone();
+    io.prepare(&mut p, &AT, &plain, &[], true).unwrap();
+    assert_eq!(p, before);
+    let mut job = json!({"apiVersion": "batch/v1", "kind": "Job"});
+    io.prepare(&mut job, &AT, &plain, &[], true).unwrap();
 }

@@ -10,6 +10,7 @@ mod config;
 mod key;
 pub mod plan;
 pub mod pod;
+pub mod tee;
 pub mod transfer;
 
 pub use config::{

@@ -54,6 +54,45 @@ pub struct IoPlan {
     /// The largest artifact, in bytes, either way (none: no limit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_size: Option<u64>,
+    /// Where the outputs go when they do not fit the termination message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offload: Option<Offload>,
+    /// Where the command's log goes when it ends (`archiveLogs`): a
+    /// presigned PUT, whatever the command's exit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<PlannedLog>,
+}
+
+/// The archived log of the main container.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedLog {
+    /// A presigned PUT URL.
+    pub url: String,
+    /// The key it writes.
+    pub key: String,
+}
+
+/// The termination message's key that says the outputs were uploaded:
+/// its value is an `ArtifactRef` of one JSON object.
+pub const OFFLOADED_KEY: &str = "weft.dev/outputs";
+
+/// The most a termination message holds here: Kubernetes keeps 4,096
+/// bytes of a container's message; a little is left for the runtime.
+pub const MESSAGE_LIMIT: usize = 4000;
+
+/// Outputs too large for the termination message: uploaded as one JSON
+/// object to `url` (a presigned PUT of `key`), and the message says only
+/// `{"weft.dev/outputs": {key, digest, size, kind}}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Offload {
+    /// A presigned PUT URL.
+    pub url: String,
+    /// The key it writes.
+    pub key: String,
+    /// Outputs longer than this (serialised, bytes) are uploaded.
+    pub above: usize,
 }
 
 /// An input artifact: fetched from `url` into `<dir>/inputs/<name>`, then

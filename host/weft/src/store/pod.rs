@@ -221,8 +221,12 @@ pub async fn exec(plan: &IoPlan, command: &[String]) -> i32 {
 async fn exec_with(plan: &IoPlan, command: &[String], forward_signals: bool) -> i32 {
     let steps = async {
         link_inputs(plan).await?;
-        let status = run_command(command, forward_signals).await?;
-        match exit_code(status) {
+        let log = plan.log.as_ref().map(|_| log_file(plan));
+        let status = run_command(command, forward_signals, log.as_deref()).await;
+        if let (Some(l), Some(file)) = (&plan.log, &log) {
+            archive_log(l, file).await;
+        }
+        match exit_code(status?) {
             0 => finish(plan).await.map(|()| 0),
             code => Ok(code),
         }
@@ -230,6 +234,26 @@ async fn exec_with(plan: &IoPlan, command: &[String], forward_signals: bool) -> 
     match steps.await {
         Ok(code) => code,
         Err(fault) => fault.report(Some(Path::new(&plan.termination_log))),
+    }
+}
+
+/// Where the command's log is kept until it is uploaded.
+fn log_file(plan: &IoPlan) -> PathBuf {
+    Path::new(&plan.dir).join("logs/main.log")
+}
+
+/// Uploads the command's log. A log that cannot be archived is said on
+/// stderr and does not fail a task that did its work.
+async fn archive_log(l: &super::plan::PlannedLog, file: &Path) {
+    let uploaded = match url::Url::parse(&l.url) {
+        Ok(url) => transfer::upload("log", file, &url)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string()),
+        Err(e) => Err(format!("bad log URL: {e}")),
+    };
+    if let Err(e) = uploaded {
+        eprintln!("warning: the log was not archived to {}: {e}", l.key);
     }
 }
 
@@ -275,7 +299,11 @@ async fn link(plan: &IoPlan, input: &PlannedInput) -> Result<(), Fault> {
 /// signals when the pod is deleted, and the command must hear it to stop
 /// within its grace period. The handlers are in place before the child
 /// starts, so no signal falls between.
-async fn run_command(command: &[String], forward_signals: bool) -> Result<ExitStatus, Fault> {
+async fn run_command(
+    command: &[String],
+    forward_signals: bool,
+    log: Option<&Path>,
+) -> Result<ExitStatus, Fault> {
     use tokio::signal::unix::{SignalKind, signal};
     let Some((program, args)) = command.split_first() else {
         return Err(Fault::task("no command to run".into()));
@@ -290,14 +318,26 @@ async fn run_command(command: &[String], forward_signals: bool) -> Result<ExitSt
     let no_signals = |e: std::io::Error| Fault::store(format!("listen for signals: {e}"));
     let mut term = listen(SignalKind::terminate()).map_err(no_signals)?;
     let mut int = listen(SignalKind::interrupt()).map_err(no_signals)?;
-    let mut child = tokio::process::Command::new(program)
-        .args(args)
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| not_started(program, e))?;
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(args).kill_on_drop(true);
+    if log.is_some() {
+        super::tee::pipe(&mut cmd);
+    }
+    let mut child = cmd.spawn().map_err(|e| not_started(program, e))?;
+    let tee = match log {
+        Some(file) => Some(
+            super::tee::Tee::start(&mut child, file)
+                .await
+                .map_err(|e| Fault::store(format!("log {}: {e}", file.display())))?,
+        ),
+        None => None,
+    };
     loop {
         tokio::select! {
             status = child.wait() => {
+                if let Some(t) = tee {
+                    t.finish().await;
+                }
                 return status.map_err(|e| Fault::store(format!("wait for {program}: {e}")));
             }
             Some(()) = next(&mut term) => forward(&mut child, rustix::process::Signal::TERM).await,
@@ -365,8 +405,28 @@ pub async fn finish(plan: &IoPlan) -> Result<(), Fault> {
     if !plan.outputs.is_empty() {
         message.insert(OUTPUTS_KEY.into(), Value::Object(artifacts));
     }
-    write_file(log, &Value::Object(message).to_string())
+    let mut text = Value::Object(message).to_string();
+    if let Some(o) = plan.offload.as_ref().filter(|o| text.len() > o.above) {
+        text = offload(o, text).await?;
+    }
+    write_file(log, &text)
         .map_err(|e| Fault::store(format!("termination log {}: {e}", log.display())))
+}
+
+/// Uploads outputs too large for the termination message; what is left
+/// for the message is their reference.
+async fn offload(o: &super::plan::Offload, outputs: String) -> Result<String, Fault> {
+    let file = tempfile::NamedTempFile::new()
+        .map_err(|e| Fault::store(format!("outputs: temporary file: {e}")))?;
+    tokio::fs::write(file.path(), outputs.as_bytes())
+        .await
+        .map_err(|e| Fault::store(format!("outputs: {e}")))?;
+    let url = parse_url("output", "outputs", &o.url)?;
+    let (_, stored) = transfer::upload("outputs", file.path(), &url)
+        .await
+        .map_err(|e| Fault::transfer("output", e))?;
+    let reference = serde_json::json!({"key": o.key, "digest": stored.digest, "size": stored.size, "kind": "file"});
+    Ok(serde_json::json!({ super::plan::OFFLOADED_KEY: reference }).to_string())
 }
 
 /// An output parameter's file: JSON when it parses as JSON (a number

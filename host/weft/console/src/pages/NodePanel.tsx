@@ -4,6 +4,7 @@
 import { useEffect, useLayoutEffect, useRef, useState } from "react";
 import { admin, errorText, isAbort, isAuthError, sleep, tokenAfterRefusal, type Execution, type NodeDetails, type NodeExecution } from "../api";
 import { JsonBlock } from "../components/Json";
+import { NodeArtifacts } from "./NodeArtifacts";
 import { clearError, reportError } from "../errors";
 import { isActiveNodePhase, isWaitingGate } from "../phases";
 import { Link } from "../router";
@@ -77,6 +78,7 @@ export function NodePanel({ namespace, name, nodeId, live, closeHref, onExecutio
         <h3>Outputs</h3>
         <JsonBlock text={node?.outputs ?? ""} testid="node-outputs" empty="(none)" />
       </section>
+      <NodeArtifacts namespace={namespace} name={name} nodeId={nodeId} outputs={node?.outputs ?? ""} />
       {node && node.logLinks.length > 0 && (
         <section className="section">
           <h3>Log links</h3>

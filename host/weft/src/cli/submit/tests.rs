@@ -81,3 +81,43 @@ fn malformed_arguments_are_refused() {
         assert_eq!(e, format!("--from {bad}: expected template/NAME"));
     }
 }
+
+#[test]
+fn artifact_inputs_must_be_declared_objects_that_nothing_else_sets() {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let path = file.path().display().to_string();
+    let args = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let e = parse_artifacts(&args(&["data", "x=/no/such/file"])).unwrap_err();
+    let e = e.to_string();
+    assert!(e.contains("-a data: expected NAME=PATH"), "{e}");
+    assert!(e.contains("-a x=/no/such/file: /no/such/file:"), "{e}");
+
+    let given = parse_artifacts(&args(&[
+        &format!("anything={path}"),
+        &format!("who={path}"),
+        &format!("env={path}"),
+        &format!("nope={path}"),
+        &format!("size={path}"),
+    ]))
+    .unwrap();
+    let e = check_artifacts(
+        &given,
+        &params(&["size=3"]),
+        &decls(),
+        &fixed(),
+        "template etl",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        !e.contains("-a anything="),
+        "an untyped input takes a reference: {e}"
+    );
+    assert!(
+        e.contains("input who is a string; an artifact reference is an object"),
+        "{e}"
+    );
+    assert!(e.contains("input env is fixed by template etl"), "{e}");
+    assert!(e.contains("template etl has no input nope"), "{e}");
+    assert!(e.contains("input size is also given with -p"), "{e}");
+}

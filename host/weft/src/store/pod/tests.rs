@@ -377,3 +377,46 @@ async fn a_forwarded_sigterm_reaches_the_command() {
     let status = tokio::time::timeout(Duration::from_secs(10), child.wait());
     assert_eq!(exit_code(status.await.unwrap().unwrap()), 7);
 }
+
+#[tokio::test]
+async fn the_log_is_archived_whatever_the_exit_and_large_outputs_are_offloaded() {
+    let bed = Bed::new();
+    let mut plan = bed.plan();
+    plan.log = Some(crate::store::plan::PlannedLog {
+        url: bed.url(Method::PUT, "ns/wf/uid/train/1/main.log").await,
+        key: "ns/wf/uid/train/1/main.log".into(),
+    });
+    let code = exec(&plan, &sh("echo to stdout; echo to stderr >&2; exit 3")).await;
+    assert_eq!(code, 3);
+    let log = bed
+        .store
+        .get_bytes("ns/wf/uid/train/1/main.log")
+        .await
+        .unwrap();
+    let log = String::from_utf8(log).unwrap();
+    assert!(
+        log.contains("to stdout\n") && log.contains("to stderr\n"),
+        "{log:?}"
+    );
+
+    // Outputs over the message's limit go to the store; the message holds
+    // their reference.
+    let mut plan = bed.plan();
+    plan.offload = Some(crate::store::plan::Offload {
+        url: bed.url(Method::PUT, "ns/wf/uid/train/1/outputs.json").await,
+        key: "ns/wf/uid/train/1/outputs.json".into(),
+        above: 100,
+    });
+    let big = "x".repeat(500);
+    let log = &plan.termination_log;
+    let script = format!("mkdir -p $(dirname {log}); printf '{{\"big\": \"{big}\"}}' > {log}");
+    assert_eq!(exec(&plan, &sh(&script)).await, 0);
+    let message: Value = serde_json::from_str(&bed.termination_message()).unwrap();
+    let r: ArtifactRef =
+        serde_json::from_value(message[crate::store::plan::OFFLOADED_KEY].clone()).unwrap();
+    assert_eq!(r.key, "ns/wf/uid/train/1/outputs.json");
+    let stored = bed.store.get_bytes(&r.key).await.unwrap();
+    assert_eq!(Digest::of(&stored).as_str(), r.digest);
+    let stored: Value = serde_json::from_slice(&stored).unwrap();
+    assert_eq!(stored["big"], big.as_str());
+}
