@@ -22,6 +22,8 @@
 # Environment:
 #   WEFT_S3_VENV         venv path (default: <repo>/target/s3-venv)
 #   WEFT_S3_WATCH_PID    if set, the server is stopped once that process has exited
+#   WEFT_S3_REMOVE       with WEFT_S3_WATCH_PID and set to 1, DIR is removed after that
+#                        (a test's data: hundreds of MiB each, which fill a disk)
 set -euo pipefail
 trap 'echo "$0: line $LINENO: \`$BASH_COMMAND\` failed (status $?)" >&2' ERR
 
@@ -98,7 +100,9 @@ JSON
 	if [ -n "${WEFT_S3_WATCH_PID:-}" ]; then
 		# weed takes its time on SIGTERM (its components stop one by one):
 		# KILL after 5 s, as `stop` does.
-		(setsid sh -c "while kill -0 $WEFT_S3_WATCH_PID 2>/dev/null; do sleep 0.5; done; p=\$(cat '$dir/pid'); kill \$p 2>/dev/null; sleep 5; kill -9 \$p 2>/dev/null" \
+		local remove=
+		[ "${WEFT_S3_REMOVE:-}" = 1 ] && remove="; rm -rf '$dir'"
+		(setsid sh -c "while kill -0 $WEFT_S3_WATCH_PID 2>/dev/null; do sleep 0.5; done; p=\$(cat '$dir/pid'); kill \$p 2>/dev/null; sleep 5; kill -9 \$p 2>/dev/null$remove" \
 			</dev/null >/dev/null 2>&1 &)
 	fi
 	for _ in $(seq 1 300); do

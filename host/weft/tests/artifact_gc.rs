@@ -52,18 +52,8 @@ struct GcBed {
 impl GcBed {
     async fn start(bucket: &str) -> GcBed {
         let bed = common::cluster::Bed::start().await;
-        let mut repo = common::s3::repo(bucket);
-        let r = repo.s3.as_mut().unwrap();
-        r.access_key_secret = Some(weft::store::SecretKeyRef {
-            name: "s3-credentials".into(),
-            key: "accessKey".into(),
-        });
-        r.secret_key_secret = Some(weft::store::SecretKeyRef {
-            name: "s3-credentials".into(),
-            key: "secretKey".into(),
-        });
         let repo_file = bed.path("artifact-repository.yaml");
-        std::fs::write(&repo_file, serde_yaml::to_string(&repo).unwrap()).unwrap();
+        common::s3::secret_repository_file(bucket, &repo_file);
         let mut t = GcBed {
             store: common::s3::store(bucket),
             bed,
@@ -80,12 +70,7 @@ impl GcBed {
     /// The credentials Secret, with `secret_key` (the controller reads it
     /// when it starts).
     async fn set_secret_key(&self, secret_key: &str) {
-        let creds = &common::s3::server().credentials;
-        let secret = json!({"apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": "s3-credentials", "namespace": self.bed.ns},
-            "stringData": {"accessKey": creds.access_key_id, "secretKey": secret_key}});
-        let text = secret.to_string();
-        common::kubectl_ok(&self.bed.kubeconfig, &["apply", "-f", "-"], Some(&text)).await;
+        common::s3::apply_secret(&self.bed.kubeconfig, &self.bed.ns, secret_key).await;
     }
 
     /// A controller process (the one before it must be gone).

@@ -51,29 +51,10 @@ async fn s3_bed(bucket: &str) -> S3Bed {
 /// [`s3_bed`] with more controller flags.
 async fn s3_bed_with(bucket: &str, flags: &[&str]) -> S3Bed {
     let bed = common::cluster::Bed::start().await;
-    let s3 = common::s3::server();
-    let mut repo = common::s3::repo(bucket);
-    let r = repo.s3.as_mut().unwrap();
-    r.access_key_secret = Some(weft::store::SecretKeyRef {
-        name: "s3-credentials".into(),
-        key: "accessKey".into(),
-    });
-    r.secret_key_secret = Some(weft::store::SecretKeyRef {
-        name: "s3-credentials".into(),
-        key: "secretKey".into(),
-    });
     let file = bed.path("artifact-repository.yaml");
-    std::fs::write(&file, serde_yaml::to_string(&repo).unwrap()).unwrap();
-    let secret = json!({"apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": "s3-credentials", "namespace": bed.ns},
-        "stringData": {"accessKey": s3.credentials.access_key_id,
-                       "secretKey": s3.credentials.secret_access_key}});
-    common::kubectl_ok(
-        &bed.kubeconfig,
-        &["apply", "-f", "-"],
-        Some(&secret.to_string()),
-    )
-    .await;
+    common::s3::secret_repository_file(bucket, &file);
+    let secret = &common::s3::server().credentials.secret_access_key;
+    common::s3::apply_secret(&bed.kubeconfig, &bed.ns, secret).await;
     let mut args = vec![
         "--artifact-repository",
         file.to_str().unwrap(),

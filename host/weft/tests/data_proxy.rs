@@ -49,30 +49,10 @@ struct ProxyBed {
 
 async fn proxy_bed(bucket: &str) -> ProxyBed {
     let bed = common::cluster::Bed::start().await;
-    let s3 = common::s3::server();
     let repo_file = bed.path("artifact-repository.yaml");
-    let mut repo = common::s3::repo(bucket);
-    let r = repo.s3.as_mut().unwrap();
-    for (slot, key) in [
-        (&mut r.access_key_secret, "accessKey"),
-        (&mut r.secret_key_secret, "secretKey"),
-    ] {
-        *slot = Some(weft::store::SecretKeyRef {
-            name: "s3-credentials".into(),
-            key: key.into(),
-        });
-    }
-    std::fs::write(&repo_file, serde_yaml::to_string(&repo).unwrap()).unwrap();
-    let secret = json!({"apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": "s3-credentials", "namespace": bed.ns},
-        "stringData": {"accessKey": s3.credentials.access_key_id,
-                       "secretKey": s3.credentials.secret_access_key}});
-    common::kubectl_ok(
-        &bed.kubeconfig,
-        &["apply", "-f", "-"],
-        Some(&secret.to_string()),
-    )
-    .await;
+    common::s3::secret_repository_file(bucket, &repo_file);
+    let secret = &common::s3::server().credentials.secret_access_key;
+    common::s3::apply_secret(&bed.kubeconfig, &bed.ns, secret).await;
     let port = common::free_port();
     let admin = bed.path("admin.yaml");
     let config = json!({"listen": format!("127.0.0.1:{port}"),

@@ -26,6 +26,7 @@ pub fn server() -> &'static Seaweed {
             .arg("start")
             .arg(&dir)
             .env("WEFT_S3_WATCH_PID", std::process::id().to_string())
+            .env("WEFT_S3_REMOVE", "1")
             .output()
             .unwrap();
         assert!(
@@ -70,4 +71,32 @@ pub fn repo(bucket: &str) -> ArtifactRepository {
 /// The repository of `bucket`, opened with the admin credentials.
 pub fn store(bucket: &str) -> Store {
     Store::open(&repo(bucket), Some(&server().credentials)).unwrap()
+}
+
+/// The repository of `bucket` as `weft controller --artifact-repository`
+/// reads it, its credentials named from the Secret `s3-credentials`
+/// (keys `accessKey`, `secretKey`), written to `file`.
+pub fn secret_repository_file(bucket: &str, file: &std::path::Path) {
+    let mut repo = repo(bucket);
+    let r = repo.s3.as_mut().unwrap();
+    for (slot, key) in [
+        (&mut r.access_key_secret, "accessKey"),
+        (&mut r.secret_key_secret, "secretKey"),
+    ] {
+        *slot = Some(weft::store::SecretKeyRef {
+            name: "s3-credentials".into(),
+            key: key.into(),
+        });
+    }
+    std::fs::write(file, serde_yaml::to_string(&repo).unwrap()).unwrap();
+}
+
+/// The Secret `s3-credentials` of `namespace` with the server's access
+/// key and `secret_key`, applied with kubectl.
+pub async fn apply_secret(kubeconfig: &std::path::Path, namespace: &str, secret_key: &str) {
+    let secret = serde_json::json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "s3-credentials", "namespace": namespace},
+        "stringData": {"accessKey": server().credentials.access_key_id,
+                       "secretKey": secret_key}});
+    super::kubectl_ok(kubeconfig, &["apply", "-f", "-"], Some(&secret.to_string())).await;
 }
