@@ -30,7 +30,19 @@ async fn bed() -> &'static Bed {
         let client = cluster.client().await;
         weft::runtime::install_crd(&client).await.unwrap();
         let node = NodeProcess::start(cluster, "weft-1");
-        let controller = ControllerProcess::start(&cluster.kubeconfig, "real", &[]);
+        // Artifacts in a local directory, as `weft dev` keeps them: the
+        // node runs pods as processes of this machine.
+        let dir = tempfile::tempdir().unwrap().keep();
+        let repo = dir.join("artifact-repository.yaml");
+        let local = format!("local: {{path: {}}}\n", dir.join("artifacts").display());
+        std::fs::write(&repo, local).unwrap();
+        let args = [
+            "--artifact-repository",
+            repo.to_str().unwrap(),
+            "--io-binary",
+            env!("CARGO_BIN_EXE_weft"),
+        ];
+        let controller = ControllerProcess::start(&cluster.kubeconfig, "real", &args);
         // Statics are never dropped: the cluster's reaper stops them.
         cluster.adopt(node.pid());
         cluster.adopt(controller.pid());
