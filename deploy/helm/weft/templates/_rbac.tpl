@@ -35,6 +35,13 @@
 - apiGroups: [weft.dev]
   resources: [taskcaches]
   verbs: [list, watch, create, patch]
+# A namespace's own artifact repository (docs/artifacts.md): that one
+# ConfigMap, read by name, never listed; the namespace opts in by creating
+# it (labelled), and grants the Secrets it names itself.
+- apiGroups: [""]
+  resources: [configmaps]
+  resourceNames: [weft-artifact-repository]
+  verbs: [get]
 # core/v1 Events on Workflows and plugin ConfigMaps (created, never updated).
 - apiGroups: [""]
   resources: [events]

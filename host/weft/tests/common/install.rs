@@ -51,6 +51,21 @@ pub async fn install_and_run_examples_with(
         "--webhook-port",
         port.as_str(),
     ];
+    // Artifacts (examples/artifacts.yaml) in a local directory: the
+    // node runs pods as processes of this machine.
+    let repo = cluster.dir.join("artifact-repository.yaml");
+    let local = format!(
+        "local: {{path: {}}}\n",
+        cluster.dir.join("artifacts").display()
+    );
+    std::fs::write(&repo, local).unwrap();
+    let repo = repo.display().to_string();
+    args.extend([
+        "--artifact-repository",
+        &repo,
+        "--io-binary",
+        env!("CARGO_BIN_EXE_weft"),
+    ]);
     args.extend_from_slice(flags);
     let controller = ControllerProcess::start(&as_sa, "deployed", &args);
     controller.started_metrics().await;
@@ -176,12 +191,6 @@ const UNUSED_GRANTS: &[(&str, &str, &str, &str)] = &[
     (
         CONTROLLER,
         "delete",
-        "/configmaps",
-        "the admin API's PushPlugin writes plugin ConfigMaps (no admin API here; tests/admin.rs, tests/hotload.rs)",
-    ),
-    (
-        CONTROLLER,
-        "get",
         "/configmaps",
         "the admin API's PushPlugin writes plugin ConfigMaps (no admin API here; tests/admin.rs, tests/hotload.rs)",
     ),
