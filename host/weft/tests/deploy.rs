@@ -715,7 +715,8 @@ fn rbac_is_least_privilege() {
             "{overlay}"
         );
         // Nothing it does not need, cluster-wide: no Secrets, no plugin
-        // ConfigMaps outside weft-system, no leases.
+        // ConfigMaps outside weft-system, no leases. The one exception is
+        // by name: each namespace's own artifact repository ConfigMap.
         for (group, resource) in [
             ("", "secrets"),
             ("", "configmaps"),
@@ -724,12 +725,30 @@ fn rbac_is_least_privilege() {
             for verb in [
                 "get", "list", "watch", "create", "patch", "update", "delete",
             ] {
+                let unnamed: Vec<_> = grants(rules, group, resource, verb)
+                    .into_iter()
+                    .filter(|r| r.resource_names.as_ref().is_none_or(|n| n.is_empty()))
+                    .collect();
                 assert!(
-                    grants(rules, group, resource, verb).is_empty(),
+                    unnamed.is_empty(),
                     "{overlay}: cluster-wide {verb} on {resource}"
                 );
             }
         }
+        let repository = named_grants(rules)
+            .into_iter()
+            .filter(|(_, resource, _, _)| resource == "configmaps")
+            .collect::<Vec<_>>();
+        assert_eq!(
+            repository,
+            [(
+                String::new(),
+                "configmaps".to_string(),
+                "get".to_string(),
+                vec!["weft-artifact-repository".to_string()]
+            )],
+            "{overlay}: only get on the artifact repository ConfigMap, by name"
+        );
         // CRDs: only dev (--install-crd), and only the Workflow CRD.
         let crd = grants(
             rules,
