@@ -9,6 +9,7 @@ mod common;
 
 use std::time::Duration;
 
+use common::pod_task as task;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::ListParams;
@@ -17,20 +18,6 @@ use weft::api::Workflow;
 use weft::store::Digest;
 use weft_dag::WorkflowPhase;
 use weft_dag::artifacts::ArtifactRef;
-
-/// A pod task whose main container mounts an `emptyDir` at /work and
-/// runs `script`, with `io` (the task's `inputs`/`outputs`) beside it.
-fn task(script: &str, io: Value) -> Value {
-    let mut t = json!({"type": "pod", "config": {"podSpec": {
-        "volumes": [{"name": "work", "emptyDir": {}}],
-        "containers": [{"name": "main", "image": "busybox:1.36",
-            "volumeMounts": [{"name": "work", "mountPath": "/work"}],
-            "command": ["sh", "-c", script]}]}}});
-    for (k, v) in io.as_object().unwrap() {
-        t[k] = v.clone();
-    }
-    t
-}
 
 fn from(node: &str, name: &str, path: &str) -> Value {
     json!({"name": name, "path": path, "from": format!("${{nodes.{node}.outputs.artifacts.{name}}}")})

@@ -10,6 +10,7 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
+use common::pod_task as task;
 use kube::Api;
 use serde_json::{Value, json};
 use tonic::transport::Channel;
@@ -21,20 +22,6 @@ use weft_dag::WorkflowPhase;
 use weft_dag::artifacts::ArtifactRef;
 
 type Client = pb::admin_service_client::AdminServiceClient<Channel>;
-
-/// A pod task whose main container mounts an `emptyDir` at /work and
-/// runs `script`, with `io` (the task's `inputs`/`outputs`) beside it.
-fn task(script: &str, io: Value) -> Value {
-    let mut t = json!({"type": "pod", "config": {"podSpec": {
-        "volumes": [{"name": "work", "emptyDir": {}}],
-        "containers": [{"name": "main", "image": "busybox:1.36",
-            "volumeMounts": [{"name": "work", "mountPath": "/work"}],
-            "command": ["sh", "-c", script]}]}}});
-    for (k, v) in io.as_object().unwrap() {
-        t[k] = v.clone();
-    }
-    t
-}
 
 /// A bed, an S3 bucket, and a controller process whose admin API runs
 /// request-id, auth-token (alice-token is alice, bob-token is bob) and

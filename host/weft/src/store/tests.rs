@@ -98,7 +98,8 @@ async fn a_local_store_round_trips_a_file_lists_presigns_and_deletes() {
     );
 }
 
-fn tree(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+/// Every file under `dir`, relative, with its bytes.
+pub(super) fn tree(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {

@@ -23,6 +23,20 @@ use kube::{
 };
 use weft::api::Workflow;
 
+/// A pod task whose main container mounts an `emptyDir` at /work and
+/// runs `script`, with `io` (the task's `inputs`/`outputs`) beside it.
+pub fn pod_task(script: &str, io: serde_json::Value) -> serde_json::Value {
+    let mut t = serde_json::json!({"type": "pod", "config": {"podSpec": {
+        "volumes": [{"name": "work", "emptyDir": {}}],
+        "containers": [{"name": "main", "image": "busybox:1.36",
+            "volumeMounts": [{"name": "work", "mountPath": "/work"}],
+            "command": ["sh", "-c", script]}]}}});
+    for (k, v) in io.as_object().unwrap() {
+        t[k] = v.clone();
+    }
+    t
+}
+
 /// The data plane `weft dev` has: a local directory, pods given this
 /// crate's `weft` binary (they run as processes on this machine).
 pub fn local_artifacts(dir: &Path) -> std::sync::Arc<weft::pod_io::PodIo> {

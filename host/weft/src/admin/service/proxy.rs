@@ -114,7 +114,8 @@ impl AdminService {
                 ..Default::default()
             });
         }
-        let outputs = node_outputs(&wf, &req.node, store, &what).await?;
+        let io = self.artifacts.as_deref().expect("store() checked it");
+        let outputs = node_outputs(&wf, &req.node, io, &what).await?;
         let found = artifact(
             &outputs,
             &req.artifact,
@@ -282,11 +283,12 @@ fn node_status<'a>(wf: &'a Workflow, node: &str, what: &str) -> Result<&'a NodeS
 }
 
 /// A node's outputs: inline in the status, or the JSON object the
-/// controller stored when they were too large for it.
+/// controller stored when they were too large for it (read as the round
+/// reads it: digest checked, kept by digest).
 async fn node_outputs(
     wf: &Workflow,
     node: &str,
-    store: &Store,
+    io: &crate::pod_io::PodIo,
     what: &str,
 ) -> Result<Map<String, Value>, Status> {
     let st = node_status(wf, node, what)?;
@@ -296,13 +298,9 @@ async fn node_outputs(
     let Some(r) = &st.outputs_ref else {
         return Ok(Map::new());
     };
-    let bytes = store.get_bytes(&r.key).await.map_err(store_status)?;
-    serde_json::from_slice(&bytes).map_err(|e| {
-        Status::internal(format!(
-            "node {node} of {what}: stored outputs {} are not a JSON object: {e}",
-            r.key
-        ))
-    })
+    let read = io.read_outputs(r).await;
+    read.map(|m| (*m).clone())
+        .map_err(|e| Status::unavailable(format!("node {node} of {what}: outputs: {e}")))
 }
 
 /// Output artifact `name` among `outputs`, or what there is instead.

@@ -99,24 +99,7 @@ async fn exec(plan: &IoPlan, command: &[String]) -> i32 {
     exec_with(plan, command, false).await
 }
 
-/// Every file under `dir`, relative, with its bytes.
-fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                let rel = p.strip_prefix(dir).unwrap().display().to_string();
-                out.push((rel, std::fs::read(&p).unwrap()));
-            }
-        }
-    }
-    out.sort();
-    out
-}
+use crate::store::tests::tree;
 
 fn packed(dir: &Path) -> Vec<u8> {
     let mut bytes = Vec::new();
