@@ -96,8 +96,14 @@ pub async fn init(plan: &IoPlan, binary: &Path) -> Result<(), Fault> {
     download_inputs(plan).await
 }
 
-/// Copies the binary next to its final name, then renames it, so that a
+/// Puts the binary next to its final name, then renames it, so that a
 /// restarted init container never leaves a half-written executable.
+///
+/// A hard link where the filesystem allows one: the local runner's
+/// emptyDirs sit on the same disk as the binary, and a copy per pod of a
+/// debug build (~200 MiB) filled a CI machine's disk with 20 workflows.
+/// In a real Pod the image and the emptyDir are different filesystems
+/// (`EXDEV`), so the binary is copied.
 async fn install(from: &Path, to: &Path) -> Result<(), Fault> {
     let fail = |e: std::io::Error| {
         Fault::store(format!(
@@ -110,10 +116,20 @@ async fn install(from: &Path, to: &Path) -> Result<(), Fault> {
     if let Some(parent) = to.parent() {
         tokio::fs::create_dir_all(parent).await.map_err(fail)?;
     }
-    tokio::fs::copy(from, &tmp).await.map_err(fail)?;
-    let mode = std::fs::Permissions::from_mode(0o755);
-    tokio::fs::set_permissions(&tmp, mode).await.map_err(fail)?;
+    let _ = tokio::fs::remove_file(&tmp).await;
+    if !executable(from).await || tokio::fs::hard_link(from, &tmp).await.is_err() {
+        tokio::fs::copy(from, &tmp).await.map_err(fail)?;
+        let mode = std::fs::Permissions::from_mode(0o755);
+        tokio::fs::set_permissions(&tmp, mode).await.map_err(fail)?;
+    }
     tokio::fs::rename(&tmp, to).await.map_err(fail)
+}
+
+/// Whether everyone may run `path` (what the installed copy gets), so a
+/// link to it needs no change of mode.
+async fn executable(path: &Path) -> bool {
+    let meta = tokio::fs::metadata(path).await;
+    meta.is_ok_and(|m| m.permissions().mode() & 0o555 == 0o555)
 }
 
 /// Downloads every input, a few at a time; the first failure (in the

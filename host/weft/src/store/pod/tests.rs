@@ -90,6 +90,30 @@ impl Bed {
     }
 }
 
+#[tokio::test]
+async fn init_links_an_executable_binary_on_the_same_disk_and_copies_otherwise() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let bed = Bed::new();
+    let plan = bed.plan();
+    let installed = bed.path("io/bin/weft");
+    let binary = bed.path("weft-binary");
+    std::fs::write(&binary, b"#!/bin/sh\n").unwrap();
+    init(&plan, &binary).await.unwrap();
+    let (src, dst) = (binary.metadata().unwrap(), installed.metadata().unwrap());
+    assert_ne!(src.ino(), dst.ino(), "a binary without x bits is copied");
+    assert_eq!(dst.permissions().mode() & 0o777, 0o755);
+
+    std::fs::set_permissions(&binary, std::fs::Permissions::from_mode(0o755)).unwrap();
+    init(&plan, &binary).await.unwrap();
+    let (src, dst) = (binary.metadata().unwrap(), installed.metadata().unwrap());
+    assert_eq!(
+        src.ino(),
+        dst.ino(),
+        "an executable on the same disk is linked"
+    );
+    assert!(!bed.path("io/bin/weft.installing").exists());
+}
+
 fn sh(script: &str) -> Vec<String> {
     vec!["sh".into(), "-c".into(), script.into()]
 }
