@@ -16,6 +16,7 @@ pub mod compiled;
 pub mod cron;
 pub mod expr;
 pub mod fuzz;
+pub mod history;
 pub mod inputs;
 pub mod nodes;
 pub mod problem;

@@ -253,6 +253,8 @@ pub struct Transition {
     pub to: NodePhase,
     /// Why.
     pub message: Option<String>,
+    /// The node's attempt when it happened (0 before its first).
+    pub attempt: u32,
 }
 
 /// What a round did.
@@ -322,6 +324,7 @@ impl<E: Executor> Round<'_, E> {
                 from: st.phase,
                 to,
                 message: message.clone(),
+                attempt: st.attempts,
             });
         }
         st.phase = to;

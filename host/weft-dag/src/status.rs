@@ -130,6 +130,12 @@ pub struct WorkflowStatus {
     /// The exit handler, once the main DAG ended (`spec.onExit`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_exit: Option<ExitStatus>,
+    /// History events (issue 43) written with the transitions that made
+    /// them and not yet known to be in the history database: the
+    /// controller's durable outbox (`crate::history`). Empty without a
+    /// history database.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outbox: Vec<HistoryEvent>,
 }
 
 /// Above this many bytes of serialized nodes a status keeps them
@@ -481,6 +487,95 @@ pub struct LogLink {
     pub name: String,
     /// Where.
     pub uri: String,
+}
+
+// The execution history's events (issue 43): their making is
+// `crate::history`'s; they live here as part of the status (its outbox).
+
+/// What an event is about.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "camelCase")]
+pub enum EventKind {
+    /// The workflow's phase changed.
+    Workflow,
+    /// A node's phase changed.
+    Node,
+    /// A task node's attempt changed phase: the node event's plugin,
+    /// child and log links, per attempt.
+    Task,
+}
+
+impl EventKind {
+    /// The name the database keeps.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Workflow => "workflow",
+            Self::Node => "node",
+            Self::Task => "task",
+        }
+    }
+}
+
+/// One event, kept in the outbox until the database has it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryEvent {
+    /// What it is about.
+    pub kind: EventKind,
+    /// The node's id (empty for a workflow event).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub node: String,
+    /// A node's attempt; a workflow's run (1, then 1 more per retry a
+    /// user asked for).
+    #[serde(default)]
+    pub attempt: u32,
+    /// The new phase (`Running`, `Succeeded`, ...).
+    pub phase: String,
+    /// When (RFC 3339).
+    pub at: String,
+    /// A machine-readable reason (`System:ArtifactStore`, `Timeout`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// What a user reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The plugin version that served the attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin: Option<PluginRef>,
+    /// The child the attempt ran as.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<ResourceRef>,
+    /// Its log links.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub log_links: Vec<LogLink>,
+}
+
+/// An event's identity within its workflow: with the workflow's uid, the
+/// database's primary key.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct EventId {
+    /// What it is about.
+    pub kind: EventKind,
+    /// The node's id (empty for a workflow event).
+    pub node: String,
+    /// The attempt or run.
+    pub attempt: u32,
+    /// The new phase.
+    pub phase: String,
+}
+
+impl HistoryEvent {
+    /// Its identity.
+    pub fn id(&self) -> EventId {
+        EventId {
+            kind: self.kind,
+            node: self.node.clone(),
+            attempt: self.attempt,
+            phase: self.phase.clone(),
+        }
+    }
 }
 
 /// Formats a time as Kubernetes does (RFC 3339, UTC, seconds).

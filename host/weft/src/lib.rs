@@ -12,6 +12,7 @@ pub mod cli;
 pub mod controller;
 pub mod dev;
 pub mod events;
+pub mod history;
 pub mod hotload;
 pub mod kubeclient;
 pub mod metrics;

@@ -14,19 +14,46 @@ use tokio::net::TcpListener;
 
 use crate::metrics::Metrics;
 
-/// Whether the process is ready to serve (plugins loaded, controller started).
-#[derive(Debug, Default)]
-pub struct Readiness(AtomicBool);
+/// A part that may be degraded without making the process unready (the
+/// execution history): `Err(why)` is shown in `/readyz`'s body.
+pub type Detail = Box<dyn Fn() -> Result<(), String> + Send + Sync>;
+
+/// Whether the process is ready to serve (plugins loaded, controller
+/// started), and the details of parts that may be degraded meanwhile.
+#[derive(Default)]
+pub struct Readiness {
+    ready: AtomicBool,
+    details: std::sync::Mutex<Vec<(String, Detail)>>,
+}
 
 impl Readiness {
     /// Mark ready.
     pub fn set_ready(&self) {
-        self.0.store(true, Ordering::Release);
+        self.ready.store(true, Ordering::Release);
     }
 
     /// Whether ready.
     pub fn is_ready(&self) -> bool {
-        self.0.load(Ordering::Acquire)
+        self.ready.load(Ordering::Acquire)
+    }
+
+    /// Adds a detail `/readyz` reports (`name: degraded: why`) while it
+    /// is `Err`, with a 200 all the same: the process serves its purpose.
+    pub fn add_detail(&self, name: &str, detail: Detail) {
+        let mut d = self.details.lock().unwrap_or_else(|e| e.into_inner());
+        d.push((name.to_string(), detail));
+    }
+
+    /// `ok`, then a line per degraded part.
+    fn body(&self) -> String {
+        let d = self.details.lock().unwrap_or_else(|e| e.into_inner());
+        let mut body = String::from("ok\n");
+        for (name, check) in d.iter() {
+            if let Err(why) = check() {
+                body.push_str(&format!("{name}: degraded: {why}\n"));
+            }
+        }
+        body
     }
 }
 
@@ -38,7 +65,7 @@ fn respond(req: &Request<Incoming>, metrics: &Metrics, ready: &Readiness) -> Res
             metrics.render(),
         ),
         "/healthz" | "/livez" => (StatusCode::OK, "text/plain", "ok\n".into()),
-        "/readyz" if ready.is_ready() => (StatusCode::OK, "text/plain", "ok\n".into()),
+        "/readyz" if ready.is_ready() => (StatusCode::OK, "text/plain", ready.body()),
         "/readyz" => (
             StatusCode::SERVICE_UNAVAILABLE,
             "text/plain",

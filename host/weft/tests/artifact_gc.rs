@@ -370,7 +370,9 @@ async fn a_running_workflow_deleted_is_stopped_then_collected() {
 async fn a_ttl_deletion_waits_for_the_artifacts() {
     let t = GcBed::start("gc-ttl").await;
     let mut spec = two_nodes("OnWorkflowDeletion");
-    spec["ttlStrategy"] = json!({"secondsAfterCompletion": 1});
+    // Long enough for the test to see it finished before it goes (with
+    // 1 s, a loaded machine saw it only after it was gone).
+    spec["ttlStrategy"] = json!({"secondsAfterCompletion": 4});
     t.create("short-lived", spec).await;
     let wf = t.finish("short-lived").await;
     assert!(held(&wf));

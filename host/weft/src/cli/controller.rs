@@ -120,6 +120,9 @@ pub struct ControllerArgs {
     /// Where tasks' artifacts go.
     #[command(flatten)]
     pub artifacts: super::artifacts::ArtifactArgs,
+    /// Where execution history goes.
+    #[command(flatten)]
+    pub history: super::history::HistoryArgs,
     /// Alpha and beta features on or off, `Name=true,Other=false`
     /// (Kubernetes' --feature-gates); `weft controller --print-config`
     /// lists them.
@@ -347,7 +350,11 @@ pub fn controller(args: ControllerArgs) -> anyhow::Result<ExitCode> {
             .artifacts
             .open(&client, &args.election.leader_elect_namespace, None)
             .await?;
+        let history = args.history.open(metrics.clone(), None)?;
         let ready = Arc::new(serve::Readiness::default());
+        if let Some(h) = history.clone() {
+            ready.add_detail("history", Box::new(move || h.health()));
+        }
         let loader = (!args.no_hotload).then(|| {
             runtime::spawn_hotload(
                 client.clone(),
@@ -419,6 +426,7 @@ pub fn controller(args: ControllerArgs) -> anyhow::Result<ExitCode> {
                 sync_period: Some(args.sync_period),
                 gates: args.feature_gates.clone(),
                 artifacts,
+                history,
             },
             grace: args.graceful_shutdown_timeout,
         };

@@ -78,6 +78,9 @@ pub struct DevArgs {
     /// Where tasks' artifacts go (default: `artifacts/` of the data dir).
     #[command(flatten)]
     pub artifacts: super::artifacts::ArtifactArgs,
+    /// Where execution history goes (default: `history.db` of the data dir).
+    #[command(flatten)]
+    pub history: super::history::HistoryArgs,
 }
 
 /// The admission webhook of `weft dev` and `weft run`: on by default,
@@ -145,6 +148,12 @@ pub fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
         // Before the controller's start gate opens: no round runs without it.
         if let Some(io) = &artifacts {
             ctx.set_artifacts(io.clone());
+        }
+        let history = args
+            .history
+            .open(ctx.metrics.clone(), Some(&args.data_dir))?;
+        if let Some(h) = &history {
+            ctx.set_history(h.clone());
         }
         let hotload = crate::hotload::HotloadConfig {
             namespaces: vec![args.namespace.clone()],

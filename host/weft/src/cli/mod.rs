@@ -15,6 +15,7 @@ pub mod controller;
 pub mod cp;
 pub mod cron;
 pub mod dev;
+pub mod history;
 pub mod io;
 pub mod list;
 pub mod logs;
@@ -115,6 +116,10 @@ pub enum Command {
     /// (`get`, `put`), with presigned URLs only (no store credentials).
     #[command(subcommand)]
     Io(io::IoCommand),
+    /// The execution history database: `migrate` its schema (as
+    /// flyteadmin's `migrate run`), or print its `version`.
+    #[command(subcommand)]
+    Db(history::DbCommand),
     /// Print one of Weft's CRDs (YAML), generated from the Rust types.
     Crd {
         /// `workflow`, `workflowtemplate` or `cronworkflow`.
@@ -204,6 +209,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Logs(args) => logs::logs(args),
         Command::Cache(cmd) => cache::run(cmd),
         Command::Io(cmd) => io::run(cmd),
+        Command::Db(cmd) => history::run(cmd),
         Command::Cp(args) => cp::cp(args),
         Command::Retry(a) => actions::run(a.target, Action::Retry { node: a.node }),
         Command::Resubmit(a) => actions::run(

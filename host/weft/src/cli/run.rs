@@ -66,6 +66,9 @@ pub struct RunArgs {
     /// Where tasks' artifacts go (default: `artifacts/` of the data dir).
     #[command(flatten)]
     pub artifacts: super::artifacts::ArtifactArgs,
+    /// Where execution history goes (default: `history.db` of the data dir).
+    #[command(flatten)]
+    pub history: super::history::HistoryArgs,
 }
 
 /// What `weft run` reads from a file: one Workflow, and the
@@ -289,6 +292,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         // Before the controller's start gate opens: no round runs without it.
         if let Some(io) = &artifacts {
             ctx.set_artifacts(io.clone());
+        }
+        let history = args
+            .history
+            .open(ctx.metrics.clone(), Some(&args.data_dir))?;
+        if let Some(h) = &history {
+            ctx.set_history(h.clone());
         }
         let loader = args.hotload.then(|| {
             let config = crate::hotload::HotloadConfig {

@@ -58,6 +58,9 @@ pub struct Settings {
     /// The data plane: where tasks' artifacts go (`--artifact-repository`;
     /// `None`: a task that declares artifacts fails, saying so).
     pub artifacts: Option<Arc<crate::pod_io::PodIo>>,
+    /// Execution history: events and the archive (`--history-db`; `None`:
+    /// no history, and no outbox in statuses).
+    pub history: Option<Arc<crate::history::History>>,
 }
 
 impl Default for Settings {
@@ -73,6 +76,7 @@ impl Default for Settings {
             gates: features::FeatureGates::default(),
             impersonation: None,
             artifacts: None,
+            history: None,
         }
     }
 }
@@ -126,6 +130,8 @@ pub struct Context {
     /// What artifact GC remembers (its finalizer, finishes collected,
     /// the store's failures).
     pub(super) gc: artifact_gc::Collector,
+    /// Execution history, when there is a database.
+    history: OnceLock<Arc<crate::history::History>>,
 }
 
 impl Context {
@@ -178,6 +184,7 @@ impl Context {
             artifacts: settings.artifacts.into(),
             repositories,
             gc: artifact_gc::Collector::default(),
+            history: settings.history.map(OnceLock::from).unwrap_or_default(),
         })
     }
 
@@ -187,6 +194,17 @@ impl Context {
         self.repositories
             .for_namespace(namespace, self.artifacts())
             .await
+    }
+
+    /// Records history in `h` from the next round on (`weft dev`, `weft
+    /// run`; a controller's comes with its settings). Set once.
+    pub fn set_history(&self, h: Arc<crate::history::History>) {
+        let _ = self.history.set(h);
+    }
+
+    /// The execution history, when there is one.
+    pub fn history(&self) -> Option<&Arc<crate::history::History>> {
+        self.history.get()
     }
 
     /// Moves tasks' artifacts through `io` from the next round on.
@@ -275,6 +293,9 @@ impl Context {
             .unwrap_or_else(|e| e.into_inner())
             .remove(uid);
         self.gc.forget(uid);
+        if let Some(h) = self.history() {
+            h.forget(uid);
+        }
     }
 
     /// Whether a round's minor changes wait (for at most the time

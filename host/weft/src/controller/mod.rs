@@ -22,6 +22,7 @@ pub mod cron;
 pub mod elected;
 pub mod executor;
 pub mod features;
+mod history;
 pub mod impersonation;
 pub mod intake;
 pub mod leader;

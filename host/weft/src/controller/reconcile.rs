@@ -18,7 +18,9 @@ use super::writes::{
     abort_workflow, apply_child, collect_children, delete_child, expire, remove_finalizer,
     write_status,
 };
-use super::{Context, Error, Requeue, artifact_gc, backoff_key, lifecycle, queue_key, report};
+use super::{
+    Context, Error, Requeue, artifact_gc, backoff_key, history, lifecycle, queue_key, report,
+};
 use crate::api::{FINALIZER, SKIP_CACHE_ANNOTATION, Workflow};
 use crate::metrics::standard::WORKFLOW_CONTROLLER;
 
@@ -177,6 +179,9 @@ async fn settle(cur: &Current, ctx: &Context) -> Result<Option<Requeue>, Error> 
         if let Some(wait) = artifact_gc::on_completion(ctx, &cur.wf, old).await {
             return Ok(Some(Some(wait)));
         }
+        if let Some(wait) = history::hold(ctx, &cur.wf, old) {
+            return Ok(Some(Some(wait)));
+        }
         return expire(&cur.api, &cur.wf, old, ctx).await.map(Some);
     }
     Ok(None)
@@ -193,9 +198,11 @@ async fn resolve_and_compile(
     match resolved.and_then(|spec| Ok((ctx.compiled(&cur.wf, &spec)?, spec))) {
         Ok((compiled, spec)) => Ok(Some((compiled, spec, status))),
         Err(problems) => {
-            let generation = cur.wf.metadata.generation;
-            fail_invalid(&mut status, SystemTime::now(), problems, generation);
+            let (generation, now) = (cur.wf.metadata.generation, SystemTime::now());
+            fail_invalid(&mut status, now, problems, generation);
+            history::record_workflow(ctx, &mut status, now);
             write_status(&cur.api, &cur.name, &cur.uid, &cur.old, &status, ctx).await?;
+            history::written(ctx, &cur.wf, &status);
             let message = status.message.as_deref().unwrap_or_default();
             report::publish(ctx, &cur.wf, "Warning", "InvalidWorkflow", message).await;
             Ok(None)
@@ -254,12 +261,12 @@ async fn run_round(
     let io = ctx.artifacts_for(&cur.ns).await;
     let mut exec = executor(cur, ctx, io);
     let (generation, deleting) = (cur.wf.metadata.generation, cur.deleting);
-    let started = Instant::now();
+    let (started, now) = (Instant::now(), SystemTime::now());
     let span = tracing::Span::current();
-    let (status, exec, outcome) = tokio::task::spawn_blocking(move || {
+    let (mut status, exec, outcome) = tokio::task::spawn_blocking(move || {
         let _in_reconcile = span.enter();
         let input = RoundInput {
-            now: SystemTime::now(),
+            now,
             generation,
             approvals: &approvals,
             rejections: &rejections,
@@ -271,6 +278,8 @@ async fn run_round(
     .await
     .map_err(|e| anyhow::anyhow!("round panicked: {e}"))?;
     ctx.metrics.round(started.elapsed());
+    let transitions = &outcome.transitions;
+    history::record_round(ctx, &cur.uid, &cur.old, &mut status, transitions, now);
     Ok(Planned {
         status,
         exec,
@@ -321,6 +330,7 @@ fn is_minor(old: &WorkflowStatus, p: &Planned) -> bool {
 /// The status patch (only what changed), pod GC, Events and metrics.
 async fn report(cur: &Current, ctx: &Context, p: &Planned) -> Result<(), Error> {
     write_status(&cur.api, &cur.name, &cur.uid, &cur.old, &p.status, ctx).await?;
+    history::written(ctx, &cur.wf, &p.status);
     collect_children(ctx, &cur.wf, &p.status).await;
     report::action_events(ctx, &cur.wf, &cur.old, &p.status, p.retried.clone()).await;
     report::round_events(ctx, &cur.wf, &p.status, &p.outcome).await;
@@ -342,6 +352,9 @@ async fn next_wakeup(cur: &Current, ctx: &Context, p: &Planned) -> Result<Requeu
             return Ok(None);
         }
         if let Some(wait) = artifact_gc::on_completion(ctx, &cur.wf, status).await {
+            return Ok(Some(wait));
+        }
+        if let Some(wait) = history::hold(ctx, &cur.wf, status) {
             return Ok(Some(wait));
         }
         // Its time to live starts now: ask for that wake-up in this round

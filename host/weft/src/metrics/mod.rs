@@ -2,6 +2,7 @@
 //! reconcile errors, active workflows, node transitions, plugin calls), via
 //! prometheus-client, served at `/metrics`.
 
+pub mod history;
 pub mod standard;
 
 use std::sync::Mutex;
@@ -53,6 +54,8 @@ pub struct Metrics {
     tally: Mutex<std::collections::HashMap<String, (u64, u64, f64)>>,
     /// controller-runtime's and client-go's metrics, unprefixed.
     pub standard: standard::StandardMetrics,
+    /// The execution history's (`weft_history_*`).
+    pub history: history::HistoryMetrics,
 }
 
 impl Default for Metrics {
@@ -89,6 +92,7 @@ impl Default for Metrics {
             cache_lookups: Family::default(),
             tally: Mutex::default(),
             standard: Default::default(),
+            history: Default::default(),
         };
         registry.register(
             "cache_lookups",
@@ -210,6 +214,7 @@ impl Default for Metrics {
             "Writes to the Kubernetes API, by kind",
             m.api_writes.clone(),
         );
+        m.history.register(registry);
         m.standard.register(&mut root);
         *m.registry.lock().unwrap_or_else(|e| e.into_inner()) = root;
         m

@@ -9,6 +9,7 @@ pub mod examples;
 pub mod install;
 pub mod k8s;
 pub mod loopback;
+pub mod postgres;
 pub mod s3;
 
 use std::path::{Path, PathBuf};

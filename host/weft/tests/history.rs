@@ -1,0 +1,436 @@
+//! Execution history end to end (issue 43): real `weft controller`
+//! processes recording into a real PostgreSQL (Debian's server, one
+//! cluster for the file and one more for the test that stops it), every
+//! outcome read from the database's rows. On the dev cluster and, with
+//! `WEFT_TEST_CLUSTER=k8s`, on kube-apiserver with `weft node` running
+//! the pods.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use kube::{Api, ResourceExt};
+use serde_json::{Value, json};
+use sqlx::Row;
+use weft::api::Workflow;
+use weft_dag::WorkflowPhase;
+
+/// (kind, node, attempt, phase): an event's id within its workflow.
+type EventKey = (String, String, i64, String);
+
+/// A two-node workflow: `make` writes an output; `flaky` fails its first
+/// attempt (its pod's name ends in `-0`) and succeeds after a 1 s
+/// back-off.
+fn flaky_spec() -> Value {
+    let pod = |script: &str| {
+        json!({"type": "pod", "config": {"image": "busybox:1.36",
+            "command": ["sh", "-c"], "args": [script]}})
+    };
+    json!({"nodes": [
+        {"id": "make", "task": pod("echo '{\"n\": 7}' > /dev/termination-log")},
+        {"id": "flaky", "dependsOn": ["make"], "retries": {"limit": 1, "backoff": "1s"},
+         "task": pod("case \"$HOSTNAME\" in *-0) exit 3 ;; esac")}]})
+}
+
+/// The events [`flaky_spec`] makes, each exactly once.
+fn flaky_events() -> Vec<EventKey> {
+    let mut keys = vec![
+        ("workflow", "", 1, "Running"),
+        ("workflow", "", 1, "Succeeded"),
+    ];
+    for kind in ["node", "task"] {
+        keys.extend([
+            (kind, "make", 1, "Running"),
+            (kind, "make", 1, "Succeeded"),
+            (kind, "flaky", 1, "Running"),
+            (kind, "flaky", 1, "Retrying"),
+            (kind, "flaky", 2, "Running"),
+            (kind, "flaky", 2, "Succeeded"),
+        ]);
+    }
+    let mut keys: Vec<EventKey> = keys
+        .into_iter()
+        .map(|(k, n, a, p)| (k.into(), n.into(), a, p.into()))
+        .collect();
+    keys.sort();
+    keys
+}
+
+/// A test's bed: a cluster, its database and a controller recording into
+/// it (started again after a kill).
+struct HistoryBed {
+    bed: common::cluster::Bed,
+    url: String,
+    controller: Option<common::ControllerProcess>,
+    starts: u32,
+}
+
+impl HistoryBed {
+    async fn start(url: String) -> HistoryBed {
+        let bed = common::cluster::Bed::start().await;
+        let mut t = HistoryBed {
+            bed,
+            url,
+            controller: None,
+            starts: 0,
+        };
+        t.start_controller();
+        t
+    }
+
+    fn start_controller(&mut self) {
+        self.starts += 1;
+        let identity = format!("history-{}", self.starts);
+        let args = ["--history-db", self.url.as_str()];
+        self.controller = Some(self.bed.controller(&identity, &args));
+    }
+
+    fn kill_controller(&mut self) {
+        if let Some(mut c) = self.controller.take() {
+            c.kill();
+        }
+    }
+
+    fn controller(&self) -> &common::ControllerProcess {
+        self.controller.as_ref().unwrap()
+    }
+
+    fn api(&self) -> Api<Workflow> {
+        Api::namespaced(self.bed.client.clone(), &self.bed.ns)
+    }
+
+    async fn create(&self, name: &str, spec: Value) {
+        let wf = json!({"apiVersion": "weft.dev/v1alpha1", "kind": "Workflow",
+            "metadata": {"name": name, "namespace": self.bed.ns, "labels": {"team": "ml"}},
+            "spec": spec});
+        let text = wf.to_string();
+        common::kubectl_ok(&self.bed.kubeconfig, &["create", "-f", "-"], Some(&text)).await;
+    }
+
+    async fn finish(&self, name: &str) -> Workflow {
+        common::wait_workflow(&self.api(), name, |w| {
+            w.status.as_ref().is_some_and(|s| s.phase.is_terminal())
+        })
+        .await
+    }
+
+    /// The event rows of workflow `uid`, sorted, duplicates kept (the key
+    /// makes them impossible; the count shows it).
+    async fn events(&self, uid: &str) -> Vec<EventKey> {
+        let pool = common::postgres::pool(&self.url).await;
+        let rows = sqlx::query(
+            "SELECT kind, node, attempt, phase FROM events WHERE workflow_uid = $1 \
+             ORDER BY kind, node, attempt, phase",
+        )
+        .bind(uid)
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+        pool.close().await;
+        rows.iter()
+            .map(|r| {
+                let attempt: i32 = r.get("attempt");
+                (
+                    r.get("kind"),
+                    r.get("node"),
+                    i64::from(attempt),
+                    r.get("phase"),
+                )
+            })
+            .collect()
+    }
+
+    /// The archived object of `uid`, once it is there (up to `secs`).
+    async fn archived(&self, uid: &str, secs: u64) -> Value {
+        let pool = common::postgres::pool(&self.url).await;
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            let row = sqlx::query("SELECT workflow FROM executions WHERE uid = $1")
+                .bind(uid)
+                .fetch_optional(&pool)
+                .await
+                .unwrap();
+            if let Some(r) = row {
+                pool.close().await;
+                return serde_json::from_str(r.get::<&str, _>("workflow")).unwrap();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{uid} not archived in {secs} s; controller log:\n{}",
+                self.controller
+                    .as_ref()
+                    .map(|c| c.log())
+                    .unwrap_or_default()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    async fn stop(mut self) {
+        self.kill_controller();
+        self.bed.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_leaves_each_event_once_and_its_archive_with_outputs() {
+    let url = common::postgres::database("one_run").await;
+    let t = HistoryBed::start(url).await;
+    t.create("flaky", flaky_spec()).await;
+    let wf = t.finish("flaky").await;
+    assert_eq!(wf.status.as_ref().unwrap().phase, WorkflowPhase::Succeeded);
+    let uid = wf.uid().unwrap();
+    let archived = t.archived(&uid, 30).await;
+    assert_eq!(t.events(&uid).await, flaky_events());
+
+    // The archive is the final object: the node timeline and outputs.
+    let status = &archived["status"];
+    assert_eq!(status["phase"], "Succeeded");
+    assert_eq!(status["nodes"]["make"]["outputs"], json!({"n": 7}));
+    assert_eq!(status["nodes"]["flaky"]["attempts"], 2);
+    assert!(status["nodes"]["flaky"]["startedAt"].is_string());
+    assert_eq!(archived["metadata"]["labels"]["team"], "ml");
+    assert!(archived["metadata"].get("managedFields").is_none());
+
+    // The rows a user filters on, and the events' details.
+    let pool = common::postgres::pool(&t.url).await;
+    let row = sqlx::query(
+        "SELECT namespace, name, phase, started_at, finished_at, size_bytes FROM executions \
+         WHERE uid = $1",
+    )
+    .bind(&uid)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(row.get::<String, _>("namespace"), t.bed.ns);
+    assert_eq!(row.get::<String, _>("phase"), "Succeeded");
+    assert!(row.get::<i64, _>("finished_at") >= row.get::<i64, _>("started_at"));
+    assert!(row.get::<i64, _>("size_bytes") > 100);
+    let label = sqlx::query("SELECT value FROM execution_labels WHERE uid = $1 AND key = 'team'")
+        .bind(&uid)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(label.get::<String, _>("value"), "ml");
+    let make = sqlx::query(
+        "SELECT outputs, plugin, plugin_digest, resource FROM events WHERE workflow_uid = $1 \
+         AND node = 'make' AND phase = 'Succeeded' AND kind = $2",
+    );
+    let node = make.bind(&uid).bind("node").fetch_one(&pool).await.unwrap();
+    let outputs: Value = serde_json::from_str(&node.get::<String, _>("outputs")).unwrap();
+    assert_eq!(outputs, json!({"n": 7}));
+    let task = sqlx::query(
+        "SELECT plugin, plugin_digest, resource, message FROM events WHERE workflow_uid = $1 \
+         AND node = 'flaky' AND attempt = 1 AND phase = 'Retrying' AND kind = 'task'",
+    )
+    .bind(&uid)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(task.get::<String, _>("plugin"), "pod");
+    assert!(
+        task.get::<String, _>("plugin_digest")
+            .starts_with("sha256:")
+    );
+    assert_eq!(task.get::<String, _>("resource"), "v1/Pod/flaky-flaky-0");
+    let message: Option<String> = task.get("message");
+    assert!(
+        message.is_some_and(|m| m.contains('3')),
+        "the exit code is told"
+    );
+    pool.close().await;
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_down_for_a_minute_and_five_sigkills_lose_and_duplicate_nothing() {
+    // A server of its own: this test stops it.
+    let pg = common::postgres::Postgres::start();
+    let url = pg.database("outage").await;
+    let mut t = HistoryBed::start(url).await;
+    let names: Vec<String> = (0..20).map(|i| format!("run-{i}")).collect();
+    for n in &names {
+        t.create(n, flaky_spec()).await;
+    }
+    // Mid-run: the first has started (or already finished: the others
+    // have not).
+    common::wait_workflow(&t.api(), &names[0], |w| {
+        w.status
+            .as_ref()
+            .is_some_and(|s| s.phase != WorkflowPhase::Pending)
+    })
+    .await;
+    pg.stop();
+    let stopped = Instant::now();
+    let mut degraded = String::new();
+    for _ in 0..100 {
+        degraded = common::http_get(t.controller().metrics_port, "/readyz")
+            .await
+            .unwrap_or_default();
+        if degraded.contains("history: degraded") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        degraded.contains("history: degraded"),
+        "/readyz: {degraded}"
+    );
+    let metrics = t.controller().metrics().await;
+    assert_eq!(common::sample(&metrics, "weft_history_up"), Some(0.0));
+
+    // Five crashes while the database is away: the events are only in
+    // the Workflows' status outboxes then.
+    for _ in 0..5 {
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        t.kill_controller();
+        t.start_controller();
+    }
+    let mut uids = BTreeMap::new();
+    for n in &names {
+        let wf = t.finish(n).await;
+        let phase = wf.status.as_ref().unwrap().phase;
+        assert_eq!(phase, WorkflowPhase::Succeeded, "{n}");
+        uids.insert(n.clone(), wf.uid().unwrap());
+    }
+    // The last controller (once it holds the lease) has found the
+    // finished Workflows' events in their outboxes.
+    let mut pending = None;
+    for _ in 0..300 {
+        let metrics = t.controller().metrics().await;
+        pending = common::sample(&metrics, "weft_history_outbox_pending");
+        if pending.is_some_and(|p| p > 0.0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(pending.is_some_and(|p| p > 0.0), "pending: {pending:?}");
+    if let Some(left) = Duration::from_secs(60).checked_sub(stopped.elapsed()) {
+        tokio::time::sleep(left).await;
+    }
+    pg.restart();
+
+    for (n, uid) in &uids {
+        t.archived(uid, 60).await;
+        assert_eq!(t.events(uid).await, flaky_events(), "{n}");
+    }
+    let metrics = t.controller().metrics().await;
+    assert_eq!(common::sample(&metrics, "weft_history_up"), Some(1.0));
+    assert_eq!(
+        common::sample(&metrics, "weft_history_outbox_pending"),
+        Some(0.0)
+    );
+    t.stop().await;
+    pg.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ttl_deletion_waits_for_the_archive_which_keeps_the_run() {
+    let url = common::postgres::database("ttl").await;
+    let t = HistoryBed::start(url).await;
+    let mut spec = flaky_spec();
+    spec["ttlStrategy"] = json!({"secondsAfterCompletion": 3});
+    t.create("short", spec).await;
+    let wf = t.finish("short").await;
+    let uid = wf.uid().unwrap();
+    for _ in 0..300 {
+        if t.api().get_opt("short").await.unwrap().is_none() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        t.api().get_opt("short").await.unwrap().is_none(),
+        "TTL deleted it"
+    );
+    let archived = t.archived(&uid, 1).await;
+    assert_eq!(
+        archived["status"]["nodes"]["make"]["outputs"],
+        json!({"n": 7})
+    );
+    assert_eq!(t.events(&uid).await, flaky_events());
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newer_schema_degrades_history_and_workflows_still_run() {
+    let url = common::postgres::database("newer").await;
+    let out = common::weft(
+        std::path::Path::new("/nonexistent"),
+        &["db", "migrate", "--history-db", &url],
+    )
+    .await;
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let pool = common::postgres::pool(&url).await;
+    sqlx::query(
+        "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
+         VALUES (99, 'from a newer weft', true, '\\x00'::bytea, 1)",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    pool.close().await;
+
+    let out = common::weft(
+        std::path::Path::new("/nonexistent"),
+        &["db", "migrate", "--history-db", &url],
+    )
+    .await;
+    let err = common::stderr(&out);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("has schema version 99, newer than this weft's 2") && err.contains("***"),
+        "{err}"
+    );
+    assert!(!err.contains(&url), "the password is not shown: {err}");
+
+    let t = HistoryBed::start(url).await;
+    t.create("runs", flaky_spec()).await;
+    let wf = t.finish("runs").await;
+    assert_eq!(wf.status.as_ref().unwrap().phase, WorkflowPhase::Succeeded);
+    let ready = common::http_get(t.controller().metrics_port, "/readyz")
+        .await
+        .unwrap_or_default();
+    assert!(
+        ready.starts_with("ok\n")
+            && ready.contains("history: degraded: ")
+            && ready.contains("newer than this weft's"),
+        "{ready}"
+    );
+    assert!(t.controller().log().contains("history degraded"));
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn weft_db_migrate_upgrades_a_database_of_the_previous_schema_keeping_its_rows() {
+    let url = common::postgres::database("upgrade").await;
+    let nowhere = std::path::Path::new("/nonexistent");
+    let out = common::weft_ok(
+        nowhere,
+        &["db", "migrate", "--history-db", &url, "--to", "1"],
+    )
+    .await;
+    assert!(out.contains("applied 1; schema version 1"), "{out}");
+    let pool = common::postgres::pool(&url).await;
+    sqlx::query(
+        "INSERT INTO executions (uid, namespace, name, phase, created_at, started_at, \
+         archived_at, labels, workflow) VALUES ('u1', 'ns', 'old', 'Succeeded', 1, 2, 3, '{}', '{}')",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let out = common::weft_ok(nowhere, &["db", "version", "--history-db", &url]).await;
+    assert_eq!(out.trim(), "database 1, weft 2");
+    let out = common::weft_ok(nowhere, &["db", "migrate", "--history-db", &url]).await;
+    assert!(out.contains("applied 2; schema version 2"), "{out}");
+    let out = common::weft_ok(nowhere, &["db", "migrate", "--history-db", &url]).await;
+    assert!(out.contains("schema version 2, nothing to apply"), "{out}");
+    let row = sqlx::query("SELECT name, size_bytes FROM executions WHERE uid = 'u1'")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(row.get::<String, _>("name"), "old");
+    assert_eq!(row.get::<i64, _>("size_bytes"), 0);
+    pool.close().await;
+}
