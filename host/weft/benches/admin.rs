@@ -37,6 +37,7 @@ async fn calls(client: &mut Client, token: Option<&str>, n: usize) -> Vec<Durati
             id: Some(pb::ExecutionId {
                 namespace: "default".into(),
                 name: "bench".into(),
+                ..Default::default()
             }),
         });
         if let Some(t) = token {

@@ -301,6 +301,17 @@ async fn resubmit(
     wf: &Workflow,
     memoized: bool,
 ) -> Result<Workflow, kube::Error> {
+    resubmit_as(api, wf, memoized, None).await
+}
+
+/// A new Workflow with `wf`'s spec and inputs (a live one's, or an
+/// archived one's), named `name` or generated from `wf`'s.
+pub async fn resubmit_as(
+    api: &Api<Workflow>,
+    wf: &Workflow,
+    memoized: bool,
+    name: Option<&str>,
+) -> Result<Workflow, kube::Error> {
     let mut spec = wf.spec.spec.clone();
     spec.abort = false;
     spec.shutdown = None;
@@ -319,8 +330,10 @@ async fn resubmit(
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     let mut new = Workflow::new("", crate::api::WorkflowResourceSpec { spec });
-    new.metadata.name = None;
-    new.metadata.generate_name = Some(format!("{}-", wf.name_any()));
+    new.metadata.name = name.map(str::to_string);
+    if name.is_none() {
+        new.metadata.generate_name = Some(format!("{}-", wf.name_any()));
+    }
     new.metadata.labels = Some(labels);
     new.metadata.annotations = Some(annotations);
     api.create(&PostParams::default(), &new).await

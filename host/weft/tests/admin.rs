@@ -70,6 +70,7 @@ fn id(ns: &str, name: &str) -> Option<pb::ExecutionId> {
     Some(pb::ExecutionId {
         namespace: ns.into(),
         name: name.into(),
+        ..Default::default()
     })
 }
 

@@ -502,6 +502,7 @@ async fn archived_logs_are_served_after_their_pods_are_gone() {
         id: Some(pb::ExecutionId {
             namespace: ns.clone(),
             name: "chatty".into(),
+            ..Default::default()
         }),
         node_id: "talk".into(),
         ..Default::default()

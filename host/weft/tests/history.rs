@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 use sqlx::Row;
+use weft::admin::pb;
 use weft::api::Workflow;
 use weft_dag::WorkflowPhase;
 
@@ -58,22 +59,33 @@ fn flaky_events() -> Vec<EventKey> {
 }
 
 /// A test's bed: a cluster, its database and a controller recording into
-/// it (started again after a kill).
+/// it (started again after a kill), serving the admin API (request ids
+/// only, no authentication) at `admin`.
 struct HistoryBed {
     bed: common::cluster::Bed,
     url: String,
     controller: Option<common::ControllerProcess>,
     starts: u32,
+    admin: String,
+    admin_config: std::path::PathBuf,
 }
+
+type AdminClient = pb::admin_service_client::AdminServiceClient<tonic::transport::Channel>;
 
 impl HistoryBed {
     async fn start(url: String) -> HistoryBed {
         let bed = common::cluster::Bed::start().await;
+        let port = common::free_port();
+        let admin_config = bed.path("admin.yaml");
+        let config = json!({"listen": format!("127.0.0.1:{port}"), "middleware": ["request-id"]});
+        std::fs::write(&admin_config, config.to_string()).unwrap();
         let mut t = HistoryBed {
             bed,
             url,
             controller: None,
             starts: 0,
+            admin: format!("http://127.0.0.1:{port}"),
+            admin_config,
         };
         t.start_controller();
         t
@@ -82,8 +94,35 @@ impl HistoryBed {
     fn start_controller(&mut self) {
         self.starts += 1;
         let identity = format!("history-{}", self.starts);
-        let args = ["--history-db", self.url.as_str()];
+        let config = self.admin_config.to_str().unwrap();
+        let args = ["--history-db", self.url.as_str(), "--admin-config", config];
         self.controller = Some(self.bed.controller(&identity, &args));
+    }
+
+    /// An admin API client, once the controller serves it.
+    async fn client(&self) -> AdminClient {
+        for _ in 0..600 {
+            if let Ok(c) = AdminClient::connect(self.admin.clone()).await {
+                return c;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("no admin API at {}", self.admin);
+    }
+
+    /// `weft ARGS --admin URL`, as a user runs it; its stdout.
+    async fn weft_ok(&self, args: &[&str]) -> String {
+        let mut all: Vec<&str> = args.to_vec();
+        all.extend(["--admin", &self.admin]);
+        common::weft_ok(&self.bed.kubeconfig, &all).await
+    }
+
+    fn id(&self, name: &str) -> Option<pb::ExecutionId> {
+        Some(pb::ExecutionId {
+            namespace: self.bed.ns.clone(),
+            name: name.into(),
+            ..Default::default()
+        })
     }
 
     fn kill_controller(&mut self) {
@@ -399,6 +438,27 @@ async fn a_newer_schema_degrades_history_and_workflows_still_run() {
         "{ready}"
     );
     assert!(t.controller().log().contains("history degraded"));
+    // History queries say so; the live list still answers.
+    let mut client = t.client().await;
+    let req = pb::ListExecutionsRequest {
+        namespace: t.bed.ns.clone(),
+        include_archived: true,
+        ..Default::default()
+    };
+    let err = client.list_executions(req).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Unavailable, "{err:?}");
+    assert!(
+        err.message().contains("execution history is unavailable: ")
+            && err.message().contains("newer than"),
+        "{}",
+        err.message()
+    );
+    let live = pb::ListExecutionsRequest {
+        namespace: t.bed.ns.clone(),
+        ..Default::default()
+    };
+    let page = client.list_executions(live).await.unwrap().into_inner();
+    assert_eq!(page.executions.len(), 1);
     t.stop().await;
 }
 
@@ -433,4 +493,156 @@ async fn weft_db_migrate_upgrades_a_database_of_the_previous_schema_keeping_its_
     assert_eq!(row.get::<String, _>("name"), "old");
     assert_eq!(row.get::<i64, _>("size_bytes"), 0);
     pool.close().await;
+}
+
+/// Waits until `name` is gone from the API server.
+async fn gone(t: &HistoryBed, name: &str) {
+    for _ in 0..600 {
+        if t.api().get_opt(name).await.unwrap().is_none() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{name} is still there");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn archived_runs_are_listed_got_deleted_and_resubmitted_through_the_api_and_the_cli() {
+    let url = common::postgres::database("admin").await;
+    let t = HistoryBed::start(url).await;
+    let mut short = flaky_spec();
+    short["ttlStrategy"] = json!({"secondsAfterCompletion": 1});
+    t.create("alpha", short.clone()).await;
+    let alpha = t.finish("alpha").await;
+    t.create("beta", short).await;
+    t.finish("beta").await;
+    t.create("gamma", flaky_spec()).await;
+    let gamma = t.finish("gamma").await;
+    gone(&t, "alpha").await;
+    gone(&t, "beta").await;
+    t.archived(&gamma.uid().unwrap(), 30).await;
+
+    // Live and archived together, newest start first, a page at a time.
+    let mut client = t.client().await;
+    let mut names = Vec::new();
+    let mut token = String::new();
+    loop {
+        let req = pb::ListExecutionsRequest {
+            namespace: t.bed.ns.clone(),
+            include_archived: true,
+            limit: 1,
+            page_token: token.clone(),
+            ..Default::default()
+        };
+        let page = client.list_executions(req).await.unwrap().into_inner();
+        for e in &page.executions {
+            names.push((e.id.clone().unwrap().name, e.archived));
+        }
+        if page.next_page_token.is_empty() {
+            break;
+        }
+        token = page.next_page_token;
+    }
+    assert_eq!(
+        names,
+        [
+            ("gamma".to_string(), false),
+            ("beta".into(), true),
+            ("alpha".into(), true)
+        ]
+    );
+    let req = pb::ListExecutionsRequest {
+        namespace: t.bed.ns.clone(),
+        name_prefix: "al".into(),
+        phase: "Succeeded".into(),
+        label_selector: "team=ml".into(),
+        ..Default::default()
+    };
+    let page = client.list_executions(req).await.unwrap().into_inner();
+    assert_eq!(page.executions.len(), 1);
+    assert_eq!(page.executions[0].uid, alpha.uid().unwrap());
+
+    // A TTL-deleted run, with its outputs and timeline.
+    let got = client
+        .get_execution(pb::GetExecutionRequest { id: t.id("alpha") })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(got.archived);
+    assert_eq!(got.phase, "Succeeded");
+    let make = got.nodes.iter().find(|n| n.id == "make").unwrap();
+    assert_eq!(make.outputs, r#"{"n":7}"#);
+    let flaky = got.nodes.iter().find(|n| n.id == "flaky").unwrap();
+    assert_eq!(flaky.attempts, 2);
+    assert_eq!(got.events.len(), flaky_events().len());
+    let retried = got
+        .events
+        .iter()
+        .find(|e| e.phase == "Retrying" && e.kind == "task")
+        .unwrap();
+    assert_eq!(
+        (
+            retried.node_id.as_str(),
+            retried.attempt,
+            retried.plugin.as_str()
+        ),
+        ("flaky", 1, "pod")
+    );
+
+    // The same through the CLI.
+    let ns = t.bed.ns.as_str();
+    let listed = t.weft_ok(&["archive", "list", "-n", ns]).await;
+    let lines: Vec<&str> = listed.lines().collect();
+    assert!(
+        lines[0].starts_with("NAME") && lines[1].starts_with("gamma"),
+        "{listed}"
+    );
+    assert!(
+        lines[3].starts_with("alpha") && lines[3].contains(" yes "),
+        "{listed}"
+    );
+    let listed = t
+        .weft_ok(&["list", "--archived", "-n", ns, "--prefix", "be"])
+        .await;
+    assert_eq!(listed.lines().count(), 2, "{listed}");
+    assert!(listed.contains("beta"), "{listed}");
+    let described = t.weft_ok(&["archive", "get", "alpha", "-n", ns]).await;
+    assert!(described.contains("Archived:  yes"), "{described}");
+    assert!(
+        described.contains("flaky") && described.contains("Retrying"),
+        "{described}"
+    );
+
+    // Resubmitted from the archive: a new run with the same spec.
+    let out = t
+        .weft_ok(&[
+            "archive",
+            "resubmit",
+            "alpha",
+            "-n",
+            ns,
+            "--name",
+            "alpha-again",
+        ])
+        .await;
+    assert!(
+        out.contains(&format!("workflow {ns}/alpha-again created")),
+        "{out}"
+    );
+    let again = t.finish("alpha-again").await;
+    assert_eq!(
+        again.status.as_ref().unwrap().phase,
+        WorkflowPhase::Succeeded
+    );
+
+    // Deleted from the archive: gone from the API and the database.
+    let out = t.weft_ok(&["archive", "delete", "alpha", "-n", ns]).await;
+    assert!(out.contains(&alpha.uid().unwrap()), "{out}");
+    let err = client
+        .get_execution(pb::GetExecutionRequest { id: t.id("alpha") })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::NotFound, "{err:?}");
+    assert!(t.events(&alpha.uid().unwrap()).await.is_empty());
+    t.stop().await;
 }

@@ -394,6 +394,7 @@ fn id(ns: &str, name: &str) -> Option<pb::ExecutionId> {
     Some(pb::ExecutionId {
         namespace: ns.into(),
         name: name.into(),
+        ..Default::default()
     })
 }
 

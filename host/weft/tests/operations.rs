@@ -102,6 +102,7 @@ fn id(name: &str) -> Option<pb::ExecutionId> {
     Some(pb::ExecutionId {
         namespace: "default".into(),
         name: name.into(),
+        ..Default::default()
     })
 }
 

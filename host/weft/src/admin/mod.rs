@@ -192,6 +192,32 @@ pub async fn serve_with_artifacts(
     artifacts: Option<Arc<PodIo>>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<AdminServer> {
+    let planes = Planes {
+        artifacts,
+        history: None,
+    };
+    serve_with(config, client, registry, metrics, planes, shutdown).await
+}
+
+/// What the admin API serves beside Workflow resources: the data plane's
+/// store (the data proxy) and the execution history (archived runs).
+#[derive(Clone, Default)]
+pub struct Planes {
+    /// The store the data proxy signs URLs of.
+    pub artifacts: Option<Arc<PodIo>>,
+    /// The history ListExecutions and GetExecution read archived runs from.
+    pub history: Option<Arc<crate::history::History>>,
+}
+
+/// Binds and serves the admin API with `planes` until `shutdown` resolves.
+pub async fn serve_with(
+    config: &AdminConfig,
+    client: Client,
+    registry: Arc<Registry>,
+    metrics: Arc<Metrics>,
+    planes: Planes,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<AdminServer> {
     let selection = match &config.middleware {
         Some(names) => Selection::Named(names.clone()),
         None => Selection::Slot,
@@ -204,7 +230,8 @@ pub async fn serve_with_artifacts(
         config.authorization.clone(),
         metrics,
     )
-    .with_data_proxy(artifacts, config.data_proxy.clone());
+    .with_data_proxy(planes.artifacts, config.data_proxy.clone())
+    .with_history(planes.history);
     let admin = pb::admin_service_server::AdminServiceServer::new(service)
         .max_decoding_message_size(config.max_message_bytes);
     let (health_reporter, health) = tonic_health::server::health_reporter();

@@ -22,6 +22,7 @@ use crate::pod_io::PodIo;
 pub const CREATED_BY: &str = "weft.dev/created-by";
 
 mod calls;
+mod history;
 mod proxy;
 
 /// The admin service.
@@ -34,6 +35,8 @@ pub struct AdminService {
     /// The data plane whose store the data proxy signs URLs of.
     artifacts: Option<Arc<PodIo>>,
     data_proxy: DataProxyConfig,
+    /// Archived executions (`None`: no history database).
+    history: Option<Arc<crate::history::History>>,
 }
 
 impl AdminService {
@@ -53,6 +56,7 @@ impl AdminService {
             metrics,
             artifacts: None,
             data_proxy: DataProxyConfig::default(),
+            history: None,
         }
     }
 
@@ -65,6 +69,12 @@ impl AdminService {
     ) -> Self {
         self.artifacts = artifacts;
         self.data_proxy = limits;
+        self
+    }
+
+    /// ListExecutions and GetExecution read archived runs from `history`.
+    pub fn with_history(mut self, history: Option<Arc<crate::history::History>>) -> Self {
+        self.history = history;
         self
     }
 
@@ -104,9 +114,28 @@ impl pb::admin_service_server::AdminService for AdminService {
         request: Request<pb::GetExecutionRequest>,
     ) -> Result<Response<pb::Execution>, Status> {
         self.chain
-            .call(method!("GetExecution"), request, |c, r| async move {
-                let (_, wf) = self.fetch(&c, r.id).await?;
-                Ok(execution(&wf))
+            .call(method!("GetExecution"), request, |c, r| self.get(c, r))
+            .await
+    }
+
+    async fn delete_archived_execution(
+        &self,
+        request: Request<pb::DeleteArchivedExecutionRequest>,
+    ) -> Result<Response<pb::DeleteArchivedExecutionResponse>, Status> {
+        self.chain
+            .call(method!("DeleteArchivedExecution"), request, |c, r| {
+                self.delete_archived(c, r)
+            })
+            .await
+    }
+
+    async fn resubmit_archived(
+        &self,
+        request: Request<pb::ResubmitArchivedRequest>,
+    ) -> Result<Response<pb::Execution>, Status> {
+        self.chain
+            .call(method!("ResubmitArchived"), request, |c, r| {
+                self.resubmit_archived(c, r)
             })
             .await
     }
@@ -116,7 +145,13 @@ impl pb::admin_service_server::AdminService for AdminService {
         request: Request<pb::ListExecutionsRequest>,
     ) -> Result<Response<pb::ListExecutionsResponse>, Status> {
         self.chain
-            .call(method!("ListExecutions"), request, |c, r| self.list(c, r))
+            .call(method!("ListExecutions"), request, |c, r| async move {
+                if history::wants_history(&r) {
+                    self.list_history(c, r).await
+                } else {
+                    self.list(c, r).await
+                }
+            })
             .await
     }
 

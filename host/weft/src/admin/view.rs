@@ -127,6 +127,8 @@ pub fn execution(wf: &Workflow) -> pb::Execution {
         .map(|n| node_execution(n, status.and_then(|s| s.nodes.get(&n.id))))
         .collect();
     pb::Execution {
+        archived: false,
+        events: Vec::new(),
         exit_nodes,
         suspended: status.is_some_and(|s| s.suspended),
         shutdown: wf
@@ -142,6 +144,7 @@ pub fn execution(wf: &Workflow) -> pb::Execution {
         id: Some(pb::ExecutionId {
             namespace: wf.namespace().unwrap_or_default(),
             name: wf.name_any(),
+            ..Default::default()
         }),
         uid: wf.uid().unwrap_or_default(),
         labels: wf.labels().clone().into_iter().collect(),

@@ -378,12 +378,15 @@ pub fn controller(args: ControllerArgs) -> anyhow::Result<ExitCode> {
         // every caller.
         let admin = match &admin_config {
             Some(config) => Some(
-                crate::admin::serve_with_artifacts(
+                crate::admin::serve_with(
                     config,
                     client.clone(),
                     registry.clone(),
                     metrics.clone(),
-                    artifacts.clone(),
+                    crate::admin::Planes {
+                        artifacts: artifacts.clone(),
+                        history: history.clone(),
+                    },
                     super::dev::shutdown_signal(),
                 )
                 .await?,

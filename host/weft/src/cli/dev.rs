@@ -172,12 +172,12 @@ pub fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
         // As `weft controller`: the admin API opens with its middleware
         // loaded and configured.
         hot.synced().await;
-        let server = admin::serve_with_artifacts(
+        let server = admin::serve_with(
             &config,
             client,
             registry,
             ctx.metrics.clone(),
-            artifacts,
+            admin::Planes { artifacts, history },
             shutdown_signal(),
         )
         .await?;

@@ -8,6 +8,7 @@ use clap::Args;
 use kube::{Api, ResourceExt, api::ListParams};
 use weft_dag::status::parse_timestamp;
 
+pub(crate) use super::table::table;
 use crate::api::Workflow;
 
 /// Arguments of `weft list`.
@@ -28,12 +29,34 @@ pub struct ListArgs {
     /// Only finished Workflows (Succeeded, Failed or Aborted).
     #[arg(long)]
     pub completed: bool,
+    /// Archived executions too, from the execution history through the
+    /// admin API (`--admin`), with its filters (as `weft archive list`).
+    #[arg(long)]
+    pub archived: bool,
+    /// The history's filters (with `--archived`).
+    #[command(flatten)]
+    pub filters: super::archive::Filters,
+    /// Where the admin API is (with `--archived`).
+    #[command(flatten)]
+    pub admin: super::cp::AdminClientArgs,
 }
 
 /// Run `weft list`.
 pub fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {
+        if args.archived {
+            let ns = (!args.all_namespaces).then_some(args.cluster.namespace.as_str());
+            let mut filters = args.filters.clone();
+            if filters.phase.is_none() && args.completed {
+                anyhow::bail!("--completed with --archived: give --phase Succeeded|Failed|Aborted");
+            }
+            if args.running {
+                filters.phase.get_or_insert_with(|| "Running".into());
+            }
+            let req = super::archive::request(ns, args.selector.as_deref(), &filters);
+            return super::archive::list(&args.admin, req, args.all_namespaces).await;
+        }
         let client = args.cluster.client().await?;
         let api: Api<Workflow> = match args.all_namespaces {
             true => Api::all(client),
@@ -112,34 +135,6 @@ fn render(mut workflows: Vec<Workflow>, namespaces: bool, now: SystemTime) -> St
 /// When the object was created.
 pub(crate) fn created(obj: &impl ResourceExt) -> Option<SystemTime> {
     obj.creation_timestamp().map(|t| SystemTime::from(t.0))
-}
-
-/// Rows as kubectl prints them: columns left-aligned, three spaces apart.
-pub(crate) fn table(rows: &[Vec<String>]) -> String {
-    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..columns)
-        .map(|c| {
-            rows.iter()
-                .filter_map(|r| r.get(c))
-                .map(|s| s.chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut out = String::new();
-    for row in rows {
-        let mut line = String::new();
-        for (c, cell) in row.iter().enumerate() {
-            line.push_str(cell);
-            if c + 1 < row.len() {
-                let pad = widths[c] - cell.chars().count() + 3;
-                line.extend(std::iter::repeat_n(' ', pad));
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
 }
 
 /// A duration as kubectl prints ages (`HumanDuration`): exact to the

@@ -363,6 +363,7 @@ async fn print_archived(
             id: Some(crate::admin::pb::ExecutionId {
                 namespace: args.cluster.namespace.clone(),
                 name: args.name.clone(),
+                ..Default::default()
             }),
             node_id: node.clone(),
             ..Default::default()

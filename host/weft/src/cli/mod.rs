@@ -8,6 +8,7 @@ use crate::actions::Action;
 use crate::telemetry::LogFormat;
 
 pub mod actions;
+pub mod archive;
 pub mod artifacts;
 pub mod cache;
 pub mod config;
@@ -25,6 +26,7 @@ pub mod rbac;
 pub mod run;
 pub mod scaffold;
 pub mod submit;
+pub mod table;
 pub mod template;
 pub mod webhook;
 
@@ -120,6 +122,11 @@ pub enum Command {
     /// flyteadmin's `migrate run`), or print its `version`.
     #[command(subcommand)]
     Db(history::DbCommand),
+    /// The execution history through the admin API: `list` live and
+    /// archived executions with filters, `get` one with its events,
+    /// `delete` an archived one, `resubmit` one (as `argo archive`).
+    #[command(subcommand)]
+    Archive(archive::ArchiveCommand),
     /// Print one of Weft's CRDs (YAML), generated from the Rust types.
     Crd {
         /// `workflow`, `workflowtemplate` or `cronworkflow`.
@@ -210,6 +217,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Cache(cmd) => cache::run(cmd),
         Command::Io(cmd) => io::run(cmd),
         Command::Db(cmd) => history::run(cmd),
+        Command::Archive(cmd) => archive::run(cmd),
         Command::Cp(args) => cp::cp(args),
         Command::Retry(a) => actions::run(a.target, Action::Retry { node: a.node }),
         Command::Resubmit(a) => actions::run(
@@ -242,5 +250,17 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             out(&crate::api::yaml_of(&crd))?;
             Ok(ExitCode::SUCCESS)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every subcommand's arguments, checked as clap checks them when that
+    /// subcommand is first used (two arguments named alike, a bad default):
+    /// a mistake fails here, not in a user's first call.
+    #[test]
+    fn every_subcommand_is_well_formed() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
     }
 }

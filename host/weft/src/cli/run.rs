@@ -322,12 +322,15 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         let (stop_admin, admin_stopped) = tokio::sync::oneshot::channel::<()>();
         let server = match &admin_config {
             Some(config) => {
-                let server = crate::admin::serve_with_artifacts(
+                let server = crate::admin::serve_with(
                     config,
                     client.clone(),
                     registry.clone(),
                     ctx.metrics.clone(),
-                    artifacts.clone(),
+                    crate::admin::Planes {
+                        artifacts: artifacts.clone(),
+                        history: history.clone(),
+                    },
                     async {
                         let _ = admin_stopped.await;
                     },

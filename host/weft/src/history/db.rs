@@ -78,6 +78,9 @@ pub enum DbError {
         /// Why.
         source: sqlx::migrate::MigrateError,
     },
+    /// History is degraded (the database down, its schema refused).
+    #[error("execution history is unavailable: {0}")]
+    Unavailable(String),
     /// A query failed.
     #[error("the history database {url}: {source}")]
     Query {

@@ -20,6 +20,7 @@
 
 pub mod db;
 mod export;
+pub mod query;
 mod retention;
 
 use std::collections::{BTreeMap, HashMap, HashSet};

@@ -96,7 +96,7 @@ async fn select(
 
 /// Removes these executions, their labels and their events, in one
 /// transaction.
-async fn remove(h: &History, uids: &[String]) -> Result<u64, sqlx::Error> {
+pub(super) async fn remove(h: &History, uids: &[String]) -> Result<u64, sqlx::Error> {
     if uids.is_empty() {
         return Ok(0);
     }

@@ -96,6 +96,7 @@ impl AdminService {
         let id = pb::ExecutionId {
             namespace: req.namespace.clone(),
             name: req.workflow.clone(),
+            ..Default::default()
         };
         let (_, wf) = self.fetch(&caller, Some(id)).await?;
         let store = self.store()?;
