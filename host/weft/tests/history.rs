@@ -646,3 +646,105 @@ async fn archived_runs_are_listed_got_deleted_and_resubmitted_through_the_api_an
     assert!(t.events(&alpha.uid().unwrap()).await.is_empty());
     t.stop().await;
 }
+
+/// `weft dev` in `dir` as a user starts it; the process and its admin
+/// API's address.
+async fn weft_dev(dir: &std::path::Path) -> (tokio::process::Child, String) {
+    use tokio::io::AsyncBufReadExt as _;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_weft"))
+        .args(["dev", "--admin-listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir)
+        .current_dir(common::root())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("weft dev");
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let addr = tokio::time::timeout(Duration::from_secs(120), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if let Some(a) = line.strip_prefix("admin API at ") {
+                return a.to_string();
+            }
+        }
+        panic!("weft dev ended without serving");
+    })
+    .await
+    .expect("weft dev serves within two minutes");
+    // Keep reading its output so it never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, format!("http://{addr}"))
+}
+
+async fn sigterm(mut child: tokio::process::Child) {
+    let pid = child.id().unwrap().to_string();
+    std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("weft dev stops on SIGTERM")
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn weft_dev_keeps_its_history_in_sqlite_across_a_restart() {
+    if common::cluster::real() {
+        return; // `weft dev` is its own cluster: once is enough.
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (dev, admin) = weft_dev(dir.path()).await;
+    let kubeconfig = dir.path().join("kubeconfig");
+    let wf = json!({"apiVersion": "weft.dev/v1alpha1", "kind": "Workflow",
+        "metadata": {"name": "kept", "namespace": "default"}, "spec": flaky_spec()});
+    common::kubectl_ok(&kubeconfig, &["create", "-f", "-"], Some(&wf.to_string())).await;
+    let client = common::k8s::client_for(&kubeconfig).await;
+    let api: Api<Workflow> = Api::namespaced(client, "default");
+    let done = common::wait_workflow(&api, "kept", |w| {
+        w.status.as_ref().is_some_and(|s| s.phase.is_terminal())
+    })
+    .await;
+    let uid = done.uid().unwrap();
+    let db = sqlx::SqlitePool::connect(&format!(
+        "sqlite:{}",
+        dir.path().join("history.db").display()
+    ))
+    .await
+    .unwrap();
+    for _ in 0..300 {
+        let n: i64 = sqlx::query("SELECT COUNT(*) FROM executions WHERE uid = $1")
+            .bind(&uid)
+            .fetch_one(&db)
+            .await
+            .unwrap()
+            .get(0);
+        if n == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    db.close().await;
+    common::kubectl_ok(&kubeconfig, &["delete", "workflow", "kept"], None).await;
+    sigterm(dev).await;
+
+    // Started again on the same data dir: the run is in its history.
+    let (dev, admin2) = weft_dev(dir.path()).await;
+    let _ = admin;
+    let out = common::weft_ok(&kubeconfig, &["archive", "get", "kept", "--admin", &admin2]).await;
+    assert!(
+        out.contains("Archived:  yes") && out.contains(&uid),
+        "{out}"
+    );
+    assert_eq!(
+        out.matches("Retrying").count(),
+        2,
+        "its node and task events: {out}"
+    );
+    let listed = common::weft_ok(&kubeconfig, &["list", "--archived", "--admin", &admin2]).await;
+    assert!(
+        listed.contains("kept") && listed.contains(" yes "),
+        "{listed}"
+    );
+    sigterm(dev).await;
+}

@@ -1,0 +1,282 @@
+//! Execution history (issue 43), on a real PostgreSQL (Debian's server,
+//! started here by tests/support/postgres.sh in a temporary directory):
+//!
+//! 1. the controller's one-node workflows/min on the embedded dev cluster
+//!    (pods simulated), history off and then on, and the events/s the
+//!    exporter wrote meanwhile;
+//! 2. raw ingest: 100,000 events from 10,000 outboxes through the
+//!    exporter, events/s;
+//! 3. ListExecutions' query over 1,000,000 archived executions: the first
+//!    page of a filtered listing and a deep page by cursor, p50 and p99
+//!    of 200 each.
+//!
+//! `cargo bench -p weft --bench history` (after `make guests`).
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, stream};
+use kube::api::{DeleteParams, ListParams, PostParams};
+use weft::api::{Workflow, WorkflowResourceSpec};
+use weft::history::query::{Cursor, Filter, LabelTerm};
+use weft::history::{Db, History, Retention};
+use weft_dag::history::{EventKind, HistoryEvent};
+
+const WORKFLOWS: usize = 1_000;
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let url = postgres(dir.path())?;
+    let db = Db::open(&url)?;
+    db.migrate(None).await?;
+
+    throughput(&db).await?;
+    ingest(&url).await?;
+    listing(&url).await?;
+    let _ = std::process::Command::new("bash")
+        .args(["tests/support/postgres.sh", "stop"])
+        .arg(dir.path())
+        .current_dir(root())
+        .status();
+    Ok(())
+}
+
+fn root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A PostgreSQL cluster in `dir`; its URL.
+fn postgres(dir: &std::path::Path) -> anyhow::Result<String> {
+    let out = std::process::Command::new("bash")
+        .args(["tests/support/postgres.sh", "start"])
+        .arg(dir)
+        .current_dir(root())
+        .env("WEFT_PG_WATCH_PID", std::process::id().to_string())
+        .output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "postgres.sh: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(String::from_utf8(out.stdout)?.trim().to_string())
+}
+
+/// 1,000 one-node workflows named `<prefix>-N`, then deleted (so every
+/// run starts from the same cluster): workflows/min.
+async fn one_node_run(api: &kube::Api<Workflow>, prefix: &str) -> anyhow::Result<f64> {
+    let spec: weft_dag::WorkflowSpec = serde_json::from_value(serde_json::json!({
+        "nodes": [{"id": "task", "task": common::simulated_task()}]}))?;
+    let start = Instant::now();
+    stream::iter(0..WORKFLOWS)
+        .for_each_concurrent(32, |i| {
+            let spec = spec.clone();
+            async move {
+                let wf = Workflow::new(&format!("{prefix}-{i:04}"), WorkflowResourceSpec { spec });
+                api.create(&PostParams::default(), &wf)
+                    .await
+                    .expect("create");
+            }
+        })
+        .await;
+    loop {
+        let list = api.list(&ListParams::default()).await?;
+        let done = list
+            .items
+            .iter()
+            .filter_map(|w| w.status.as_ref())
+            .filter(|s| s.phase.is_terminal())
+            .count();
+        if done == WORKFLOWS {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let per_min = WORKFLOWS as f64 / start.elapsed().as_secs_f64() * 60.0;
+    api.delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await?;
+    while !api.list(&ListParams::default()).await?.items.is_empty() {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Ok(per_min)
+}
+
+/// Part 1: the controller with history off, then on (the context takes a
+/// history once), two runs each.
+async fn throughput(db: &Db) -> anyhow::Result<()> {
+    let sim = common::simulated().await?;
+    let api: kube::Api<Workflow> = kube::Api::namespaced(sim.client.clone(), "default");
+    let mut off = Vec::new();
+    for round in 0..2 {
+        off.push(one_node_run(&api, &format!("off{round}")).await?);
+    }
+    let h = History::start(db.clone(), sim.ctx.metrics.clone(), Retention::default());
+    while h.health().is_err() {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    sim.ctx.set_history(h.clone());
+    let mut on = Vec::new();
+    let start = Instant::now();
+    for round in 0..2 {
+        on.push(one_node_run(&api, &format!("on{round}")).await?);
+    }
+    while h.pending() > 0 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let took = start.elapsed();
+    let events = count(db, "SELECT COUNT(*) FROM events").await?;
+    let archived = count(db, "SELECT COUNT(*) FROM executions").await?;
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let (off, on) = (mean(&off), mean(&on));
+    println!(
+        "one-node workflows/min: history off {off:.0}, on {on:.0} ({:+.1}%); \
+         {events} events and {archived} archived executions written in {:.1}s ({:.0} events/s)",
+        (on / off - 1.0) * 100.0,
+        took.as_secs_f64(),
+        events as f64 / took.as_secs_f64()
+    );
+    sim.shutdown().await;
+    Ok(())
+}
+
+async fn count(db: &Db, sql: &'static str) -> anyhow::Result<i64> {
+    use sqlx::Row;
+    Ok(sqlx::query(sql).fetch_one(&db.pool).await?.try_get(0)?)
+}
+
+fn event(node: usize, phase: &str) -> HistoryEvent {
+    HistoryEvent {
+        kind: EventKind::Node,
+        node: format!("n{node}"),
+        attempt: 1,
+        phase: phase.into(),
+        at: "2026-11-29T00:00:00Z".into(),
+        reason: None,
+        message: Some("exit code 0".into()),
+        plugin: None,
+        resource: None,
+        log_links: Vec::new(),
+    }
+}
+
+/// Part 2: 100,000 events through the exporter into a fresh database.
+async fn ingest(url: &str) -> anyhow::Result<()> {
+    let db = Db::open(url)?;
+    sqlx::query("TRUNCATE events, executions, execution_labels")
+        .execute(&db.pool)
+        .await?;
+    let metrics = Arc::new(weft::metrics::Metrics::default());
+    let h = History::start(db.clone(), metrics, Retention::default());
+    while h.health().is_err() {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let statuses: Vec<(Workflow, weft_dag::WorkflowStatus)> = (0..10_000)
+        .map(|i| {
+            let mut wf = Workflow::new(&format!("w{i}"), WorkflowResourceSpec::default());
+            wf.metadata.namespace = Some("bench".into());
+            wf.metadata.uid = Some(format!("uid-{i:05}"));
+            let outbox = (0..5)
+                .flat_map(|n| [event(n, "Running"), event(n, "Succeeded")])
+                .collect();
+            let status = weft_dag::WorkflowStatus {
+                outbox,
+                ..Default::default()
+            };
+            (wf, status)
+        })
+        .collect();
+    let start = Instant::now();
+    for (wf, status) in &statuses {
+        h.record(wf, status);
+    }
+    while h.pending() > 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let took = start.elapsed();
+    let n = count(&db, "SELECT COUNT(*) FROM events").await?;
+    println!(
+        "ingest: {n} events from 10,000 outboxes in {:.2}s: {:.0} events/s",
+        took.as_secs_f64(),
+        n as f64 / took.as_secs_f64()
+    );
+    Ok(())
+}
+
+/// Part 3: 1,000,000 archived executions (10 namespaces, 3 phases, a team
+/// label of 20 values), written by PostgreSQL itself, then timed queries.
+async fn listing(url: &str) -> anyhow::Result<()> {
+    let db = Db::open(url)?;
+    let start = Instant::now();
+    for sql in [
+        "TRUNCATE events, executions, execution_labels",
+        "INSERT INTO executions (uid, namespace, name, phase, template, created_at, started_at, \
+         finished_at, archived_at, message, labels, workflow, size_bytes) \
+         SELECT 'uid-' || lpad(i::text, 7, '0'), 'ns-' || (i % 10), 'run-' || i, \
+         (ARRAY['Succeeded', 'Failed', 'Aborted'])[1 + i % 3], NULL, i, \
+         1800000000000 + i * 10, 1800000000000 + i * 10 + 5, 1800000000000 + i * 10 + 6, NULL, \
+         '{}', '{\"metadata\": {\"name\": \"run-' || i || '\", \"namespace\": \"ns-' || (i % 10) || '\"}, \"spec\": {\"nodes\": []}, \"status\": {\"phase\": \"Succeeded\"}}', 200 \
+         FROM generate_series(1, 1000000) AS i",
+        "INSERT INTO execution_labels (uid, key, value) \
+         SELECT 'uid-' || lpad(i::text, 7, '0'), 'team', 't' || (i % 20) FROM generate_series(1, 1000000) AS i",
+        "ANALYZE",
+    ] {
+        sqlx::query(sql).execute(&db.pool).await?;
+    }
+    println!(
+        "1,000,000 archived executions written in {:.1}s",
+        start.elapsed().as_secs_f64()
+    );
+    let h = History::start(
+        db,
+        Arc::new(weft::metrics::Metrics::default()),
+        Retention::default(),
+    );
+    while h.health().is_err() {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let filter = Filter {
+        namespace: Some("ns-3".into()),
+        phase: Some("Failed".into()),
+        labels: vec![LabelTerm::Equals("team".into(), "t13".into())],
+        ..Default::default()
+    };
+    let deep = Cursor {
+        started: 1_800_000_000_000 + 500_000 * 10,
+        uid: "uid-0500000".into(),
+    };
+    for (what, f, after) in [
+        ("first page, all", Filter::default(), None),
+        (
+            "first page, namespace + phase + label",
+            filter.clone(),
+            None,
+        ),
+        (
+            "deep page (cursor at the middle), all",
+            Filter::default(),
+            Some(&deep),
+        ),
+        (
+            "deep page, namespace + phase + label",
+            filter.clone(),
+            Some(&deep),
+        ),
+    ] {
+        let mut times = Vec::new();
+        let mut rows = 0;
+        for _ in 0..200 {
+            let t = Instant::now();
+            rows = h.list(&f, after, 100).await?.len();
+            times.push(t.elapsed());
+        }
+        times.sort();
+        println!(
+            "ListExecutions query over 1,000,000, {what}: {rows} rows, p50 {:.2} ms, p99 {:.2} ms",
+            times[100].as_secs_f64() * 1e3,
+            times[197].as_secs_f64() * 1e3
+        );
+    }
+    Ok(())
+}
