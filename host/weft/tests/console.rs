@@ -354,6 +354,21 @@ spec:
         task: {type: pod, config: {image: busybox:1.36, command: [sh, -c, 'echo $WEFT_INPUT_NUM']}}
 ";
 
+/// Two nodes, deleted by its TTL a second after it succeeds: afterwards
+/// it is only in the execution history (`weft dev` keeps one in SQLite).
+const SHORT_LIVED: &str = "apiVersion: weft.dev/v1alpha1
+kind: Workflow
+metadata: {name: hist-ttl, labels: {suite: history}}
+spec:
+  ttlStrategy: {secondsAfterCompletion: 1}
+  nodes:
+    - id: first
+      task: {type: pod, config: {image: busybox:1.36, command: [sh, -c, 'echo one']}}
+    - id: second
+      dependsOn: [first]
+      task: {type: pod, config: {image: busybox:1.36, command: [sh, -c, 'echo two']}}
+";
+
 /// Without a token the console is refused; with one it works, and keeps
 /// it for the session.
 async fn token_is_required(c: &Client, dev: &Dev) -> anyhow::Result<()> {
@@ -1146,6 +1161,215 @@ async fn sub_workflow_opens_in_place(c: &Client, dev: &Dev) -> anyhow::Result<()
     nothing_left_the_host(c).await
 }
 
+/// A run its TTL deleted, through the History page: the name-prefix and
+/// phase filters (kept in the URL, so a reload keeps them) list it as
+/// archived, a start-time bound past it lists nothing, and its row opens
+/// the workflow page as for a live run: the DAG with its nodes' phases,
+/// the archived badge, a node's panel with its attempts' history, the
+/// timeline. The page by name alone (no uid) shows the archived copy too
+/// once its watch finds the Workflow gone, without an error.
+async fn history_opens_an_archived_run(c: &Client, dev: &Dev) -> anyhow::Result<()> {
+    kubectl_create(&dev.kubeconfig, SHORT_LIVED).await;
+    let mut gone = false;
+    for _ in 0..600 {
+        let out = common::kubectl(
+            &dev.kubeconfig,
+            &["get", "workflow", "hist-ttl", "-o", "name"],
+            None,
+        )
+        .await;
+        if !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("NotFound") {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    anyhow::ensure!(gone, "hist-ttl was not deleted by its TTL within 120 s");
+
+    c.goto(&dev.console).await?;
+    find(c, "[data-testid=workflow-row]").await?;
+    c.execute("window.__sameDocument = true;", vec![]).await?;
+    find(c, "nav[aria-label=Main] a[href='/history']")
+        .await?
+        .click()
+        .await?;
+    find(c, "[data-testid=history-prefix]")
+        .await?
+        .send_keys("hist-")
+        .await?;
+    find(c, "[data-testid=history-phase]")
+        .await?
+        .select_by_value("Succeeded")
+        .await?;
+    let row = "[data-testid=history-row][data-name=hist-ttl]";
+    until(
+        c,
+        "the filtered history lists hist-ttl as archived, and only matching runs",
+        &format!(
+            "const rows = [...document.querySelectorAll('[data-testid=history-row]')];\
+             const r = document.querySelector(\"{row}\");\
+             const q = new URLSearchParams(location.search);\
+             return q.get('prefix') === 'hist-' && q.get('phase') === 'Succeeded'\
+               && r !== null && r.dataset.archived === 'true' && r.dataset.phase === 'Succeeded'\
+               && r.querySelector('[data-testid=archived-marker]') !== null\
+               && rows.every(x => x.dataset.name.startsWith('hist-') && x.dataset.phase === 'Succeeded');"
+        ),
+    )
+    .await?;
+    let here = c
+        .execute(
+            "return [location.pathname, window.__sameDocument === true,\
+               document.querySelector(\"nav a[href='/history']\").getAttribute('aria-current')];",
+            vec![],
+        )
+        .await?;
+    anyhow::ensure!(
+        here == json!(["/history", true, "page"]),
+        "the History link navigates in place and marks itself current: {here}"
+    );
+
+    // The URL is the filtered view: a reload keeps the filters.
+    c.refresh().await?;
+    find(c, row).await?;
+    let form = c
+        .execute(
+            "const v = id => document.querySelector(`[data-testid=${id}]`).value;\
+             return [v('history-prefix'), v('history-phase')];",
+            vec![],
+        )
+        .await?;
+    anyhow::ensure!(
+        form == json!(["hist-", "Succeeded"]),
+        "the reloaded form shows the URL's filters: {form}"
+    );
+
+    // A start-time bound after every run lists nothing, and says so.
+    let filtered = c.current_url().await?;
+    c.goto(&format!(
+        "{}history?prefix=hist-&after=2999-01-01T00%3A00%3A00Z",
+        dev.console
+    ))
+    .await?;
+    find(c, "[data-testid=history-empty]").await?;
+    let after = c
+        .execute(
+            "return [document.querySelectorAll('[data-testid=history-row]').length,\
+               document.querySelector('[data-testid=history-after]').value];",
+            vec![],
+        )
+        .await?;
+    anyhow::ensure!(
+        after[0] == 0
+            && after[1]
+                .as_str()
+                .is_some_and(|v| v.starts_with("2999-01-01T") || v.starts_with("2998-12-31T")),
+        "no run started after 2999, the bound shown in local time: {after}"
+    );
+
+    // The row opens the archived run by its uid.
+    c.goto(filtered.as_str()).await?;
+    let uid = find(c, row)
+        .await?
+        .attr("data-uid")
+        .await?
+        .unwrap_or_default();
+    anyhow::ensure!(!uid.is_empty(), "the row carries the run's uid");
+    find(c, row).await?.click().await?;
+    until(
+        c,
+        "the row opens the archived run's page, its nodes Succeeded",
+        "const n = [...document.querySelectorAll('[data-testid=dag-node]')];\
+         return location.pathname === '/workflows/default/hist-ttl'\
+           && n.length === 2 && n.every(x => x.dataset.phase === 'Succeeded')\
+           && document.querySelector('[data-testid=archived-badge]') !== null;",
+    )
+    .await?;
+    let page = c
+        .execute(
+            "return {search: location.search,\
+               phase: document.querySelector('[data-testid=workflow-phase]').textContent,\
+               nodes: [...document.querySelectorAll('[data-testid=dag-node]')].map(n => n.dataset.node).sort(),\
+               edges: [...document.querySelectorAll('[data-testid=dag-edge]')].map(e => e.dataset.from + '>' + e.dataset.to),\
+               actions: [...document.querySelectorAll('[data-testid^=action-]')].map(b => b.dataset.testid),\
+               error: document.querySelector('[data-testid=error]')?.textContent ?? null};",
+            vec![],
+        )
+        .await?;
+    anyhow::ensure!(
+        page["search"] == json!(format!("?uid={uid}"))
+            && page["phase"] == "Succeeded"
+            && page["nodes"] == json!(["first", "second"])
+            && page["edges"] == json!(["first>second"])
+            && page["actions"] == json!(["action-resubmit"])
+            && page["error"].is_null(),
+        "the archived run's page: {page}"
+    );
+
+    // A node's panel: its record and its attempt's history.
+    focus_box(c, "second").await?;
+    press(c, Key::Enter).await?;
+    find(c, "[data-testid=node-panel][data-node=second]").await?;
+    until(
+        c,
+        "the panel shows the node Succeeded with its history",
+        "const ev = [...document.querySelectorAll('[data-testid=node-history-event]')];\
+         return document.querySelector('[data-testid=node-phase]')?.textContent.includes('Succeeded')\
+           && ev.some(e => e.dataset.attempt === '1' && e.dataset.phase === 'Succeeded')\
+           && ev.some(e => e.dataset.phase === 'Running');",
+    )
+    .await?;
+    let path = c
+        .execute("return location.pathname + location.search;", vec![])
+        .await?;
+    anyhow::ensure!(
+        path == json!(format!(
+            "/workflows/default/hist-ttl/nodes/second?uid={uid}"
+        )),
+        "the node's link keeps the uid: {path}"
+    );
+    press(c, Key::Escape).await?;
+    find(c, "[data-testid=view-timeline]")
+        .await?
+        .click()
+        .await?;
+    until(
+        c,
+        "the timeline has a Succeeded bar per node",
+        "const b = [...document.querySelectorAll('[data-testid=timeline-bar]')];\
+         return b.length === 2 && b.every(x => x.dataset.phase === 'Succeeded');",
+    )
+    .await?;
+
+    // By name alone, with a node's panel open: the watch finds the
+    // Workflow gone and the page shows the archived copy instead, with no
+    // error (the panel asks nothing of the live Workflow) and no retrying.
+    c.goto(&format!(
+        "{}workflows/default/hist-ttl/nodes/first",
+        dev.console
+    ))
+    .await?;
+    until(
+        c,
+        "the page by name shows the archived run and the node's history",
+        "return document.querySelector('[data-testid=archived-badge]') !== null\
+           && document.querySelectorAll('[data-testid=dag-node][data-phase=Succeeded]').length === 2\
+           && document.querySelector('.watch-status')?.textContent === 'archived'\
+           && document.querySelector('[data-testid=node-phase]')?.textContent.includes('Succeeded')\
+           && [...document.querySelectorAll('[data-testid=node-history-event]')]\
+                .some(e => e.dataset.phase === 'Succeeded');",
+    )
+    .await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let error = c
+        .execute(
+            "return document.querySelector('[data-testid=error]')?.textContent ?? null;",
+            vec![],
+        )
+        .await?;
+    anyhow::ensure!(error.is_null(), "no error for a gone Workflow: {error}");
+    nothing_left_the_host(c).await
+}
+
 /// The theme button flips <html data-theme> and the page's colours, and
 /// the choice is remembered across a reload.
 async fn theme_toggle_switches_and_persists(c: &Client, dev: &Dev) -> anyhow::Result<()> {
@@ -1339,6 +1563,7 @@ async fn the_console_in_a_real_browser() {
     scenario(c, "timeline", timeline_orders_the_diamond(c, &dev)).await;
     scenario(c, "keyboard", keyboard_opens_and_closes(c, &dev)).await;
     scenario(c, "sub_workflow", sub_workflow_opens_in_place(c, &dev)).await;
+    scenario(c, "history", history_opens_an_archived_run(c, &dev)).await;
     scenario(c, "theme", theme_toggle_switches_and_persists(c, &dev)).await;
     scenario(c, "tls", console_over_tls(c, &tls_dev)).await;
     b.c.clone().close().await.unwrap();

@@ -3,11 +3,12 @@ import { useEffect, useState } from "react";
 import { forgetToken, useAuth } from "./auth";
 import { clearAllErrors } from "./errors";
 import { ErrorBanner, TokenPrompt } from "./components/Banner";
+import { HistoryPage } from "./pages/HistoryPage";
 import { PluginsPage } from "./pages/PluginsPage";
 import { WorkflowListPage } from "./pages/WorkflowListPage";
 import { WorkflowPage } from "./pages/WorkflowPage";
 import { Link, useRoute } from "./router";
-import { listHref, PLUGINS_HREF, type Route } from "./routes";
+import { HISTORY_HREF, listHref, PLUGINS_HREF, type Route } from "./routes";
 import { applyTheme, type Theme } from "./theme";
 
 function TopBar({ route }: { route: Route }) {
@@ -27,6 +28,9 @@ function TopBar({ route }: { route: Route }) {
       <nav aria-label="Main">
         <Link href={listHref("default", "")} aria-current={onWorkflows ? "page" : undefined}>
           Workflows
+        </Link>
+        <Link href={HISTORY_HREF} aria-current={route.page === "history" ? "page" : undefined}>
+          History
         </Link>
         <Link href={PLUGINS_HREF} aria-current={route.page === "plugins" ? "page" : undefined}>
           Plugins
@@ -58,13 +62,16 @@ function Page({ route }: { route: Route }) {
     case "workflow":
       return (
         <WorkflowPage
-          key={`${route.namespace}/${route.name}`}
+          key={`${route.namespace}/${route.name}/${route.uid ?? ""}`}
           namespace={route.namespace}
           name={route.name}
           node={route.node}
           expand={route.expand}
+          uid={route.uid}
         />
       );
+    case "history":
+      return <HistoryPage filters={route.filters} />;
     case "plugins":
       return <PluginsPage />;
     case "notfound":
@@ -81,7 +88,7 @@ function Page({ route }: { route: Route }) {
 
 export function App() {
   const route = useRoute();
-  const pageKey = route.page === "workflow" ? `${route.namespace}/${route.name}` : route.page;
+  const pageKey = route.page === "workflow" ? `${route.namespace}/${route.name}/${route.uid ?? ""}` : route.page;
   // Errors belong to the page that raised them.
   useEffect(() => clearAllErrors(), [pageKey]);
   return (

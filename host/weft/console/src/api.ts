@@ -7,6 +7,7 @@ import { AdminService } from "./gen/weft/admin/v1/admin_pb";
 
 export type {
   Execution,
+  ExecutionEvent,
   NodeExecution,
   NodeDetails,
   PluginInfo,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { listHref, nodeHref, parseRoute, workflowHref } from "./routes";
+import { historyHref, listHref, nodeHref, parseRoute, workflowHref } from "./routes";
 
 describe("routes", () => {
   it("parses the list with its filters", () => {
@@ -42,6 +42,33 @@ describe("routes", () => {
     expect(node).toBe("/workflows/ns/wf/nodes/train?expand=inner");
     expect(parseRoute("/workflows/ns/wf/nodes/train", "?expand=inner,,inner")).toMatchObject({ node: "train", expand: ["inner"] });
     expect(workflowHref("ns", "wf", [])).toBe("/workflows/ns/wf");
+  });
+  it("names an archived execution exactly by its uid, beside the open boxes", () => {
+    const href = workflowHref("ns", "wf", ["inner"], "0b5c-uid");
+    expect(href).toBe("/workflows/ns/wf?expand=inner&uid=0b5c-uid");
+    const q = href.indexOf("?");
+    expect(parseRoute(href.slice(0, q), href.slice(q))).toEqual({
+      page: "workflow",
+      namespace: "ns",
+      name: "wf",
+      node: null,
+      expand: ["inner"],
+      uid: "0b5c-uid",
+    });
+    expect(nodeHref("ns", "wf", "a", [], "u1")).toBe("/workflows/ns/wf/nodes/a?uid=u1");
+    expect(parseRoute("/workflows/ns/wf/nodes/a", "?uid=u1")).toMatchObject({ node: "a", uid: "u1" });
+    expect(parseRoute("/workflows/ns/wf", "?uid=")).not.toHaveProperty("uid");
+  });
+  it("parses the history page with its filters, and round-trips them", () => {
+    expect(parseRoute("/history", "")).toEqual({
+      page: "history",
+      filters: { namespace: "default", phase: "", selector: "", template: "", prefix: "", after: "", before: "" },
+    });
+    const filters = { namespace: "", phase: "Succeeded", selector: "a=b", template: "", prefix: "hist-", after: "2024-01-01T00:00:00Z", before: "" };
+    const href = historyHref(filters);
+    expect(href).toBe("/history?namespace=&phase=Succeeded&selector=a%3Db&prefix=hist-&after=2024-01-01T00%3A00%3A00Z");
+    const q = href.indexOf("?");
+    expect(parseRoute(href.slice(0, q), href.slice(q))).toEqual({ page: "history", filters });
   });
   it("parses plugins and rejects the rest", () => {
     expect(parseRoute("/plugins", "")).toEqual({ page: "plugins" });

@@ -4,6 +4,7 @@ import { describe, expect, it } from "vitest";
 import { visibleRange } from "./components/VirtualRows";
 import { ExecutionSchema, NodeExecutionSchema } from "./gen/weft/admin/v1/admin_pb";
 import { barPlacement, MIN_BAR_PCT, timelineBars } from "./pages/TimelineView";
+import { historyRowHref, toHistoryRow } from "./pages/HistoryPage";
 import { toRow } from "./pages/WorkflowListPage";
 import { prettyJson, shortDigest } from "./text";
 
@@ -18,6 +19,19 @@ describe("workflow list rows", () => {
       nodes: [node("a", "Succeeded"), node("b", "Failed"), node("c", "Running"), node("d", "Pending")],
     });
     expect(toRow(e)).toMatchObject({ namespace: "ml", name: "train-1", phase: "Running", finished: 2, succeeded: 1, failed: 1, total: 4 });
+  });
+});
+
+describe("history rows", () => {
+  it("open a live run by name and an archived one by its uid", () => {
+    const live = toHistoryRow(create(ExecutionSchema, { id: { namespace: "ml", name: "train-1" }, uid: "u-live", phase: "Running" }));
+    expect(live).toMatchObject({ namespace: "ml", name: "train-1", archived: false });
+    expect(historyRowHref(live)).toBe("/workflows/ml/train-1");
+    const gone = toHistoryRow(
+      create(ExecutionSchema, { id: { namespace: "ml", name: "train-1" }, uid: "u-old", phase: "Succeeded", archived: true }),
+    );
+    expect(gone).toMatchObject({ archived: true, uid: "u-old", phase: "Succeeded" });
+    expect(historyRowHref(gone)).toBe("/workflows/ml/train-1?uid=u-old");
   });
 });
 

@@ -12,9 +12,11 @@ interface Props {
   name: string;
   nodeId: string;
   outputs: string;
+  /** An archived run: CreateDownloadLink reads the live Workflow, so no download. */
+  archived?: boolean;
 }
 
-export function NodeArtifacts({ namespace, name, nodeId, outputs }: Props) {
+export function NodeArtifacts({ namespace, name, nodeId, outputs, archived = false }: Props) {
   const artifacts = nodeArtifacts(outputs);
   if (artifacts.length === 0) return null;
   return (
@@ -32,7 +34,7 @@ export function NodeArtifacts({ namespace, name, nodeId, outputs }: Props) {
         </thead>
         <tbody>
           {artifacts.map((a) => (
-            <ArtifactRow key={a.name} artifact={a} namespace={namespace} name={name} nodeId={nodeId} />
+            <ArtifactRow key={a.name} artifact={a} namespace={namespace} name={name} nodeId={nodeId} archived={archived} />
           ))}
         </tbody>
       </table>
@@ -40,7 +42,19 @@ export function NodeArtifacts({ namespace, name, nodeId, outputs }: Props) {
   );
 }
 
-function ArtifactRow({ artifact: a, namespace, name, nodeId }: { artifact: ArtifactRef; namespace: string; name: string; nodeId: string }) {
+function ArtifactRow({
+  artifact: a,
+  namespace,
+  name,
+  nodeId,
+  archived,
+}: {
+  artifact: ArtifactRef;
+  namespace: string;
+  name: string;
+  nodeId: string;
+  archived: boolean;
+}) {
   const [busy, setBusy] = useState(false);
   // A local repository's URL is a path on the server's machine, which a
   // page may not open: it is shown instead.
@@ -69,7 +83,13 @@ function ArtifactRow({ artifact: a, namespace, name, nodeId }: { artifact: Artif
         </code>
       </td>
       <td>
-        <button type="button" data-testid="artifact-download" disabled={busy} onClick={download} title={`weft cp ${name}/${nodeId}/${a.name} DEST`}>
+        <button
+          type="button"
+          data-testid="artifact-download"
+          disabled={busy || archived}
+          onClick={download}
+          title={archived ? "Not served for an archived run" : `weft cp ${name}/${nodeId}/${a.name} DEST`}
+        >
           Download
         </button>
         {local && <div className="muted small">on the server: {local}</div>}

@@ -1,10 +1,24 @@
 // The node panel (`/workflows/:ns/:name/nodes/:node`): a side panel on the
 // workflow page with the node's record (live, from the watch stream), its
-// details from GetNode (child resource, Events, items, spec) and its pod log.
+// details from GetNode (child resource, Events, items, spec), its history
+// (every attempt's phases) and its pod log. An archived run's panel has
+// its record and history only: the rest is read from the live Workflow.
 import { useEffect, useLayoutEffect, useRef, useState } from "react";
-import { admin, errorText, isAbort, isAuthError, sleep, tokenAfterRefusal, type Execution, type NodeDetails, type NodeExecution } from "../api";
+import {
+  admin,
+  errorText,
+  isAbort,
+  isAuthError,
+  sleep,
+  tokenAfterRefusal,
+  type Execution,
+  type ExecutionEvent,
+  type NodeDetails,
+  type NodeExecution,
+} from "../api";
 import { JsonBlock } from "../components/Json";
 import { NodeArtifacts } from "./NodeArtifacts";
+import { NodeHistory } from "./NodeHistory";
 import { clearError, reportError } from "../errors";
 import { isActiveNodePhase, isWaitingGate } from "../phases";
 import { Link } from "../router";
@@ -25,12 +39,23 @@ interface Props {
   live: NodeExecution | undefined;
   closeHref: string;
   onExecution: (e: Execution) => void;
+  /**
+   * Read from the execution history: its Workflow is gone. null: not known
+   * yet (the page has no execution yet), so nothing that reads the live
+   * Workflow is asked for.
+   */
+  archived?: boolean | null;
+  /** The execution's history events when the page has them (an archived run's); null: fetched here. */
+  events?: readonly ExecutionEvent[] | null;
 }
 
-export function NodePanel({ namespace, name, nodeId, live, closeHref, onExecution }: Props) {
-  const details = useNodeDetails(namespace, name, nodeId, live);
+const NOT_KEPT = "(not kept for an archived run)";
+
+export function NodePanel({ namespace, name, nodeId, live, closeHref, onExecution, archived: known = false, events = null }: Props) {
+  const details = useNodeDetails(namespace, name, nodeId, live, known === false);
   const node = live ?? details?.node;
-  const log = useNodeLog(namespace, name, nodeId, node);
+  const archived = known === true;
+  const log = useNodeLog(namespace, name, nodeId, node, archived);
   const phase = node?.phase ?? "";
 
   return (
@@ -54,11 +79,12 @@ export function NodePanel({ namespace, name, nodeId, live, closeHref, onExecutio
               {node.message}
             </div>
           )}
-          {isWaitingGate(node) && <GateButtons namespace={namespace} name={name} nodeId={nodeId} onExecution={onExecution} />}
+          {!archived && isWaitingGate(node) && <GateButtons namespace={namespace} name={name} nodeId={nodeId} onExecution={onExecution} />}
           <NodeFacts node={node} namespace={namespace} />
-          <NodeActions namespace={namespace} name={name} nodeId={nodeId} onExecution={onExecution} />
+          {!archived && <NodeActions namespace={namespace} name={name} nodeId={nodeId} onExecution={onExecution} />}
         </>
       )}
+      <NodeHistory namespace={namespace} name={name} nodeId={nodeId} live={live} events={events} fetch={known === false} />
       {details?.resource && (
         <details className="section">
           <summary>Child resource (JSON)</summary>
@@ -67,18 +93,24 @@ export function NodePanel({ namespace, name, nodeId, live, closeHref, onExecutio
       )}
       <section className="section">
         <h3>Events</h3>
-        <EventsTable details={details} />
+        {archived ? (
+          <p className="muted" data-testid="node-events">
+            {NOT_KEPT}
+          </p>
+        ) : (
+          <EventsTable details={details} />
+        )}
       </section>
       {details && details.items.length > 0 && <ItemsTable details={details} />}
       <details className="section">
         <summary>Inputs / spec</summary>
-        <JsonBlock text={details?.spec ?? ""} testid="node-spec" />
+        <JsonBlock text={details?.spec ?? ""} testid="node-spec" empty={archived ? NOT_KEPT : undefined} />
       </details>
       <section className="section">
         <h3>Outputs</h3>
         <JsonBlock text={node?.outputs ?? ""} testid="node-outputs" empty="(none)" />
       </section>
-      <NodeArtifacts namespace={namespace} name={name} nodeId={nodeId} outputs={node?.outputs ?? ""} />
+      <NodeArtifacts namespace={namespace} name={name} nodeId={nodeId} outputs={node?.outputs ?? ""} archived={archived} />
       {node && node.logLinks.length > 0 && (
         <section className="section">
           <h3>Log links</h3>
@@ -319,7 +351,13 @@ function LogPre({ text }: { text: string }) {
  * GetNode for the panel, fetched again when the node's live record changes
  * (at most once a second) and every 5 s while it runs, for new Events.
  */
-function useNodeDetails(namespace: string, name: string, nodeId: string, live: NodeExecution | undefined): NodeDetails | null {
+function useNodeDetails(
+  namespace: string,
+  name: string,
+  nodeId: string,
+  live: NodeExecution | undefined,
+  enabled: boolean,
+): NodeDetails | null {
   const [details, setDetails] = useState<NodeDetails | null>(null);
   const sig = live
     ? `${live.phase}|${live.attempts}|${live.message}|${live.itemsSucceeded}|${live.itemsFailed}|${live.itemsRunning}|${live.resource?.name}`
@@ -330,6 +368,7 @@ function useNodeDetails(namespace: string, name: string, nodeId: string, live: N
   useEffect(() => setDetails(null), [namespace, name, nodeId]);
 
   useEffect(() => {
+    if (!enabled) return;
     const ctl = new AbortController();
     const fetchOnce = async () => {
       last.current = Date.now();
@@ -349,7 +388,7 @@ function useNodeDetails(namespace: string, name: string, nodeId: string, live: N
       clearTimeout(t);
       clearInterval(every);
     };
-  }, [namespace, name, nodeId, sig, active]);
+  }, [namespace, name, nodeId, sig, active, enabled]);
   return details;
 }
 
@@ -358,7 +397,7 @@ function useNodeDetails(namespace: string, name: string, nodeId: string, live: N
  * restarts when the node (re)starts an attempt; a follow stream that breaks
  * reconnects with backoff and starts again from the tail.
  */
-function useNodeLog(namespace: string, name: string, nodeId: string, node: NodeExecution | undefined) {
+function useNodeLog(namespace: string, name: string, nodeId: string, node: NodeExecution | undefined, archived: boolean) {
   const [text, setText] = useState("");
   const [status, setStatus] = useState("");
   const started = node !== undefined && node.phase !== "" && node.phase !== "Pending";
@@ -369,6 +408,11 @@ function useNodeLog(namespace: string, name: string, nodeId: string, node: NodeE
 
   useEffect(() => {
     setText("");
+    if (archived) {
+      // StreamNodeLogs reads the live Workflow's pods (or their archived copies).
+      setStatus(NOT_KEPT);
+      return;
+    }
     if (startKey === null) {
       setStatus("(no log before the node starts)");
       return;
@@ -416,6 +460,6 @@ function useNodeLog(namespace: string, name: string, nodeId: string, node: NodeE
       ctl.abort();
       if (raf) cancelAnimationFrame(raf);
     };
-  }, [namespace, name, nodeId, startKey]);
+  }, [namespace, name, nodeId, startKey, archived]);
   return { text, status };
 }

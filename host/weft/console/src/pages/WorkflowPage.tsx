@@ -1,4 +1,6 @@
-// `/workflows/:namespace/:name` (and `/nodes/:node`): one workflow, live.
+// `/workflows/:namespace/:name` (and `/nodes/:node`): one workflow, live,
+// or, once its Workflow is gone, as the execution history keeps it
+// (`archived`: the same page, without the live-only actions).
 import { useCallback, useEffect, useMemo, useState } from "react";
 import { admin, type Execution, type NodeExecution } from "../api";
 import { JsonBlock } from "../components/Json";
@@ -26,6 +28,8 @@ interface Props {
   node: string | null;
   /** Paths of the DAG boxes drawn open (the URL's `expand`). */
   expand: readonly string[];
+  /** An archived execution named exactly (the URL's `uid`). */
+  uid?: string;
 }
 
 // Performance hooks for the browser benchmark: the first DAG paint of the
@@ -60,8 +64,9 @@ function openBoxesOf(
   return out;
 }
 
-export function WorkflowPage({ namespace, name, node, expand }: Props) {
-  const { exec, status, applyActionResult } = useExecution(namespace, name);
+export function WorkflowPage({ namespace, name, node, expand, uid = "" }: Props) {
+  const { exec, status, applyActionResult } = useExecution(namespace, name, uid);
+  const archived = exec?.archived ?? false;
   const [view, setView] = useState<"graph" | "timeline">("graph");
   // The route is parsed again on every render: compare the open boxes by
   // value (paths hold no commas: node ids are letters, digits and '-').
@@ -90,7 +95,11 @@ export function WorkflowPage({ namespace, name, node, expand }: Props) {
   // Open boxes that are not groups: arrays (their items as chips) and
   // sub-workflows whose child is still loading.
   const openBoxes = useMemo(() => openBoxesOf([level, exitLevel], expanded), [level, exitLevel, expanded]);
-  const chipTargets = useMemo(() => [...openBoxes.values()].filter((t) => !hasChildWorkflow(t.node)), [openBoxes]);
+  // An archived run's array items are not served (GetNode reads live Workflows).
+  const chipTargets = useMemo(
+    () => (archived ? [] : [...openBoxes.values()].filter((t) => !hasChildWorkflow(t.node))),
+    [openBoxes, archived],
+  );
   const chips = useChips(namespace, chipTargets);
   const sizeOf = useCallback<PathSize>(
     (path) => {
@@ -106,18 +115,18 @@ export function WorkflowPage({ namespace, name, node, expand }: Props) {
   const open = useCallback(
     (workflow: string, id: string) =>
       // A node of a child drawn in a group opens on its own Workflow's page.
-      navigate(workflow === name ? nodeHref(namespace, name, id, opened) : nodeHref(namespace, workflow, id)),
-    [namespace, name, opened],
+      navigate(workflow === name ? nodeHref(namespace, name, id, opened, uid) : nodeHref(namespace, workflow, id)),
+    [namespace, name, opened, uid],
   );
   const toggle = useCallback(
     (path: string, isOpen?: boolean) => {
       const next = toggleExpand(opened, path, isOpen);
-      const href = node ? nodeHref(namespace, name, node, next) : workflowHref(namespace, name, next);
+      const href = node ? nodeHref(namespace, name, node, next, uid) : workflowHref(namespace, name, next, uid);
       navigate(href, { replace: true });
     },
-    [namespace, name, node, opened],
+    [namespace, name, node, opened, uid],
   );
-  const closeHref = workflowHref(namespace, name, opened);
+  const closeHref = workflowHref(namespace, name, opened, uid);
 
   const live = node ? allNodes.find((n) => n.id === node) : undefined;
   useEscapeCloses(node, closeHref);
@@ -183,6 +192,8 @@ export function WorkflowPage({ namespace, name, node, expand }: Props) {
             live={live}
             closeHref={closeHref}
             onExecution={applyActionResult}
+            archived={exec ? exec.archived : null}
+            events={exec?.archived ? exec.events : null}
           />
         )}
       </div>
@@ -227,7 +238,9 @@ const ACTIONS: { name: ActionName; label: string; title: string; danger?: boolea
   { name: "terminate", label: "Terminate", title: "Abort running nodes; no exit handler runs", danger: true },
 ];
 
-function callAction(action: ActionName, id: { namespace: string; name: string }): Promise<Execution> {
+function callAction(action: ActionName, id: { namespace: string; name: string; uid: string }, archived: boolean): Promise<Execution> {
+  // An archived run: a new Workflow with its spec and inputs.
+  if (archived) return admin.resubmitArchived({ id });
   switch (action) {
     case "abort":
       return admin.abortExecution({ id, reason: "aborted from the Weft console" });
@@ -263,10 +276,10 @@ function WorkflowHeader({
   const run = async (a: (typeof ACTIONS)[number]) => {
     setBusy(a.name);
     try {
-      const res = await callAction(a.name, { namespace, name });
+      const res = await callAction(a.name, { namespace, name, uid: exec?.uid ?? "" }, archived);
       clearError("action");
       // Resubmit made a new execution: go to it.
-      if (a.name === "resubmit" && res.id && res.id.name !== name) navigate(workflowHref(res.id.namespace, res.id.name));
+      if (a.name === "resubmit" && res.id && (archived || res.id.name !== name)) navigate(workflowHref(res.id.namespace, res.id.name));
       else onResult(res);
     } catch (e) {
       reportError("action", e, `${a.label} refused: `);
@@ -275,6 +288,9 @@ function WorkflowHeader({
     }
   };
   const p = exec ? progress(exec.nodes) : null;
+  const archived = exec?.archived ?? false;
+  // What an archived run can do: be run again (the rest acts on a live Workflow).
+  const actions = archived ? ACTIONS.filter((a) => a.name === "resubmit") : ACTIONS;
   return (
     <header className="wf-header">
       <div className="wf-title">
@@ -286,6 +302,11 @@ function WorkflowHeader({
         {exec?.suspended && <span className="tag">suspended</span>}
         {exec?.shutdown && <span className="tag">{exec.shutdown}</span>}
         {exec?.abortRequested && <span className="tag">abort requested</span>}
+        {archived && (
+          <span className="tag archived" data-testid="archived-badge" title="Its Workflow is gone: shown from the execution history">
+            archived
+          </span>
+        )}
         <span className={`watch-status ${status.replace(/ /g, "-")}`} title="Live updates">
           {status}
         </span>
@@ -316,7 +337,7 @@ function WorkflowHeader({
         )}
       </dl>
       <div className="actions" role="toolbar" aria-label="Workflow actions">
-        {ACTIONS.map((a) => (
+        {actions.map((a) => (
           <button
             key={a.name}
             type="button"
