@@ -589,6 +589,18 @@ async fn archived_runs_are_listed_got_deleted_and_resubmitted_through_the_api_an
         ("flaky", 1, "pod")
     );
 
+    // Its nodes in full, as the console's node panel asks for them.
+    let node = client
+        .get_node(pb::GetNodeRequest {
+            id: t.id("alpha"),
+            node_id: "flaky".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let record = node.node.unwrap();
+    assert_eq!((record.phase.as_str(), record.attempts), ("Succeeded", 2));
+
     // The same through the CLI.
     let ns = t.bed.ns.as_str();
     let listed = t.weft_ok(&["archive", "list", "-n", ns]).await;

@@ -218,7 +218,7 @@ impl pb::admin_service_server::AdminService for AdminService {
                 method!("GetNode"),
                 request,
                 |c, r: pb::GetNodeRequest| async move {
-                    let (_, wf) = self.fetch(&c, r.id).await?;
+                    let (wf, _) = self.fetch_any(&c, r.id).await?;
                     console::node_details(&self.client, &wf, &r.node_id).await
                 },
             )
@@ -236,7 +236,7 @@ impl pb::admin_service_server::AdminService for AdminService {
                 method!("StreamNodeLogs"),
                 request,
                 |c, r: pb::StreamNodeLogsRequest| async move {
-                    let (_, wf) = self.fetch(&c, r.id.clone()).await?;
+                    let (wf, _) = self.fetch_any(&c, r.id.clone()).await?;
                     let store = self.artifacts.as_deref().map(|io| io.store());
                     console::node_logs(&self.client, &wf, &r, store).await
                 },

@@ -19,6 +19,12 @@ use super::{Archive, History, Pending};
 /// both servers' limits on parameters).
 const BATCH: usize = 1000;
 
+/// How long the exporter lets events gather after the first wakes it,
+/// unless a whole batch is there sooner: a transaction per status write
+/// cost the controller a quarter of its throughput on a shared 2-core
+/// machine (docs/benchmarks.md); events wait at most this much longer.
+const LINGER: Duration = Duration::from_millis(100);
+
 /// The exporter's loop, for the life of the process.
 pub(super) async fn run(h: Arc<History>) {
     let mut backoff = Duration::from_millis(250);
@@ -33,6 +39,9 @@ pub(super) async fn run(h: Arc<History>) {
                     continue;
                 }
             }
+        }
+        if h.pending() < BATCH {
+            tokio::time::sleep(LINGER).await;
         }
         let (batch, archives) = take(&h);
         if batch.is_empty() && archives.is_empty() {
@@ -71,11 +80,11 @@ fn take(h: &History) -> (Batch, Vec<(String, Archive)>) {
         .take(BATCH)
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    let waiting = |uid: &String| st.pending.keys().any(|(u, _)| u == uid);
+    let waiting: std::collections::HashSet<&String> = st.pending.keys().map(|(u, _)| u).collect();
     let archives = st
         .archives
         .iter()
-        .filter(|(uid, _)| !waiting(uid))
+        .filter(|(uid, _)| !waiting.contains(uid))
         .map(|(uid, a)| (uid.clone(), a.clone()))
         .collect();
     (batch, archives)

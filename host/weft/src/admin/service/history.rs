@@ -246,30 +246,41 @@ impl AdminService {
             .collect())
     }
 
-    /// GetExecution: the live Workflow (with its events), else its archive.
+    /// The Workflow an id names: the live one, else (with a history, or
+    /// by `uid`) its archived copy; whether it is archived.
+    pub(super) async fn fetch_any(
+        &self,
+        caller: &Caller,
+        id: Option<pb::ExecutionId>,
+    ) -> Result<(Workflow, bool), Status> {
+        let by_uid = id.as_ref().is_some_and(|i| !i.uid.is_empty());
+        if !by_uid || self.history.is_none() {
+            match self.fetch(caller, id.clone()).await {
+                Ok((_, wf)) => return Ok((wf, false)),
+                Err(s) if s.code() == tonic::Code::NotFound && self.history.is_some() => {}
+                Err(s) => return Err(s),
+            }
+        }
+        let (_, wf) = self.archived(caller, id.as_ref()).await?;
+        Ok((wf, true))
+    }
+
+    /// GetExecution: the live Workflow, else its archive, with its events
+    /// (an unavailable history leaves them out of a live one's view).
     pub(super) async fn get(
         &self,
         caller: Caller,
         req: pb::GetExecutionRequest,
     ) -> Result<pb::Execution, Status> {
-        let by_uid = req.id.as_ref().is_some_and(|i| !i.uid.is_empty());
-        if !by_uid || self.history.is_none() {
-            match self.fetch(&caller, req.id.clone()).await {
-                Ok((_, wf)) => {
-                    let events = self.events(&wf.uid().unwrap_or_default()).await;
-                    return Ok(pb::Execution {
-                        events: events.unwrap_or_default(),
-                        ..execution(&wf)
-                    });
-                }
-                Err(s) if s.code() == tonic::Code::NotFound && self.history.is_some() => {}
-                Err(s) => return Err(s),
-            }
-        }
-        let (a, wf) = self.archived(&caller, req.id.as_ref()).await?;
-        let events = self.events(&a.key.uid).await.map_err(unavailable)?;
+        let (wf, archived) = self.fetch_any(&caller, req.id).await?;
+        let events = self.events(&wf.uid().unwrap_or_default()).await;
+        let events = match (events, archived) {
+            (Ok(e), _) => e,
+            (Err(_), false) => Vec::new(),
+            (Err(e), true) => return Err(unavailable(e)),
+        };
         Ok(pb::Execution {
-            archived: true,
+            archived,
             events,
             ..execution(&wf)
         })

@@ -98,7 +98,8 @@ impl AdminService {
             name: req.workflow.clone(),
             ..Default::default()
         };
-        let (_, wf) = self.fetch(&caller, Some(id)).await?;
+        // An archived run's artifacts too, while the store keeps them.
+        let (wf, _) = self.fetch_any(&caller, Some(id)).await?;
         let store = self.store()?;
         let what = format!("execution {}/{}", req.namespace, req.workflow);
         if req.log {
