@@ -143,11 +143,14 @@ impl History {
         }
         let uid = wf.uid().unwrap_or_default();
         let (ns, name) = (wf.namespace().unwrap_or_default(), wf.name_any());
-        let mut st = self.state();
-        let acked = st.acked.get(&uid).cloned().unwrap_or_default();
+        let mut guard = self.state();
+        // Both maps at once, without copying the acknowledged set on
+        // every status write.
+        let st = &mut *guard;
+        let acked = st.acked.get(&uid);
         for e in &status.outbox {
             let id = e.id();
-            if acked.contains(&id) {
+            if acked.is_some_and(|a| a.contains(&id)) {
                 continue;
             }
             let key = (uid.clone(), id);
@@ -159,7 +162,7 @@ impl History {
             });
         }
         self.metrics.history.pending(st.pending.len());
-        drop(st);
+        drop(guard);
         self.wake.notify_one();
     }
 

@@ -244,16 +244,7 @@ impl History {
             .map_err(|e| self.db.query_error(e))?;
         self.metrics.history.query("list", started.elapsed());
         rows.iter()
-            .map(|r| {
-                let object: String = r.try_get("workflow")?;
-                Ok(Archived {
-                    key: Cursor {
-                        started: r.try_get("started_at")?,
-                        uid: r.try_get("uid")?,
-                    },
-                    object: serde_json::from_str(&object).unwrap_or_default(),
-                })
-            })
+            .map(archived_row)
             .collect::<Result<_, sqlx::Error>>()
             .map_err(|e| self.db.query_error(e))
     }
@@ -282,20 +273,10 @@ impl History {
             .await
             .map_err(|e| self.db.query_error(e))?;
         self.metrics.history.query("get", started.elapsed());
-        let Some(r) = row else {
-            return Ok(None);
-        };
-        let read = || -> Result<Archived, sqlx::Error> {
-            let object: String = r.try_get("workflow")?;
-            Ok(Archived {
-                key: Cursor {
-                    started: r.try_get("started_at")?,
-                    uid: r.try_get("uid")?,
-                },
-                object: serde_json::from_str(&object).unwrap_or_default(),
-            })
-        };
-        read().map(Some).map_err(|e| self.db.query_error(e))
+        row.as_ref()
+            .map(archived_row)
+            .transpose()
+            .map_err(|e| self.db.query_error(e))
     }
 
     /// Removes an archived execution with its labels and events; whether
@@ -347,6 +328,18 @@ impl History {
     fn usable(&self) -> Result<(), DbError> {
         self.health().map_err(DbError::Unavailable)
     }
+}
+
+/// A row of `SELECT uid, started_at, workflow FROM executions`.
+fn archived_row(r: &sqlx::any::AnyRow) -> Result<Archived, sqlx::Error> {
+    let object: String = r.try_get("workflow")?;
+    Ok(Archived {
+        key: Cursor {
+            started: r.try_get("started_at")?,
+            uid: r.try_get("uid")?,
+        },
+        object: serde_json::from_str(&object).unwrap_or_default(),
+    })
 }
 
 /// One event as GetExecution shows it.
