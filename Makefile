@@ -72,7 +72,7 @@ run: plugins host
 ## `cargo test` runs them on the dev cluster, tests/real_cluster.rs always on kube-apiserver.
 ## K8S_SUITES give each test a namespace of its own (side by side); K8S_SERIAL's
 ## tests use the cluster's default namespace, one at a time.
-K8S_SUITES := controller lifecycle subworkflows templates admin http_task hotload plugin_rbac artifacts artifact_gc data_proxy history
+K8S_SUITES := controller lifecycle subworkflows templates admin http_task hotload plugin_rbac artifacts artifact_gc data_proxy history sync
 K8S_SERIAL := crash ha ttl cron
 
 ## Formatting, clippy, no import loop between files (.ci/import-loops.py) and

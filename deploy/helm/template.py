@@ -38,6 +38,7 @@ COPIES = {
     "crds/workflowtemplate.yaml": DEPLOY / "crds" / "workflowtemplate.yaml",
     "crds/cronworkflow.yaml": DEPLOY / "crds" / "cronworkflow.yaml",
     "crds/taskcache.yaml": DEPLOY / "crds" / "taskcache.yaml",
+    "crds/lock.yaml": DEPLOY / "crds" / "lock.yaml",
     "dashboards/weft-dashboard.json": DEPLOY / "grafana" / "weft-dashboard.json",
 }
 

@@ -32,6 +32,8 @@ pub mod logs;
 mod meta;
 mod patch;
 mod protobuf;
+mod quota;
+mod quota_controller;
 mod rbac;
 mod registry;
 pub mod runner;
@@ -147,7 +149,8 @@ pub struct DevCluster {
 
 impl DevCluster {
     /// Opens the store in `config.data_dir`, binds the listener and starts
-    /// serving, with the garbage collector and the runner beside it.
+    /// serving, with the garbage collector, the quota controller and the
+    /// runner beside it.
     pub async fn start(config: Config) -> Result<DevCluster> {
         let limits = store::HistoryLimits {
             events: config.history_limit,
@@ -179,6 +182,7 @@ impl DevCluster {
         let mut tasks = JoinSet::new();
         tasks.spawn(accept_loop(listener, cx.clone(), rx.clone()));
         tasks.spawn(gc::run(cx.clone(), rx.clone()));
+        tasks.spawn(quota_controller::run(cx.clone(), rx.clone()));
         if config.runner.enabled {
             tasks.spawn(runner::run(cx.clone(), config.runner.clone(), rx.clone()));
         }

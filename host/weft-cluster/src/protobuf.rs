@@ -1,6 +1,6 @@
 //! Just enough of Kubernetes' protobuf encoding to accept what kubectl's
 //! typed generators send (`kubectl create namespace|configmap|secret|
-//! serviceaccount` post `application/vnd.kubernetes.protobuf` and would
+//! serviceaccount|quota` post `application/vnd.kubernetes.protobuf` and would
 //! otherwise fail with 415). Only those kinds, and only the fields those
 //! commands set, are decoded; anything else answers 415 as before.
 //! Responses are always JSON, which kubectl accepts.
@@ -137,6 +137,41 @@ fn object_meta(b: &[u8]) -> Option<Value> {
     Some(Value::Object(m))
 }
 
+/// A ResourceQuotaSpec's `hard` (map<string, Quantity>, a Quantity being
+/// a message holding its string) and `scopes`.
+fn quota_spec(b: &[u8]) -> Option<Value> {
+    let mut spec = Map::new();
+    for (n, f) in fields(b)? {
+        let Field::Bytes(x) = f else { continue };
+        match n {
+            1 => {
+                let (mut k, mut v) = (String::new(), Value::Null);
+                for (en, ef) in fields(x)? {
+                    match (en, ef) {
+                        (1, Field::Bytes(y)) => k = String::from_utf8(y.to_vec()).ok()?,
+                        (2, Field::Bytes(y)) => v = quantity(y)?,
+                        _ => {}
+                    }
+                }
+                let hard = spec.entry("hard").or_insert_with(|| json!({}));
+                hard.as_object_mut()?.insert(k, v);
+            }
+            2 => push_list(&mut spec, "scopes", string(x)?)?,
+            _ => {}
+        }
+    }
+    Some(Value::Object(spec))
+}
+
+fn quantity(b: &[u8]) -> Option<Value> {
+    for (n, f) in fields(b)? {
+        if let (1, Field::Bytes(x)) = (n, f) {
+            return string(x);
+        }
+    }
+    Some(Value::String(String::new()))
+}
+
 /// Decodes a protobuf request body into the JSON object it stands for,
 /// for the kinds listed in the module docs.
 pub(crate) fn decode(body: &[u8]) -> Option<Value> {
@@ -165,7 +200,7 @@ pub(crate) fn decode(body: &[u8]) -> Option<Value> {
     }
     if !matches!(
         kind.as_str(),
-        "Namespace" | "ConfigMap" | "Secret" | "ServiceAccount"
+        "Namespace" | "ConfigMap" | "Secret" | "ServiceAccount" | "ResourceQuota"
     ) {
         return None;
     }
@@ -199,7 +234,10 @@ pub(crate) fn decode(body: &[u8]) -> Option<Value> {
             ("ServiceAccount", 4, Field::Varint(v)) => {
                 obj.insert("automountServiceAccountToken".into(), (v != 0).into());
             }
-            ("Namespace" | "ConfigMap" | "Secret" | "ServiceAccount", _, _) => {}
+            ("ResourceQuota", 2, Field::Bytes(x)) => {
+                obj.insert("spec".into(), quota_spec(x)?);
+            }
+            ("Namespace" | "ConfigMap" | "Secret" | "ServiceAccount" | "ResourceQuota", _, _) => {}
             _ => return None,
         }
     }
@@ -228,6 +266,21 @@ mod tests {
             v,
             json!({"apiVersion": "v1", "kind": "ConfigMap",
                              "metadata": {"name": "demo"}, "data": {"k": "v"}})
+        );
+    }
+
+    #[test]
+    fn decodes_a_resource_quota() {
+        let meta = field(1, b"q");
+        let hard = [field(1, b"pods"), field(2, &field(1, b"2"))].concat();
+        let spec = [field(1, &hard), field(2, b"BestEffort")].concat();
+        let rq = [field(1, &meta), field(2, &spec)].concat();
+        let tm = [field(1, b"v1"), field(2, b"ResourceQuota")].concat();
+        let body = [MAGIC.to_vec(), field(1, &tm), field(2, &rq)].concat();
+        assert_eq!(
+            decode(&body).unwrap(),
+            json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q"},
+                   "spec": {"hard": {"pods": "2"}, "scopes": ["BestEffort"]}})
         );
     }
 }

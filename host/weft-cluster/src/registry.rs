@@ -25,8 +25,9 @@ pub(crate) struct ResourceType {
     /// Built-in types take strategic merge patches; custom resources do not
     /// (a real API server answers 415 for them too).
     pub(crate) builtin: bool,
-    /// Extra `kubectl get` columns from a CRD: (name, type, jsonPath).
-    pub(crate) printer_columns: Vec<(String, String, String)>,
+    /// Extra `kubectl get` columns from a CRD: (name, type, jsonPath,
+    /// priority; kubectl shows priority > 0 only with `-o wide`).
+    pub(crate) printer_columns: Vec<(String, String, String, u8)>,
     /// A CRD's `openAPIV3Schema` per served version: custom resources are
     /// pruned, defaulted and validated against it, and OpenAPI serves it.
     pub(crate) schemas: Vec<(String, Arc<Value>)>,
@@ -147,7 +148,8 @@ impl ResourceType {
                     .into_iter()
                     .flatten()
                 {
-                    columns.push((s(&c["name"]), s(&c["type"]), s(&c["jsonPath"])));
+                    let priority = c["priority"].as_u64().unwrap_or(0).min(255) as u8;
+                    columns.push((s(&c["name"]), s(&c["type"]), s(&c["jsonPath"]), priority));
                 }
             }
             let schema = &v["schema"]["openAPIV3Schema"];
@@ -244,6 +246,17 @@ impl Registry {
                 false,
             ),
             b("", "v1", "services", "Service", true, &["svc"], true).in_all(),
+            // Enforced for pods on create (crate::quota), its status kept by
+            // the quota controller.
+            b(
+                "",
+                "v1",
+                "resourcequotas",
+                "ResourceQuota",
+                true,
+                &["quota"],
+                true,
+            ),
             b("", "v1", "nodes", "Node", false, &["no"], true),
             // Stored only, with no controller behind them: task plugins
             // create Jobs (tests play the job controller), and the deploy/

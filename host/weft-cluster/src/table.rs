@@ -93,23 +93,50 @@ fn s(v: &Value) -> String {
 }
 
 /// Evaluates the simple JSONPaths CRDs use for printer columns:
-/// `.spec.x`, `.status.items[0].y`.
-fn json_path<'a>(obj: &'a Value, path: &str) -> &'a Value {
-    let mut cur = obj;
-    for seg in path.trim_start_matches('.').split('.') {
-        if seg.is_empty() {
-            continue;
-        }
-        let (field, index) = match seg.split_once('[') {
-            Some((f, rest)) => (f, rest.trim_end_matches(']').parse::<usize>().ok()),
-            None => (seg, None),
-        };
-        cur = &cur[field];
-        if let Some(i) = index {
-            cur = &cur[i];
-        }
+/// `.spec.x`, `.status.items[0].y`, and `.spec.items[*].name`, whose
+/// several results are joined with "," as kube-apiserver's table
+/// convertor does.
+fn json_path(obj: &Value, path: &str) -> Value {
+    let segs: Vec<&str> = path
+        .trim_start_matches('.')
+        .split('.')
+        .filter(|s| !s.is_empty())
+        .collect();
+    let mut found = Vec::new();
+    walk(obj, &segs, &mut found);
+    match found.len() {
+        0 => Value::Null,
+        1 => found.remove(0).clone(),
+        _ => found
+            .iter()
+            .map(|v| s(v))
+            .collect::<Vec<_>>()
+            .join(",")
+            .into(),
     }
-    cur
+}
+
+fn walk<'a>(cur: &'a Value, segs: &[&str], found: &mut Vec<&'a Value>) {
+    let Some((seg, rest)) = segs.split_first() else {
+        if !cur.is_null() {
+            found.push(cur);
+        }
+        return;
+    };
+    let (field, index) = match seg.split_once('[') {
+        Some((f, i)) => (f, Some(i.trim_end_matches(']'))),
+        None => (*seg, None),
+    };
+    let cur = &cur[field];
+    match index {
+        Some("*") => {
+            for item in cur.as_array().into_iter().flatten() {
+                walk(item, rest, found);
+            }
+        }
+        Some(i) => walk(&cur[i.parse::<usize>().unwrap_or(usize::MAX)], rest, found),
+        None => walk(cur, rest, found),
+    }
 }
 
 fn columns(rt: &ResourceType) -> Vec<Value> {
@@ -127,6 +154,11 @@ fn columns(rt: &ResourceType) -> Vec<Value> {
         }
         ("", "namespaces") => cols.extend([col("Status", "string", 0), col("Age", "string", 0)]),
         ("", "configmaps") => cols.extend([col("Data", "integer", 0), col("Age", "string", 0)]),
+        ("", "resourcequotas") => cols.extend([
+            col("Age", "string", 0),
+            col("Request", "string", 0),
+            col("Limit", "string", 0),
+        ]),
         ("", "secrets") => cols.extend([
             col("Type", "string", 0),
             col("Data", "integer", 0),
@@ -153,11 +185,11 @@ fn columns(rt: &ResourceType) -> Vec<Value> {
         }
         ("apiextensions.k8s.io", _) => cols.push(col("Created At", "date", 0)),
         _ => {
-            for (name, ty, _) in &rt.printer_columns {
+            for (name, ty, _, priority) in &rt.printer_columns {
                 let ty = if ty == "date" { "string" } else { ty.as_str() };
-                cols.push(col(name, ty, 0));
+                cols.push(col(name, ty, *priority));
             }
-            if !rt.printer_columns.iter().any(|(n, _, _)| n == "Age") {
+            if !rt.printer_columns.iter().any(|(n, ..)| n == "Age") {
                 cols.push(col("Age", "string", 0));
             }
         }
@@ -219,6 +251,29 @@ fn pod_status(pod: &Value) -> String {
     reason
 }
 
+/// kubectl's REQUEST and LIMIT of a quota: `resource: used/hard` for each
+/// resource of `spec.hard` in name order, `limits.*` in the second.
+fn quota_usage(quota: &Value) -> (String, String) {
+    let mut names: Vec<&String> = quota["spec"]["hard"]
+        .as_object()
+        .map(|h| h.keys().collect())
+        .unwrap_or_default();
+    names.sort();
+    let (mut request, mut limit) = (Vec::new(), Vec::new());
+    for r in names {
+        let q = |part: &str| match &quota["status"][part][r.as_str()] {
+            Value::Null => "0".to_string(),
+            v => s(v),
+        };
+        let cell = format!("{r}: {}/{}", q("used"), q("hard"));
+        match r.starts_with("limits.") {
+            true => limit.push(cell),
+            false => request.push(cell),
+        }
+    }
+    (request.join(", "), limit.join(", "))
+}
+
 fn cells(rt: &ResourceType, obj: &Value) -> Vec<Value> {
     let m = &obj["metadata"];
     let name = s(&m["name"]);
@@ -250,6 +305,10 @@ fn cells(rt: &ResourceType, obj: &Value) -> Vec<Value> {
             let n = obj["data"].as_object().map_or(0, |d| d.len())
                 + obj["binaryData"].as_object().map_or(0, |d| d.len());
             vec![name.into(), n.into(), age.into()]
+        }
+        ("", "resourcequotas") => {
+            let (request, limit) = quota_usage(obj);
+            vec![name.into(), age.into(), request.into(), limit.into()]
         }
         ("", "secrets") => {
             let n = obj["data"].as_object().map_or(0, |d| d.len());
@@ -293,15 +352,15 @@ fn cells(rt: &ResourceType, obj: &Value) -> Vec<Value> {
         ("apiextensions.k8s.io", _) => vec![name.into(), s(&m["creationTimestamp"]).into()],
         _ => {
             let mut out: Vec<Value> = vec![name.into()];
-            for (_, ty, path) in &rt.printer_columns {
+            for (_, ty, path, _) in &rt.printer_columns {
                 let v = json_path(obj, path);
                 out.push(if ty == "date" {
                     v.as_str().map(human_age).unwrap_or_default().into()
                 } else {
-                    v.clone()
+                    v
                 });
             }
-            if !rt.printer_columns.iter().any(|(n, _, _)| n == "Age") {
+            if !rt.printer_columns.iter().any(|(n, ..)| n == "Age") {
                 out.push(age.into());
             }
             out
@@ -370,6 +429,11 @@ mod tests {
     #[test]
     fn paths() {
         let o = json!({"status": {"items": [{"x": 1}]}});
-        assert_eq!(json_path(&o, ".status.items[0].x"), &json!(1));
+        assert_eq!(json_path(&o, ".status.items[0].x"), json!(1));
+        let l = json!({"spec": {"holders": [{"w": "a"}, {"w": "b"}], "none": []}});
+        assert_eq!(json_path(&l, ".spec.holders[*].w"), json!("a,b"));
+        assert_eq!(json_path(&l, ".spec.none[*].w"), Value::Null);
+        assert_eq!(json_path(&l, ".spec.holders[1].w"), json!("b"));
+        assert_eq!(json_path(&l, ".spec.missing"), Value::Null);
     }
 }

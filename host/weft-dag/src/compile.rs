@@ -158,6 +158,7 @@ fn workflow_settings(spec: &WorkflowSpec, p: &mut Problems) -> Option<Duration> 
             format!("{n} nodes, more than the limit of {MAX_NODES}"),
         );
     }
+    synchronization(spec.synchronization.as_ref(), None, p);
     if spec.parallelism == Some(0) {
         p.add(
             None,
@@ -172,6 +173,28 @@ fn workflow_settings(spec: &WorkflowSpec, p: &mut Problems) -> Option<Duration> 
         }
         Some(Ok(d)) => Some(d),
         None => None,
+    }
+}
+
+/// A workflow's or node's `synchronization` (a gate holds no locks).
+fn synchronization(
+    s: Option<&crate::spec::sync::Synchronization>,
+    n: Option<&NodeSpec>,
+    p: &mut Problems,
+) {
+    let Some(s) = s else {
+        return;
+    };
+    let id = n.map(|n| n.id.as_str());
+    for why in s.problems() {
+        p.add(id, "synchronization", why);
+    }
+    if n.is_some_and(|n| n.gate.is_some()) {
+        p.add(
+            id,
+            "synchronization",
+            "a gate holds no locks (put it on the nodes after it)",
+        );
     }
 }
 
@@ -212,6 +235,7 @@ fn compile_node(
     let when = condition(n, p);
     expressions(spec, n, cx.exit, p);
     cache(n, p);
+    synchronization(n.synchronization.as_ref(), Some(n), p);
     let timeout = match n.timeout.as_deref().map(duration) {
         Some(Ok(d)) => Some(d),
         Some(Err(e)) => {

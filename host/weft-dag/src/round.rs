@@ -152,6 +152,11 @@ pub trait Executor {
     fn task(&mut self, req: &TaskRequest<'_>) -> TaskObservation;
     /// Stop the attempt (abort, timeout, fail-fast).
     fn abort(&mut self, req: &TaskRequest<'_>);
+    /// Whether a node holds every lock of its `synchronization` (asked
+    /// when it could start; the executor queues it for them otherwise).
+    fn acquire(&mut self, _node: &str, _locks: &[crate::spec::sync::LockRef]) -> LockState {
+        LockState::Held
+    }
     /// Whether some plugin serves a task type (checked on the nodes a
     /// dynamic node generates).
     fn serves(&self, _task_type: &str) -> bool {
@@ -191,6 +196,16 @@ pub trait Executor {
             r.key
         ))
     }
+}
+
+/// A node's locks, as the executor finds them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LockState {
+    /// It holds them all: it may start.
+    Held,
+    /// It waits (`Pending`, reason `WaitingForLock`) with this message:
+    /// what it waits for and who holds it.
+    Waiting(String),
 }
 
 /// A cached task node's look-up or store.

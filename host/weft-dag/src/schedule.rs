@@ -15,9 +15,12 @@ use crate::compiled::{Compiled, CompiledNode, Kind};
 use crate::expr::{self, Scope};
 use crate::nodes;
 pub use crate::round::{
-    CacheRequest, Executor, NodeCx, Readiness, Round, RoundInput, RoundOutcome, TaskObservation,
-    TaskRequest, TaskState, Transition, WorkflowRequest,
+    CacheRequest, Executor, LockState, NodeCx, Readiness, Round, RoundInput, RoundOutcome,
+    TaskObservation, TaskRequest, TaskState, Transition, WorkflowRequest,
 };
+
+/// The reason of a node that waits for a lock of its `synchronization`.
+pub const WAITING_FOR_LOCK: &str = "WaitingForLock";
 use crate::spec::{NodeSpec, WorkflowSpec};
 use crate::status::{
     ExitStatus, NodePhase, NodeStatus, WorkflowPhase, WorkflowStatus, parse_timestamp, timestamp,
@@ -611,6 +614,9 @@ impl<E: Executor> Round<'_, E> {
         if takes_slot && full {
             return;
         }
+        if !self.holds_locks(spec, n, st) {
+            return;
+        }
         if takes_slot {
             self.running += 1;
         }
@@ -623,6 +629,29 @@ impl<E: Executor> Round<'_, E> {
             status: st,
             scope,
         });
+    }
+
+    /// Whether a node may start as far as its `synchronization` goes: it
+    /// holds every lock, or it stays `Pending` saying what it waits for
+    /// (the lock's watch wakes the workflow when that changes).
+    fn holds_locks(&mut self, spec: &NodeSpec, n: &CompiledNode, st: &mut NodeStatus) -> bool {
+        let Some(s) = &spec.synchronization else {
+            return true;
+        };
+        match self.exec.acquire(&n.id, &s.locks()) {
+            LockState::Held => {
+                if st.reason.as_deref() == Some(WAITING_FOR_LOCK) {
+                    st.reason = None;
+                    st.message = None;
+                }
+                true
+            }
+            LockState::Waiting(message) => {
+                st.reason = Some(WAITING_FOR_LOCK.into());
+                st.message = Some(message);
+                false
+            }
+        }
     }
 
     /// Whether a node that could start must wait for its executor (a

@@ -136,6 +136,24 @@ pub struct WorkflowStatus {
     /// history database.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub outbox: Vec<HistoryEvent>,
+    /// The workflow's own locks (`spec.synchronization` and the
+    /// controller's parallelism): what it waits for before it starts,
+    /// then what it holds until it ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub synchronization: Option<SyncStatus>,
+}
+
+/// A workflow's own locks, as `mutex/db`, `semaphore/writers`,
+/// `parallelism/namespace`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncStatus {
+    /// The locks it holds (held until it ends).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub holding: Vec<String>,
+    /// The lock it waits for, while it waits `Pending`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<String>,
 }
 
 /// Above this many bytes of serialized nodes a status keeps them

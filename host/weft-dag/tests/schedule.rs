@@ -41,6 +41,10 @@ struct Script {
     /// `store_down`.
     stored: HashMap<String, Map<String, Value>>,
     store_down: bool,
+    /// Locks (`mutex/db`) someone else holds: a node asking waits.
+    taken: HashSet<String>,
+    /// Every ask for locks: (node, locks).
+    asks: Vec<(String, Vec<String>)>,
 }
 
 fn key(req: &TaskRequest<'_>) -> String {
@@ -51,6 +55,19 @@ fn key(req: &TaskRequest<'_>) -> String {
 }
 
 impl Executor for Script {
+    fn acquire(
+        &mut self,
+        node: &str,
+        locks: &[weft_dag::spec::sync::LockRef],
+    ) -> weft_dag::schedule::LockState {
+        let names: Vec<String> = locks.iter().map(|l| l.display()).collect();
+        self.asks.push((node.to_string(), names.clone()));
+        match names.iter().find(|n| self.taken.contains(*n)) {
+            Some(n) => weft_dag::schedule::LockState::Waiting(format!("waiting for {n}")),
+            None => weft_dag::schedule::LockState::Held,
+        }
+    }
+
     fn ready(&mut self, task: &weft_dag::TaskSpec) -> weft_dag::schedule::Readiness {
         if self.loading_rounds == 0 {
             return weft_dag::schedule::Readiness::Ready;
@@ -1116,4 +1133,43 @@ onExit:
     ] {
         assert!(problems.contains(want), "{want:?} not in:\n{problems}");
     }
+}
+
+#[test]
+fn a_node_waits_pending_for_its_locks_and_asks_only_when_a_slot_is_free() {
+    let mut run = Run::new(
+        "parallelism: 1\nnodes:\n  - {id: a, task: {type: pod}}\n  - id: b\n    task: {type: pod}\n    synchronization: {mutex: {name: db}, semaphore: {name: w, limit: 2}}\n",
+    )
+    .plan("a", vec![Plan::Hang]);
+    run.script.taken.insert("semaphore/w".into());
+    run.round(Duration::from_secs(1));
+    assert_eq!(run.script.started, ["a#0"]);
+    let asked = run.script.asks.len();
+    run.round(Duration::from_secs(1));
+    run.round(Duration::from_secs(1));
+    // a holds the only slot: b is not asked for its locks meanwhile.
+    assert_eq!(run.script.asks.len(), asked, "{:?}", run.script.asks);
+    run.script
+        .plans
+        .insert("a".into(), vec![Plan::Succeed(json!({}))]);
+    run.round(Duration::from_secs(1));
+    run.round(Duration::from_secs(1));
+    let b = run.node("b");
+    assert_eq!(b.phase, NodePhase::Pending);
+    assert_eq!(
+        b.reason.as_deref(),
+        Some(weft_dag::schedule::WAITING_FOR_LOCK)
+    );
+    assert_eq!(b.message.as_deref(), Some("waiting for semaphore/w"));
+    assert_eq!(
+        run.script.asks.last().unwrap(),
+        &(
+            "b".to_string(),
+            vec!["mutex/db".to_string(), "semaphore/w".to_string()]
+        )
+    );
+    run.script.taken.clear();
+    assert_eq!(run.finish(), WorkflowPhase::Succeeded);
+    let b = run.node("b");
+    assert_eq!((b.reason.as_deref(), b.message.as_deref()), (None, None));
 }

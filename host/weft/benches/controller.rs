@@ -29,7 +29,10 @@ async fn main() -> anyhow::Result<()> {
     )?;
 
     let profile = match std::env::var("PROFILE_SECONDS") {
-        Ok(secs) => Some(tokio::spawn(cpu_profile(secs.parse()?))),
+        Ok(secs) => Some(tokio::spawn(common::cpu_profile(
+            secs.parse()?,
+            "controller",
+        ))),
         Err(_) => None,
     };
     let start = Instant::now();
@@ -219,54 +222,4 @@ fn print_writes(ctx: &weft::controller::Context) {
     {
         println!("  {line}");
     }
-}
-
-/// Takes a CPU profile over `secs` seconds through the profiling server,
-/// saves it and prints the Weft functions most often on a sampled stack.
-async fn cpu_profile(secs: u64) -> anyhow::Result<()> {
-    use std::io::Read;
-    let addr = weft::profiling::serve("127.0.0.1:0".parse()?).await?;
-    let url = format!("http://{addr}/debug/pprof/profile?seconds={secs}");
-    let out = tokio::process::Command::new("curl")
-        .args(["-sf", "-m", "600", &url])
-        .output()
-        .await?;
-    anyhow::ensure!(out.status.success(), "{url}: {:?}", out.status);
-    let path =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/controller-cpu.pb.gz");
-    std::fs::write(&path, &out.stdout)?;
-    let mut raw = Vec::new();
-    flate2::read::GzDecoder::new(out.stdout.as_slice()).read_to_end(&mut raw)?;
-    let p = <pprof::protos::Profile as pprof::protos::Message>::decode(raw.as_slice())?;
-    let name = |f: u64| {
-        let func = p.function.iter().find(|x| x.id == f);
-        func.map_or("", |x| p.string_table[x.name as usize].as_str())
-    };
-    let mut on_stack: std::collections::HashMap<&str, i64> = Default::default();
-    for s in &p.sample {
-        let mut seen = std::collections::HashSet::new();
-        for loc in &s.location_id {
-            let Some(l) = p.location.iter().find(|l| l.id == *loc) else {
-                continue;
-            };
-            for line in &l.line {
-                let n = name(line.function_id);
-                if n.starts_with("weft") && seen.insert(n) {
-                    *on_stack.entry(n).or_default() += s.value[0];
-                }
-            }
-        }
-    }
-    let mut top: Vec<_> = on_stack.into_iter().collect();
-    top.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
-    println!(
-        "CPU profile: {} samples over {secs}s, {} bytes, saved to {}; Weft functions on most stacks:",
-        p.sample.len(),
-        out.stdout.len(),
-        path.display()
-    );
-    for (f, n) in top.iter().take(8) {
-        println!("  {n:>5}  {f}");
-    }
-    Ok(())
 }

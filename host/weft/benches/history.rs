@@ -10,7 +10,10 @@
 //!    page of a filtered listing and a deep page by cursor, p50 and p99
 //!    of 200 each.
 //!
-//! `cargo bench -p weft --bench history` (after `make guests`).
+//! `cargo bench -p weft --bench history` (after `make guests`);
+//! `HISTORY_PARTS=1,3` runs only those parts; `PROFILE_SECONDS=N` takes a
+//! CPU profile of the first N seconds of part 1's history-on runs
+//! (target/history-cpu.pb.gz, as the controller bench does).
 
 mod common;
 
@@ -33,9 +36,17 @@ async fn main() -> anyhow::Result<()> {
     let db = Db::open(&url)?;
     db.migrate(None).await?;
 
-    throughput(&db).await?;
-    ingest(&url).await?;
-    listing(&url).await?;
+    let parts = std::env::var("HISTORY_PARTS").unwrap_or_else(|_| "1,2,3".into());
+    let part = |n: &str| parts.split(',').any(|p| p.trim() == n);
+    if part("1") {
+        throughput(&db).await?;
+    }
+    if part("2") {
+        ingest(&url).await?;
+    }
+    if part("3") {
+        listing(&url).await?;
+    }
     let _ = std::process::Command::new("bash")
         .args(["tests/support/postgres.sh", "stop"])
         .arg(dir.path())
@@ -109,18 +120,28 @@ async fn throughput(db: &Db) -> anyhow::Result<()> {
     let sim = common::simulated().await?;
     let api: kube::Api<Workflow> = kube::Api::namespaced(sim.client.clone(), "default");
     let mut off = Vec::new();
+    let cpu = Cpu::now();
     for round in 0..2 {
         off.push(one_node_run(&api, &format!("off{round}")).await?);
     }
+    let cpu_off = cpu.since();
     let h = History::start(db.clone(), sim.ctx.metrics.clone(), Retention::default());
     while h.health().is_err() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     sim.ctx.set_history(h.clone());
     let mut on = Vec::new();
-    let start = Instant::now();
+    let profile = match std::env::var("PROFILE_SECONDS") {
+        Ok(secs) => Some(tokio::spawn(common::cpu_profile(secs.parse()?, "history"))),
+        Err(_) => None,
+    };
+    let (start, cpu) = (Instant::now(), Cpu::now());
     for round in 0..2 {
         on.push(one_node_run(&api, &format!("on{round}")).await?);
+    }
+    let cpu_on = cpu.since();
+    if let Some(p) = profile {
+        p.await??;
     }
     while h.pending() > 0 {
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -137,8 +158,49 @@ async fn throughput(db: &Db) -> anyhow::Result<()> {
         took.as_secs_f64(),
         events as f64 / took.as_secs_f64()
     );
+    println!(
+        "CPU seconds per 1,000 workflows (bench process: controller and dev cluster / PostgreSQL): \
+         history off {:.1} / {:.1}, on {:.1} / {:.1}",
+        cpu_off.0 / 2.0,
+        cpu_off.1 / 2.0,
+        cpu_on.0 / 2.0,
+        cpu_on.1 / 2.0
+    );
     sim.shutdown().await;
     Ok(())
+}
+
+/// CPU seconds used so far by this process and by every `postgres`
+/// process (from /proc; a backend that exited is not counted).
+struct Cpu(f64, f64);
+
+impl Cpu {
+    fn now() -> Self {
+        let mut pg = 0.0;
+        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let comm = std::fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
+            if comm.trim() == "postgres" {
+                pg += cpu_of(&entry.path());
+            }
+        }
+        Cpu(cpu_of(std::path::Path::new("/proc/self")), pg)
+    }
+
+    fn since(&self) -> (f64, f64) {
+        let now = Cpu::now();
+        (now.0 - self.0, now.1 - self.1)
+    }
+}
+
+/// utime + stime of a /proc/<pid> directory, in seconds (USER_HZ 100).
+fn cpu_of(proc_dir: &std::path::Path) -> f64 {
+    let stat = std::fs::read_to_string(proc_dir.join("stat")).unwrap_or_default();
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<f64> = after
+        .split_whitespace()
+        .map(|f| f.parse().unwrap_or(0.0))
+        .collect();
+    (fields.get(11).unwrap_or(&0.0) + fields.get(12).unwrap_or(&0.0)) / 100.0
 }
 
 async fn count(db: &Db, sql: &'static str) -> anyhow::Result<i64> {

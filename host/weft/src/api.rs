@@ -128,6 +128,7 @@ pub fn crds() -> Vec<(&'static str, CustomResourceDefinition)> {
         ("workflowtemplate.yaml", WorkflowTemplate::crd()),
         ("cronworkflow.yaml", CronWorkflow::crd()),
         ("taskcache.yaml", TaskCache::crd()),
+        ("lock.yaml", crate::sync::Lock::crd()),
     ]
 }
 

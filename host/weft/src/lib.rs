@@ -25,6 +25,7 @@ pub mod runtime;
 pub mod secrets;
 pub mod serve;
 pub mod store;
+pub mod sync;
 pub mod telemetry;
 pub mod templates;
 pub mod webhook;

@@ -504,3 +504,118 @@ async fn a_tasks_secret_is_sent_as_a_header_only_once_its_namespace_grants_the_p
     );
     bed.stop().await;
 }
+
+/// The most pods of `ns` not yet finished at once (what a `pods` quota
+/// counts), sampled every 50 ms until `stop` is set.
+async fn most_unfinished_pods(
+    client: kube::Client,
+    ns: String,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> usize {
+    use k8s_openapi::api::core::v1::Pod;
+    let pods: Api<Pod> = Api::namespaced(client, &ns);
+    let mut most = 0;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        let list = pods.list(&Default::default()).await.unwrap();
+        let unfinished = list
+            .items
+            .iter()
+            .filter(|p| {
+                let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+                !matches!(phase, Some("Succeeded" | "Failed"))
+            })
+            .count();
+        most = most.max(unfinished);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    most
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_over_a_resource_quota_wait_for_it_instead_of_failing() {
+    // deploy/'s default: pods created as the pod plugin's ServiceAccount,
+    // where a 403 used to fail the node for good; kube-apiserver answers
+    // an exhausted ResourceQuota with a 403 too (issue 44).
+    let bed = rbac_cluster(&[("target/plugins", "pod")], &[]).await;
+    let quota = "apiVersion: v1\nkind: ResourceQuota\nmetadata: {name: two-pods}\nspec: {hard: {pods: \"2\"}}\n";
+    apply(&bed.admin_kubeconfig, quota).await;
+    let nodes: String = (0..6)
+        .map(|i| {
+            format!(
+                "    - {{id: n{i}, task: {{type: pod, config: {{image: busybox, command: [sh, -c, 'sleep 1']}}}}}}\n"
+            )
+        })
+        .collect();
+    let yaml = format!(
+        "apiVersion: weft.dev/v1alpha1\nkind: Workflow\nmetadata: {{name: fan-out}}\nspec:\n  nodes:\n{nodes}"
+    );
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = tokio::spawn(most_unfinished_pods(
+        bed.admin.clone(),
+        bed.ns.clone(),
+        stop.clone(),
+    ));
+    let out = kubectl(&bed.admin_kubeconfig, &["create", "-f", "-"], Some(&yaml)).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // While some wait, `weft get` shows why, naming the quota.
+    let workflows: Api<weft::api::Workflow> = Api::namespaced(bed.admin.clone(), &bed.ns);
+    let mut seen_waiting = None;
+    for _ in 0..300 {
+        let out = common::weft(&bed.admin_kubeconfig, &["get", "fan-out", "-n", &bed.ns]).await;
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        if text.contains("waiting-for-resources") {
+            seen_waiting = Some(text);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let text = seen_waiting.expect("no node was seen waiting for the quota in `weft get`");
+    assert!(text.contains("ExceededQuota"), "{text}");
+    assert!(
+        text.contains("waiting for ResourceQuota two-pods"),
+        "{text}"
+    );
+
+    let wf = finished(&workflows, "fan-out").await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let most = sampler.await.unwrap();
+    let status = wf.status.unwrap();
+    assert_eq!(status.phase, WorkflowPhase::Succeeded, "{status:#?}");
+    for (id, n) in &status.nodes {
+        assert_eq!(n.phase, NodePhase::Succeeded, "{id}: {n:#?}");
+        assert!(
+            n.attempts <= 1 && n.user_failures + n.system_failures == 0,
+            "{id}: {n:#?}"
+        );
+    }
+    assert!(
+        most <= 2,
+        "{most} unfinished pods at once under a quota of 2"
+    );
+
+    // The Event says why they waited, naming the quota.
+    let out = kubectl(
+        &bed.admin_kubeconfig,
+        &[
+            "get",
+            "events",
+            "-n",
+            &bed.ns,
+            "--field-selector",
+            "involvedObject.name=fan-out",
+        ],
+        None,
+    )
+    .await;
+    let events = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        events.contains("ExceededQuota") && events.contains("exceeded quota: two-pods"),
+        "{events}"
+    );
+    bed.stop().await;
+}

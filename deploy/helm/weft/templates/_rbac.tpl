@@ -35,6 +35,17 @@
 - apiGroups: [weft.dev]
   resources: [taskcaches]
   verbs: [list, watch, create, patch]
+# Mutexes, semaphores and parallelism limits (docs/synchronization.md):
+# a Lock per lock in the Workflows' namespaces, holders and waiters in
+# the object; watched, created and replaced (optimistic concurrency).
+- apiGroups: [weft.dev]
+  resources: [locks]
+  verbs: [list, watch, get, create, update]
+# A semaphore's limit kept in a ConfigMap the workflow names
+# (configMapKeyRef, as Argo's): read by name, never listed.
+- apiGroups: [""]
+  resources: [configmaps]
+  verbs: [get]
 # A namespace's own artifact repository (docs/artifacts.md): that one
 # ConfigMap, read by name, never listed; the namespace opts in by creating
 # it (labelled), and grants the Secrets it names itself.

@@ -148,6 +148,8 @@ impl Cluster {
         if rt.namespaced {
             self.check_namespace(txn, ns)?;
         }
+        // Admission runs before storage finds a duplicate, as in kube-apiserver.
+        let quotas = self.admit_to_quota(txn, rt, ns, &obj, opts)?;
         let key_ns = if rt.namespaced { ns } else { "" };
         if txn.get(&rt.gr(), key_ns, &name).is_some() {
             return Err(ApiError::already_exists(&rt.gr(), &name));
@@ -174,6 +176,9 @@ impl Cluster {
         }
         let stored = txn.put(&rt.gr(), key_ns, &name, obj);
         self.after_write(rt, &stored);
+        if quotas {
+            self.sync_quotas_in(txn, ns);
+        }
         Ok(Some(stored))
     }
 

@@ -60,6 +60,9 @@ impl Cluster {
                 let labels = meta_mut(obj).entry("labels").or_insert_with(|| json!({}));
                 labels["kubernetes.io/metadata.name"] = name.into();
             }
+            // The quota controller owns the status, kube-apiserver's
+            // strategy clears whatever a client sends.
+            ("", "resourcequotas") => obj["status"] = json!({}),
             ("", "secrets") => {
                 if obj["type"].as_str().unwrap_or("").is_empty() {
                     obj["type"] = "Opaque".into();

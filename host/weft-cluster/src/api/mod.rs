@@ -5,14 +5,15 @@
 //! the rules hold whoever writes.
 //!
 //! One child module per verb (`create`, `update`, `patch`, `delete`), with
-//! validation, defaulting and admission webhooks beside them; this module
-//! holds the shared state, options and helpers.
+//! validation, defaulting, admission webhooks and ResourceQuota beside
+//! them; this module holds the shared state, options and helpers.
 
 mod admit;
 mod create;
 mod defaults;
 mod delete;
 mod patch;
+mod quota;
 mod update;
 mod validate;
 

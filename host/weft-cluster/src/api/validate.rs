@@ -8,6 +8,7 @@ use serde_json::Value;
 use super::{Cluster, WriteOpts, name_of};
 use crate::admission;
 use crate::meta;
+use crate::quota;
 use crate::registry::ResourceType;
 use crate::schema::{self, FieldError, FieldValidation};
 use crate::status::{ApiError, ApiResult};
@@ -94,6 +95,9 @@ impl Cluster {
         }
         errs.extend(meta::validate_metadata(obj));
         errs.extend(admission::configuration_errors(rt, obj));
+        if rt.group.is_empty() && rt.plural == "resourcequotas" {
+            errs.extend(quota::spec_errors(obj));
+        }
         if rt.group.is_empty() && rt.plural == "pods" {
             match obj["spec"]["containers"].as_array() {
                 Some(cs) if !cs.is_empty() => {

@@ -12,6 +12,7 @@ pub mod artifacts;
 pub mod cache;
 pub mod inputs;
 pub mod lifecycle;
+pub mod sync;
 pub mod template;
 
 use inputs::Inputs;
@@ -97,6 +98,14 @@ pub struct WorkflowSpec {
     /// message}]`) and `workflow.duration` (seconds) in `when` and `${...}`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub on_exit: Vec<NodeSpec>,
+    /// Among workflows waiting for the same lock, or for the controller's
+    /// `--parallelism`, higher starts first; equal ones in creation order.
+    #[serde(default, skip_serializing_if = "is_zero_i32")]
+    pub priority: i32,
+    /// Mutexes and semaphores the whole workflow holds while it runs (it
+    /// waits `Pending` for them; Argo's workflow-level synchronization).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub synchronization: Option<sync::Synchronization>,
     /// While true no new node starts; running nodes finish (`weft suspend`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub suspend: bool,
@@ -163,6 +172,10 @@ pub struct NodeSpec {
     /// with the same inputs (Flyte's cache, Argo's memoize); task nodes only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache: Option<cache::CacheSpec>,
+    /// Mutexes and semaphores the node holds from its start to its end
+    /// (retries included); it waits `Pending` (`WaitingForLock`) for them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub synchronization: Option<sync::Synchronization>,
 }
 
 /// What a node is, by which of its kind fields is set: one place that
@@ -449,6 +462,10 @@ pub fn approval_annotation(node: &str) -> String {
 /// annotation then says `false`).
 pub fn rejection_annotation(node: &str) -> String {
     format!("rejection.weft.dev/{node}")
+}
+
+fn is_zero_i32(n: &i32) -> bool {
+    *n == 0
 }
 
 #[cfg(test)]

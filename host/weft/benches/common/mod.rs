@@ -95,3 +95,63 @@ pub async fn run_to_success(
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
+
+/// Takes a CPU profile over `secs` seconds through the profiling server,
+/// saves it and prints the Weft functions most often on a sampled stack.
+#[allow(dead_code, reason = "only some benches profile")]
+pub async fn cpu_profile(secs: u64, label: &str) -> anyhow::Result<()> {
+    use std::collections::HashSet;
+    use std::io::Read;
+    let addr = weft::profiling::serve("127.0.0.1:0".parse()?).await?;
+    let url = format!("http://{addr}/debug/pprof/profile?seconds={secs}");
+    let out = tokio::process::Command::new("curl")
+        .args(["-sf", "-m", "600", &url])
+        .output()
+        .await?;
+    anyhow::ensure!(out.status.success(), "{url}: {:?}", out.status);
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("../../target/{label}-cpu.pb.gz"));
+    std::fs::write(&path, &out.stdout)?;
+    let mut raw = Vec::new();
+    flate2::read::GzDecoder::new(out.stdout.as_slice()).read_to_end(&mut raw)?;
+    let p = <pprof::protos::Profile as pprof::protos::Message>::decode(raw.as_slice())?;
+    let name = |f: u64| {
+        let func = p.function.iter().find(|x| x.id == f);
+        func.map_or("", |x| p.string_table[x.name as usize].as_str())
+    };
+    let mut on_stack: std::collections::HashMap<&str, i64> = Default::default();
+    let mut crates: std::collections::HashMap<&str, i64> = Default::default();
+    for s in &p.sample {
+        let (mut seen, mut seen_crates) = (HashSet::new(), HashSet::new());
+        for loc in &s.location_id {
+            let Some(l) = p.location.iter().find(|l| l.id == *loc) else {
+                continue;
+            };
+            for line in &l.line {
+                let n = name(line.function_id);
+                if n.starts_with("weft") && seen.insert(n) {
+                    *on_stack.entry(n).or_default() += s.value[0];
+                }
+                let krate = n.trim_start_matches('<').split("::").next().unwrap_or("");
+                if seen_crates.insert(krate) {
+                    *crates.entry(krate).or_default() += s.value[0];
+                }
+            }
+        }
+    }
+    println!(
+        "CPU profile: {} samples over {secs}s, {} bytes, saved to {}",
+        p.sample.len(),
+        out.stdout.len(),
+        path.display()
+    );
+    for (title, counts) in [("Weft functions", on_stack), ("crates", crates)] {
+        println!("{title} on most stacks:");
+        let mut top: Vec<_> = counts.into_iter().collect();
+        top.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
+        for (f, n) in top.iter().take(12) {
+            println!("  {n:>5}  {f}");
+        }
+    }
+    Ok(())
+}

@@ -48,6 +48,9 @@ pub struct Children {
     /// Children the API server refused to create (key -> why): the next
     /// round fails their node instead of asking again forever.
     denied: Mutex<HashMap<String, String>>,
+    /// Children refused for an exceeded quota (or throttled): their
+    /// nodes wait and the create is tried again with back-off.
+    pub waits: super::quota::Waits,
 }
 
 /// A kind the API server does not serve: its CRD is not installed (yet).
@@ -73,6 +76,7 @@ impl Children {
             watches: Mutex::new(Vec::new()),
             observed: Mutex::new(std::collections::HashSet::new()),
             denied: Mutex::new(HashMap::new()),
+            waits: Default::default(),
         });
         (children, rx)
     }

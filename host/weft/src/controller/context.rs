@@ -132,6 +132,9 @@ pub struct Context {
     pub(super) gc: artifact_gc::Collector,
     /// Execution history, when there is a database.
     history: OnceLock<Arc<crate::history::History>>,
+    /// Mutexes, semaphores and parallelism limits (started with the
+    /// controller, `run.rs`).
+    pub(super) locks: OnceLock<Arc<crate::sync::Locks>>,
 }
 
 impl Context {
@@ -185,6 +188,7 @@ impl Context {
             repositories,
             gc: artifact_gc::Collector::default(),
             history: settings.history.map(OnceLock::from).unwrap_or_default(),
+            locks: OnceLock::new(),
         })
     }
 
@@ -200,6 +204,11 @@ impl Context {
     /// run`; a controller's comes with its settings). Set once.
     pub fn set_history(&self, h: Arc<crate::history::History>) {
         let _ = self.history.set(h);
+    }
+
+    /// The locks (`weft sync list`, the admin API read them).
+    pub fn locks(&self) -> Option<&Arc<crate::sync::Locks>> {
+        self.locks.get()
     }
 
     /// The execution history, when there is one.

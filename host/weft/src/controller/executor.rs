@@ -7,22 +7,32 @@
 //! after the round. Child names are deterministic, and children are
 //! applied with server-side apply, so repeating a round after a crash finds
 //! the same child instead of creating a second one.
+//!
+//! A child missing from the watch cache (create it, or say why not) is
+//! `create.rs`; a task's data plane (its artifacts and archived logs) is
+//! `io.rs`.
+
+mod create;
+mod io;
 
 use std::sync::Arc;
 
-use crate::pod_io::{Attempt, IoProblem, PodIo};
+use crate::pod_io::PodIo;
 use crate::pod_secrets;
 use serde_json::{Map, Value};
 use weft_dag::TaskSpec;
 use weft_dag::cache::CacheEntry;
+use weft_dag::schedule::LockState;
 use weft_dag::schedule::{
     CacheRequest, Executor, Readiness, TaskObservation, TaskRequest, TaskState, WorkflowRequest,
 };
+use weft_dag::spec::sync::LockRef;
 use weft_dag::status::ResourceRef;
 use weft_plugin::{CallError, Digest, FailureKind, Registry, TaskContext, TaskPlugin};
 
 use super::children::Children;
 use super::observe::{capitalise, child_observation, observation, plugin_ref, resource_ref};
+use super::quota;
 use super::shadow::{Call, Shadow};
 use crate::metrics::Metrics;
 
@@ -91,6 +101,12 @@ pub struct PluginExecutor {
     io: Result<Option<Arc<PodIo>>, String>,
     /// The workflow's `archiveLogs` (else the data plane's default).
     archive_logs: Option<bool>,
+    /// The earliest end of a quota wait of this round's nodes.
+    pub wake_at: Option<std::time::Instant>,
+    /// The locks (`synchronization`).
+    locks: Option<Arc<crate::sync::Locks>>,
+    /// The nodes that asked for their locks this round, and the locks.
+    pub lock_asks: Vec<(String, Vec<LockRef>)>,
 }
 
 /// How deep a Workflow is nested: its label, set on the children of
@@ -120,6 +136,9 @@ impl PluginExecutor {
             applies: Vec::new(),
             deletions: Vec::new(),
             unwatched: Vec::new(),
+            wake_at: None,
+            locks: None,
+            lock_asks: Vec::new(),
             pins: Vec::new(),
             plugin_wait: DEFAULT_PLUGIN_WAIT,
             shadow: None,
@@ -140,83 +159,11 @@ impl PluginExecutor {
         self
     }
 
-    /// Whether pods' logs are archived: the workflow's choice, else the
-    /// controller's; never without a repository.
-    fn archives_logs(&self) -> bool {
-        let io = self.io.as_ref().ok().and_then(Option::as_ref);
-        io.is_some_and(|io| self.archive_logs.unwrap_or(io.archive_logs()))
-    }
-
     /// Move tasks' artifacts through `io` (an error: the namespace's
     /// repository is unusable, and tasks that need one fail saying why).
     pub fn with_io(mut self, io: Result<Option<Arc<PodIo>>, String>) -> Self {
         self.io = io;
         self
-    }
-
-    fn node_name(req: &TaskRequest<'_>) -> String {
-        match req.item {
-            Some(i) => format!("{}-{i}", req.node_id),
-            None => req.node_id.to_string(),
-        }
-    }
-
-    /// Runs `then` with the attempt's data plane, or says why there is none.
-    fn with_attempt<T>(
-        &self,
-        req: &TaskRequest<'_>,
-        then: impl FnOnce(&PodIo, &Attempt<'_>) -> Result<T, IoProblem>,
-    ) -> Result<T, IoProblem> {
-        let io = match &self.io {
-            Ok(Some(io)) => io,
-            Ok(None) => return Err(IoProblem {
-                reason: "NoArtifactRepository",
-                message: "the task declares artifacts, and this controller has no artifact repository (--artifact-repository)".into(),
-                system: false,
-            }),
-            Err(why) => return Err(IoProblem {
-                reason: "ArtifactRepositoryInvalid",
-                message: why.clone(),
-                system: false,
-            }),
-        };
-        let node = Self::node_name(req);
-        let at = Attempt {
-            namespace: &self.namespace,
-            workflow: &self.workflow,
-            uid: &self.uid,
-            node: &node,
-            attempt: req.attempt,
-        };
-        then(io, &at)
-    }
-
-    /// After the plugin's verdict: outputs held to the plan, and a
-    /// store's fault counted as the platform's.
-    fn io_verdict(&self, req: &TaskRequest<'_>, observed: &Value, obs: &mut TaskObservation) {
-        match obs.state {
-            TaskState::Succeeded => {
-                let outputs = obs.outputs.take();
-                let settled =
-                    self.with_attempt(req, |io, at| io.settle_outputs(at, req.task, outputs));
-                match settled {
-                    Ok((outputs, reference)) => {
-                        (obs.outputs, obs.outputs_ref) = (outputs, reference)
-                    }
-                    Err(p) => {
-                        *obs = TaskObservation::failed(p.system, p.system, p.reason, &p.message)
-                    }
-                }
-            }
-            TaskState::Failed { .. } if crate::pod_io::store_fault(observed) => {
-                obs.state = TaskState::Failed {
-                    retryable: true,
-                    system: true,
-                };
-                obs.reason = Some("System:ArtifactStore".into());
-            }
-            _ => {}
-        }
     }
 
     /// Serve web-API task types through `tasks`.
@@ -355,6 +302,12 @@ impl PluginExecutor {
         self
     }
 
+    /// Answer nodes' `synchronization` from these locks.
+    pub fn with_locks(mut self, locks: Option<Arc<crate::sync::Locks>>) -> Self {
+        self.locks = locks;
+        self
+    }
+
     /// Pin the workflow to the plugin versions its nodes already used.
     pub fn with_pins(mut self, pins: Vec<Digest>) -> Self {
         self.pins = pins;
@@ -430,6 +383,11 @@ impl PluginExecutor {
 }
 
 impl Executor for PluginExecutor {
+    fn acquire(&mut self, node: &str, locks: &[LockRef]) -> LockState {
+        self.lock_asks.push((node.to_string(), locks.to_vec()));
+        super::sync::state(self.locks.as_ref(), &self.namespace, &self.uid, node, locks)
+    }
+
     fn serves(&self, task_type: &str) -> bool {
         self.registry
             .snapshot()
@@ -598,7 +556,7 @@ impl Executor for PluginExecutor {
         // After the first round the child's identity is in the node status:
         // observe it without asking the plugin to build it again, and build
         // only when it must be (re)created.
-        let (r, mut desired) = match req.resource {
+        let (r, desired) = match req.resource {
             Some(r) => (r.clone(), None),
             None => match self.build(&plugin, &ctx) {
                 Ok(v) => (resource_ref(&v), Some(v)),
@@ -610,67 +568,10 @@ impl Executor for PluginExecutor {
             .get(&r.api_version, &r.kind, &self.namespace, &r.name);
         let key = format!("{}/{}/{}/{}", self.namespace, r.api_version, r.kind, r.name);
         let Some(observed) = observed else {
-            if let Some(why) = self.children.take_denied(&key) {
-                // The API server refused to create it (the plugin's Role
-                // does not grant the kind): asking again changes nothing.
-                let mut obs = TaskObservation::failed(false, true, "System:Forbidden", &why);
-                obs.resource = Some(r);
-                obs.plugin = Some(plugin_ref(&plugin));
-                return obs;
-            }
-            if self.children.was_seen(&key) {
-                // It existed and is gone before it finished: deleted by
-                // someone else, or its node went away. The platform's
-                // failure, retried on the system budget (Flyte does the same).
-                self.children.forget(&key);
-                let mut obs = TaskObservation::failed(
-                    true,
-                    true,
-                    "System:ResourceDeleted",
-                    &format!("{} {} was deleted before it finished", r.kind, r.name),
-                );
-                obs.resource = Some(r);
-                obs.plugin = Some(plugin_ref(&plugin));
-                return obs;
-            }
-            if self.children.kind(&r.api_version, &r.kind).is_none() {
-                self.unwatched.push((r.api_version.clone(), r.kind.clone()));
-            }
-            // Missing from the cache: create it (or, right after creating
-            // it, apply the same object again: a no-op).
-            let mut desired = match desired.take() {
-                Some(d) => d,
-                None => match self.build(&plugin, &ctx) {
-                    Ok(v) => v,
-                    Err(obs) => return *obs,
-                },
-            };
-            if let Err(why) = pod_secrets::mark(&mut desired, &req.task.secrets) {
-                let mut obs = TaskObservation::failed(false, false, "SecretsNotMountable", &why);
-                obs.plugin = Some(plugin_ref(&plugin));
-                return obs;
-            }
-            let logs = self.archives_logs();
-            if req.task.has_io() || logs {
-                let prepared = self.with_attempt(req, |io, at| {
-                    io.prepare(&mut desired, at, req.task, req.artifacts, logs)
-                });
-                if let Err(p) = prepared {
-                    let mut obs = TaskObservation::failed(p.system, p.system, p.reason, &p.message);
-                    obs.plugin = Some(plugin_ref(&plugin));
-                    return obs;
-                }
-            }
-            self.applies.push(Apply {
-                plugin: plugin.name().to_string(),
-                object: desired,
-            });
-            let mut obs = TaskObservation::in_progress("submitted");
-            obs.resource = Some(r);
-            obs.plugin = Some(plugin_ref(&plugin));
-            return obs;
+            return self.missing_child(req, &plugin, &ctx, r, desired, &key);
         };
         self.children.seen(&key);
+        let waited = self.children.waits.clear(&key);
         let observed = serde_json::to_value(&*observed).unwrap_or(Value::Null);
         if let Some(why) = pod_secrets::missing(&observed) {
             // Running without them would fail later and less clearly.
@@ -708,6 +609,11 @@ impl Executor for PluginExecutor {
         }
         if obs.state != TaskState::InProgress {
             self.children.forget(&key);
+        }
+        if let Some(w) = waited
+            && obs.message.is_none()
+        {
+            obs.message = Some(quota::created_after(&w));
         }
         obs.resource = Some(r);
         obs.plugin = Some(plugin_ref(&plugin));

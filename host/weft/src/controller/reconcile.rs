@@ -19,7 +19,7 @@ use super::writes::{
     write_status,
 };
 use super::{
-    Context, Error, Requeue, artifact_gc, backoff_key, history, lifecycle, queue_key, report,
+    Context, Error, Requeue, artifact_gc, backoff_key, history, lifecycle, queue_key, report, sync,
 };
 use crate::api::{FINALIZER, SKIP_CACHE_ANNOTATION, Workflow};
 use crate::metrics::standard::WORKFLOW_CONTROLLER;
@@ -101,8 +101,20 @@ pub(super) async fn reconcile_owned(
         return Ok(None);
     };
     artifact_gc::guard(&ctx, &cur.wf, &spec, cur.deleting).await?;
+    let (locks, mut status) = (sync::Plan::of(&spec), status);
+    if sync::gate(&ctx, &cur.wf, &locks, &mut status) {
+        write_status(&cur.api, &cur.name, &cur.uid, &cur.old, &status, &ctx).await?;
+        return Ok(Some(Duration::from_secs(60)));
+    }
     let planned = run_round(&cur, &ctx, compiled, spec, status).await?;
     apply(&cur, &ctx, &planned.exec).await?;
+    sync::after_round(
+        &ctx,
+        &cur.wf,
+        &locks,
+        &planned.status,
+        &planned.exec.lock_asks,
+    );
     if let Some(left) = ctx.defer_minor(&cur.uid, is_minor(&cur.old, &planned)) {
         return Ok(Some(left + Duration::from_millis(5)));
     }
@@ -175,6 +187,7 @@ async fn settle(cur: &Current, ctx: &Context) -> Result<Option<Requeue>, Error> 
     // released above when deleted. A deleted Workflow is forgotten on its
     // watch Delete (`intake`).
     if old.phase.is_terminal() && lifecycle::pending_retry(&cur.wf, old).is_none() {
+        sync::release(ctx, &cur.ns, &cur.uid);
         collect_children(ctx, &cur.wf, old).await;
         if let Some(wait) = artifact_gc::on_completion(ctx, &cur.wf, old).await {
             return Ok(Some(Some(wait)));
@@ -245,6 +258,7 @@ fn executor(cur: &Current, ctx: &Context, io: super::repositories::Found) -> Plu
         skip_cache.is_none_or(|v| v != "true"),
     )
     .with_plugin_wait(ctx.plugin_wait())
+    .with_locks(ctx.locks.get().cloned())
 }
 
 /// The scheduler round, in a blocking task: plugin calls are synchronous.
@@ -296,9 +310,11 @@ async fn apply(cur: &Current, ctx: &Context, exec: &PluginExecutor) -> Result<()
             tracing::warn!(workflow = %cur.name, "{e:#}");
         }
     }
+    let mut waits = Vec::new();
     for child in &exec.applies {
-        apply_child(ctx, &cur.ns, child).await?;
+        waits.extend(apply_child(ctx, &cur.ns, child).await?);
     }
+    report::waiting_events(ctx, &cur.wf, &waits).await;
     for d in &exec.deletions {
         delete_child(ctx, &cur.ns, d).await;
     }
@@ -368,6 +384,11 @@ async fn next_wakeup(cur: &Current, ctx: &Context, p: &Planned) -> Result<Requeu
         .wake_at
         .and_then(|t| t.duration_since(SystemTime::now()).ok())
         .map_or(fallback, |d| d.min(fallback) + Duration::from_millis(5));
+    let wait = match p.exec.wake_at {
+        Some(t) => wait
+            .min(t.saturating_duration_since(std::time::Instant::now()) + Duration::from_millis(5)),
+        None => wait,
+    };
     if p.exec.applies.is_empty() {
         Ok(Some(wait))
     } else {

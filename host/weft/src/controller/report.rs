@@ -111,3 +111,22 @@ fn describe(ts: &[Transition]) -> String {
         parts.join("; ")
     }
 }
+
+/// A Warning Event when creates are first refused for a quota (or by
+/// throttling): one per round, naming the quota and the nodes' children.
+pub(super) async fn waiting_events(ctx: &Context, wf: &Workflow, waits: &[super::quota::Wait]) {
+    let first: Vec<_> = waits.iter().filter(|w| w.tries == 1).collect();
+    let Some(w) = first.first() else {
+        return;
+    };
+    let msg = if first.len() == 1 {
+        format!("{}; the task waits and tries again", w.message)
+    } else {
+        format!(
+            "{} (and {} more); the tasks wait and try again",
+            w.message,
+            first.len() - 1
+        )
+    };
+    publish(ctx, wf, "Warning", w.reason, &msg).await;
+}

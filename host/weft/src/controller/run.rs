@@ -71,6 +71,8 @@ pub async fn run(
         }
     });
     let (store, workflows) = intake::workflows(ctx.clone(), namespace.as_deref());
+    let locks = super::sync::start(&ctx, namespace.as_deref());
+    let sweeper = tokio::spawn(super::sync::sweep(locks, store.clone()));
     let concurrency = ctx.concurrency();
     let standard = &ctx.metrics.standard;
     standard.controller_started(WORKFLOW_CONTROLLER, concurrency);
@@ -99,6 +101,7 @@ pub async fn run(
         .for_each(|_| futures::future::ready(()));
     futures::join!(workflows, cron::run(ctx.clone(), namespace, shutdown));
     gauges.abort();
+    sweeper.abort();
     collector.abort();
     cache.stop();
     ctx.children.stop();

@@ -12,6 +12,7 @@ use kube::{
 use serde_json::{Value, json};
 use weft_dag::WorkflowStatus;
 
+use super::quota::{self, Wait};
 use super::{Context, Error, MANAGER, Requeue, executor, lifecycle};
 use crate::api::{FINALIZER, Workflow};
 
@@ -167,11 +168,14 @@ pub(super) async fn remove_finalizer(
     }
 }
 
+/// Applies (or creates) one child. A create refused for an exceeded
+/// quota or by throttling is recorded as a wait (`quota.rs`) and
+/// returned, for the round's Event; its node waits.
 pub(super) async fn apply_child(
     ctx: &Context,
     ns: &str,
     apply: &executor::Apply,
-) -> Result<(), Error> {
+) -> Result<Option<Wait>, Error> {
     let child = &apply.object;
     let api_version = child["apiVersion"].as_str().unwrap_or_default();
     let kind = child["kind"].as_str().unwrap_or_default();
@@ -206,24 +210,30 @@ pub(super) async fn apply_child(
         }
     };
     let result = tracing::Instrument::instrument(write, span).await;
+    let key = format!("{ns}/{api_version}/{kind}/{name}");
     match result {
         Ok(()) => {
             ctx.metrics.api_write("child");
-            Ok(())
+            Ok(None)
         }
-        // Refused as the plugin: its node fails with the API server's
-        // words (which name the ServiceAccount) instead of retrying.
-        Err(kube::Error::Api(s)) if s.code == 403 && acting.is_some() => {
+        Err(kube::Error::Api(s)) => {
+            if let Some((reason, quota)) = quota::refusal(s.code, &s.message) {
+                tracing::info!(%kind, %name, reason, "create refused, the node waits: {}", s.message);
+                let wait = ctx.children.waits.refused(&key, reason, quota, &s.message);
+                return Ok(Some(wait));
+            }
+            let Some(acting) = acting.filter(|_| s.code == 403) else {
+                return Err(kube::Error::Api(s).into());
+            };
+            // Refused as the plugin: its node fails with the API server's
+            // words (which name the ServiceAccount) instead of retrying.
             let why = format!(
-                "plugin {}: the API server refused {kind} {name} to {}: {}",
-                apply.plugin,
-                acting.unwrap_or_default(),
-                s.message
+                "plugin {}: the API server refused {kind} {name} to {acting}: {}",
+                apply.plugin, s.message
             );
             tracing::warn!(plugin = %apply.plugin, "{why}");
-            let key = format!("{ns}/{api_version}/{kind}/{name}");
             ctx.children.deny(&key, why);
-            Ok(())
+            Ok(None)
         }
         Err(e) => Err(e.into()),
     }

@@ -1,5 +1,5 @@
 //! The real control plane as a test bed (issue 39): etcd, kube-apiserver,
-//! kube-controller-manager (garbage collector and namespace controller) and
+//! kube-controller-manager (garbage collector, namespace and resource quota controllers) and
 //! kube-scheduler, built from their Go modules by `tests/k8s/build.sh` and
 //! started here as envtest starts them, one cluster per test file.
 //!
@@ -295,7 +295,13 @@ impl RealCluster {
                 "--leader-elect=false".into(),
             ];
             if name == "kube-controller-manager" {
-                args.push("--controllers=garbage-collector-controller,namespace-controller".into());
+                // The resource quota controller keeps ResourceQuota status.used
+                // (admission answers "status unknown" until it has, and a
+                // finished pod frees its share only through it: issue 44).
+                args.push(
+                    "--controllers=garbage-collector-controller,namespace-controller,resourcequota-controller"
+                        .into(),
+                );
                 args.push("--concurrent-gc-syncs=20".into());
             }
             cluster.spawn(name, &args);

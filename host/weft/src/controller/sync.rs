@@ -1,0 +1,217 @@
+//! The controller's side of synchronization (`crate::sync`, issue 44):
+//! a workflow that has not started waits `Pending` for its own locks
+//! (`gate`, before the round); a node waits for its locks inside the
+//! round (`Executor::acquire`, answered from the Locks' watch cache by
+//! [`state`]); after the round, waiting nodes are queued and whatever a
+//! finished node or workflow held is released (`after_round`). A
+//! Workflow deleted is released on its watch Delete (`intake.rs`), one
+//! deleted while no controller ran by the sweep.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use kube::ResourceExt;
+use kube::runtime::reflector::Store;
+use weft_dag::schedule::{LockState, WAITING_FOR_LOCK};
+use weft_dag::spec::sync::LockRef;
+use weft_dag::status::{NodeStatus, SyncStatus, timestamp_millis};
+use weft_dag::{NodePhase, WorkflowSpec, WorkflowStatus};
+
+use super::Context;
+use crate::api::Workflow;
+use crate::sync::{Claimant, Locks, object_name};
+
+/// Starts the Locks' watch for the controller's namespaces (once).
+pub(super) fn start(ctx: &Context, namespace: Option<&str>) -> Arc<Locks> {
+    ctx.locks
+        .get_or_init(|| {
+            let children = ctx.children.clone();
+            let wake = Arc::new(move |ns: &str, name: &str| children.wake(ns, name));
+            Locks::start(ctx.client.clone(), namespace, wake)
+        })
+        .clone()
+}
+
+/// Every 30 s, once the Workflow cache is ready: entries of Workflows
+/// that are gone or finished are released (one deleted while no
+/// controller ran).
+pub(super) async fn sweep(locks: Arc<Locks>, store: Store<Workflow>) {
+    if store.wait_until_ready().await.is_err() {
+        return;
+    }
+    let mut tick = tokio::time::interval(Duration::from_secs(30));
+    loop {
+        tick.tick().await;
+        let alive: HashSet<String> = store
+            .state()
+            .iter()
+            .filter(|w| !w.status.as_ref().is_some_and(|s| s.phase.is_terminal()))
+            .filter_map(|w| w.uid())
+            .collect();
+        locks.sweep(&|uid| alive.contains(uid));
+    }
+}
+
+/// The locks a workflow's spec names: its own, and its nodes' by id.
+#[derive(Debug, Default)]
+pub(super) struct Plan {
+    own: Vec<LockRef>,
+    nodes: HashMap<String, Vec<LockRef>>,
+}
+
+impl Plan {
+    pub(super) fn of(spec: &WorkflowSpec) -> Plan {
+        let own = spec
+            .synchronization
+            .as_ref()
+            .map(|s| s.locks())
+            .unwrap_or_default();
+        let nodes = spec
+            .nodes
+            .iter()
+            .chain(&spec.on_exit)
+            .filter_map(|n| Some((n.id.clone(), n.synchronization.as_ref()?.locks())))
+            .collect();
+        Plan { own, nodes }
+    }
+}
+
+/// A node's answer for the round (`PluginExecutor::acquire`).
+pub(super) fn state(
+    locks: Option<&Arc<Locks>>,
+    ns: &str,
+    uid: &str,
+    node: &str,
+    refs: &[LockRef],
+) -> LockState {
+    match locks {
+        Some(l) => l.state(ns, uid, Some(node), refs),
+        None => LockState::Held,
+    }
+}
+
+fn claimant<'a>(wf: &'a Workflow, node: Option<&'a str>, since: String) -> Claimant<'a> {
+    Claimant {
+        workflow: wf.metadata.name.as_deref().unwrap_or_default(),
+        uid: wf.metadata.uid.as_deref().unwrap_or_default(),
+        node,
+        priority: wf.spec.spec.priority,
+        since,
+    }
+}
+
+/// Before the round: whether a workflow that has not started must wait
+/// for its own locks (its status then says for which, and who holds it;
+/// the lock's watch wakes it once it holds them all).
+pub(super) fn gate(ctx: &Context, wf: &Workflow, plan: &Plan, status: &mut WorkflowStatus) -> bool {
+    let spec = &wf.spec.spec;
+    let stopping = spec.abort || spec.shutdown.is_some();
+    if plan.own.is_empty() || status.started_at.is_some() || status.phase.is_terminal() || stopping
+    {
+        return false;
+    }
+    let Some(locks) = ctx.locks.get() else {
+        return false;
+    };
+    let (ns, uid) = (
+        wf.namespace().unwrap_or_default(),
+        wf.uid().unwrap_or_default(),
+    );
+    let displays = |refs: &[LockRef]| refs.iter().map(LockRef::display).collect::<Vec<_>>();
+    match locks.state(&ns, &uid, None, &plan.own) {
+        LockState::Held => {
+            if status
+                .synchronization
+                .as_ref()
+                .is_some_and(|s| s.waiting.is_some())
+            {
+                status.message = None;
+            }
+            status.synchronization = Some(SyncStatus {
+                holding: displays(&plan.own),
+                waiting: None,
+            });
+            false
+        }
+        LockState::Waiting(message) => {
+            let created = wf.metadata.creation_timestamp.as_ref();
+            let since =
+                created.map_or_else(|| timestamp_millis(SystemTime::now()), |t| t.0.to_string());
+            locks.ask(&ns, &claimant(wf, None, since), &plan.own);
+            let holds = |r: &&LockRef| {
+                locks.state(&ns, &uid, None, std::slice::from_ref(*r)) == LockState::Held
+            };
+            let held: Vec<LockRef> = plan.own.iter().filter(holds).cloned().collect();
+            let missing = locks.first_missing(&ns, &uid, None, &plan.own);
+            status.message = Some(message);
+            status.synchronization = Some(SyncStatus {
+                holding: displays(&held),
+                waiting: missing.map(|r| r.display()),
+            });
+            true
+        }
+    }
+}
+
+/// The node's status, in the main DAG or the exit handler.
+fn node<'a>(status: &'a WorkflowStatus, id: &str) -> Option<&'a NodeStatus> {
+    let exit = status.on_exit.as_ref().and_then(|e| e.nodes.get(id));
+    status.nodes.get(id).or(exit)
+}
+
+/// After the round: nodes that wait are queued for their locks, and
+/// what a finished node (or the finished workflow) held is released.
+pub(super) fn after_round(
+    ctx: &Context,
+    wf: &Workflow,
+    plan: &Plan,
+    status: &WorkflowStatus,
+    asks: &[(String, Vec<LockRef>)],
+) {
+    let Some(locks) = ctx.locks.get() else {
+        return;
+    };
+    let (ns, uid) = (
+        wf.namespace().unwrap_or_default(),
+        wf.uid().unwrap_or_default(),
+    );
+    if status.phase.is_terminal() {
+        locks.forget(&ns, &uid);
+        return;
+    }
+    let mut keep: HashSet<(Option<String>, String)> = plan
+        .own
+        .iter()
+        .map(|r| (None, object_name(r.kind, &r.name)))
+        .collect();
+    for (id, refs) in &plan.nodes {
+        let Some(n) = node(status, id) else {
+            continue;
+        };
+        let waiting =
+            n.phase == NodePhase::Pending && n.reason.as_deref() == Some(WAITING_FOR_LOCK);
+        if waiting || matches!(n.phase, NodePhase::Running | NodePhase::Retrying) {
+            keep.extend(
+                refs.iter()
+                    .map(|r| (Some(id.clone()), object_name(r.kind, &r.name))),
+            );
+        }
+    }
+    locks.keep_only(&ns, &uid, &keep);
+    let now = timestamp_millis(SystemTime::now());
+    for (id, refs) in asks {
+        let waits = node(status, id).is_some_and(|n| n.reason.as_deref() == Some(WAITING_FOR_LOCK));
+        if waits {
+            locks.ask(&ns, &claimant(wf, Some(id), now.clone()), refs);
+        }
+    }
+}
+
+/// A finished or deleted Workflow's entries, released (cheap when it has
+/// none).
+pub(super) fn release(ctx: &Context, ns: &str, uid: &str) {
+    if let Some(locks) = ctx.locks.get() {
+        locks.forget(ns, uid);
+    }
+}

@@ -1,0 +1,246 @@
+//! The `Lock` kind: one mutex, semaphore or parallelism limit of a
+//! namespace, with its holders and waiters in the object itself, so a
+//! lock survives controller restarts, is shared by shards and replicas
+//! (every change is one optimistic-concurrency update through the API
+//! server) and `kubectl get locks` shows who holds what. Argo keeps this
+//! state in the controller's memory and rebuilds it from workflow
+//! statuses after a restart, where its users report locks lost or held
+//! forever; here the object is the truth.
+//!
+//! Only the type and pure changes to it live here; `super` reads and
+//! writes the objects.
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// A lock of a namespace (`mutex.<name>`, `semaphore.<name>`,
+/// `parallelism.controller`, `parallelism.namespace`).
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "weft.dev",
+    version = "v1alpha1",
+    kind = "Lock",
+    plural = "locks",
+    namespaced,
+    printcolumn = r#"{"name":"Kind","type":"string","jsonPath":".spec.kind"}"#,
+    printcolumn = r#"{"name":"Limit","type":"integer","jsonPath":".spec.limit"}"#,
+    printcolumn = r#"{"name":"Holders","type":"string","jsonPath":".spec.holders[*].workflow"}"#,
+    printcolumn = r#"{"name":"Waiting","type":"string","jsonPath":".spec.waiters[*].workflow","priority":1}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct LockSpec {
+    /// `mutex`, `semaphore` or `parallelism`.
+    pub kind: String,
+    /// How many may hold it at once.
+    pub limit: u32,
+    /// Who holds it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub holders: Vec<Claim>,
+    /// Who waits for it, first first: higher priority, then earlier
+    /// arrival.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiters: Vec<Claim>,
+}
+
+/// One holder or waiter: a workflow, or one node of it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Claim {
+    /// The Workflow's name.
+    pub workflow: String,
+    /// Its uid (a later Workflow of the same name is someone else).
+    pub uid: String,
+    /// The node, for a node's claim; none for the workflow's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// The workflow's `spec.priority`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub priority: i32,
+    /// Arrival (RFC 3339): the Workflow's creation for its own claims,
+    /// the first ask for a node's. Equal priorities go in this order, so
+    /// none starves.
+    pub since: String,
+    /// When it became a holder (RFC 3339, milliseconds): hand-over
+    /// latency is measured from the previous holder's release.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_since: Option<String>,
+}
+
+fn is_zero(n: &i32) -> bool {
+    *n == 0
+}
+
+impl Claim {
+    /// Whether this entry is the claimant `(uid, node)`.
+    pub fn is(&self, uid: &str, node: Option<&str>) -> bool {
+        self.uid == uid && self.node.as_deref() == node
+    }
+
+    /// `wf` or `wf/node`, as messages and `weft sync list` name it.
+    pub fn who(&self) -> String {
+        match &self.node {
+            Some(n) => format!("{}/{n}", self.workflow),
+            None => self.workflow.clone(),
+        }
+    }
+}
+
+/// The object name of a lock: `<kind>.<name>`.
+pub fn object_name(kind: &str, name: &str) -> String {
+    format!("{kind}.{name}")
+}
+
+impl LockSpec {
+    /// Whether the claimant holds it.
+    pub fn holds(&self, uid: &str, node: Option<&str>) -> bool {
+        self.holders.iter().any(|c| c.is(uid, node))
+    }
+
+    /// Queues the claimant (a no-op when it holds or waits already).
+    /// Whether anything changed.
+    pub fn ask(&mut self, claim: Claim) -> bool {
+        let (uid, node) = (claim.uid.clone(), claim.node.clone());
+        let known = |c: &Claim| c.is(&uid, node.as_deref());
+        if self.holders.iter().any(known) || self.waiters.iter().any(known) {
+            return false;
+        }
+        self.waiters.push(claim);
+        true
+    }
+
+    /// Drops the claimant's entries (`node: None` with `all`: every
+    /// entry of the workflow). Whether anything changed.
+    pub fn release(&mut self, uid: &str, node: Option<&str>, all: bool) -> bool {
+        let before = self.holders.len() + self.waiters.len();
+        let keep = |c: &Claim| !(c.uid == uid && (all || c.node.as_deref() == node));
+        self.holders.retain(keep);
+        self.waiters.retain(keep);
+        before != self.holders.len() + self.waiters.len()
+    }
+
+    /// Orders the waiters and promotes the first ones while there is
+    /// room; the claims promoted. A lowered limit removes no holder: the
+    /// lock fills again only once they are under it.
+    pub fn settle(&mut self, now: &str) -> Vec<Claim> {
+        self.waiters.sort_by(|a, b| {
+            b.priority
+                .cmp(&a.priority)
+                .then_with(|| a.since.cmp(&b.since))
+                .then_with(|| a.uid.cmp(&b.uid))
+                .then_with(|| a.node.cmp(&b.node))
+        });
+        let room = (self.limit as usize).saturating_sub(self.holders.len());
+        let n = room.min(self.waiters.len());
+        let mut promoted: Vec<Claim> = self.waiters.drain(..n).collect();
+        for c in &mut promoted {
+            c.held_since = Some(now.to_string());
+        }
+        self.holders.extend(promoted.iter().cloned());
+        promoted
+    }
+
+    /// What a waiter reads: the lock, who holds it and its place in line.
+    pub fn describe_wait(&self, display: &str, uid: &str, node: Option<&str>) -> String {
+        let holders: Vec<String> = self.holders.iter().map(Claim::who).collect();
+        let place = self.waiters.iter().position(|c| c.is(uid, node));
+        let held = match holders.len() {
+            0 => "free".to_string(),
+            _ => format!(
+                "held by {} ({}/{})",
+                holders.join(", "),
+                holders.len(),
+                self.limit
+            ),
+        };
+        match place {
+            Some(i) => format!("waiting for {display}, {held}; number {} in line", i + 1),
+            None => format!("waiting for {display}, {held}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claim(wf: &str, node: Option<&str>, priority: i32, since: &str) -> Claim {
+        Claim {
+            workflow: wf.into(),
+            uid: format!("uid-{wf}"),
+            node: node.map(str::to_string),
+            priority,
+            since: since.into(),
+            held_since: None,
+        }
+    }
+
+    fn lock(limit: u32) -> LockSpec {
+        LockSpec {
+            kind: "semaphore".into(),
+            limit,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn waiters_are_promoted_by_priority_then_arrival_up_to_the_limit() {
+        let mut l = lock(2);
+        assert!(l.ask(claim("late", None, 0, "2026-01-01T00:00:03Z")));
+        assert!(l.ask(claim("early", None, 0, "2026-01-01T00:00:01Z")));
+        assert!(l.ask(claim("urgent", None, 5, "2026-01-01T00:00:09Z")));
+        assert!(
+            !l.ask(claim("early", None, 0, "2026-01-01T00:00:01Z")),
+            "asked twice"
+        );
+        let promoted: Vec<String> = l.settle("t1").iter().map(Claim::who).collect();
+        assert_eq!(promoted, ["urgent", "early"]);
+        assert!(l.holds("uid-urgent", None) && !l.holds("uid-late", None));
+        assert_eq!(l.holders[0].held_since.as_deref(), Some("t1"));
+        assert!(l.settle("t2").is_empty(), "full");
+        let wait = l.describe_wait("semaphore/s", "uid-late", None);
+        assert_eq!(
+            wait,
+            "waiting for semaphore/s, held by urgent, early (2/2); number 1 in line"
+        );
+        assert!(l.release("uid-early", None, false));
+        assert_eq!(l.settle("t3")[0].who(), "late");
+        assert!(!l.release("uid-early", None, false), "released twice");
+    }
+
+    #[test]
+    fn a_node_claim_is_its_own_and_a_workflow_release_drops_them_all() {
+        let mut l = lock(3);
+        l.ask(claim("w", Some("a"), 0, "t"));
+        l.ask(claim("w", Some("b"), 0, "t"));
+        l.ask(claim("w", None, 0, "t"));
+        l.ask(claim("v", Some("a"), 0, "t"));
+        l.settle("now");
+        assert!(l.holds("uid-w", Some("a")) && !l.holds("uid-w", Some("c")));
+        assert_eq!(l.waiters.len(), 1);
+        assert!(l.release("uid-w", Some("a"), false));
+        assert!(!l.holds("uid-w", Some("b")), "promoted only by settle");
+        l.settle("later");
+        assert!(l.holds("uid-w", Some("b")));
+        assert!(l.release("uid-w", None, true));
+        assert!(l.holders.iter().chain(&l.waiters).all(|c| c.uid != "uid-w"));
+        assert_eq!(l.waiters.len() + l.holders.len(), 1);
+    }
+
+    #[test]
+    fn a_lowered_limit_keeps_its_holders_and_promotes_no_one() {
+        let mut l = lock(2);
+        l.ask(claim("a", None, 0, "1"));
+        l.ask(claim("b", None, 0, "2"));
+        l.ask(claim("c", None, 0, "3"));
+        l.settle("now");
+        l.limit = 1;
+        assert!(l.settle("now").is_empty());
+        assert_eq!(l.holders.len(), 2);
+        l.release("uid-a", None, false);
+        assert!(l.settle("now").is_empty(), "still at the limit");
+        l.release("uid-b", None, false);
+        assert_eq!(l.settle("now")[0].who(), "c");
+    }
+}

@@ -1,0 +1,421 @@
+//! Synchronization (issue 44): mutexes, semaphores and the controller's
+//! parallelism limits, kept in `Lock` objects (`lock.rs`).
+//!
+//! Reads come from a watch cache of the Locks, so a round asks "do I hold
+//! it?" without a request. Writes are queued per lock and made by one
+//! task per lock at a time, every queued change in one update: a
+//! semaphore with a thousand waiters costs one write per hand-over batch
+//! rather than one per waiter, and this process never conflicts with
+//! itself. Other replicas and shards conflict through `resourceVersion`,
+//! and the loser reads the lock again and retries. Every write promotes
+//! waiters while there is room (`LockSpec::settle`), so a release hands
+//! the lock over in the same write; the watch then wakes the new holders.
+//!
+//! Several locks are taken in one order (kind, then name) and a claimant
+//! waits on one lock at a time, holding those before it: two workflows
+//! that name the same two mutexes cannot deadlock.
+
+pub mod lock;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use futures::{FutureExt, StreamExt};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, PostParams};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use weft_dag::schedule::LockState;
+use weft_dag::spec::sync::{Limit, LockRef};
+
+pub use lock::{Claim, Lock, LockSpec, object_name};
+
+/// The holders last seen of each lock (namespace, name): (uid, node).
+type SeenHolders = HashMap<(String, String), HashSet<(String, Option<String>)>>;
+
+/// Puts a Workflow (namespace, name) in the controller's queue.
+pub type Wake = Arc<dyn Fn(&str, &str) + Send + Sync>;
+
+/// Who asks: a workflow (its own claim) or one of its nodes.
+#[derive(Debug, Clone)]
+pub struct Claimant<'a> {
+    /// The Workflow's name.
+    pub workflow: &'a str,
+    /// Its uid.
+    pub uid: &'a str,
+    /// The node, for a node's claim.
+    pub node: Option<&'a str>,
+    /// `spec.priority`.
+    pub priority: i32,
+    /// Arrival (RFC 3339).
+    pub since: String,
+}
+
+/// A change to one lock, queued for its writer.
+#[derive(Debug, Clone)]
+enum Op {
+    /// Queue this claim (with the lock's kind and limit, should it not
+    /// exist yet or its limit have changed).
+    Ask(Claim, LockRef),
+    /// Drop a claimant's entries (`all`: every entry of the workflow).
+    Release {
+        uid: String,
+        node: Option<String>,
+        all: bool,
+    },
+}
+
+#[derive(Default)]
+struct Pending {
+    ops: Vec<Op>,
+    busy: bool,
+}
+
+/// The Locks of the namespaces the controller watches.
+pub struct Locks {
+    client: Client,
+    store: Store<Lock>,
+    pending: Mutex<HashMap<(String, String), Pending>>,
+    watch: tokio::task::AbortHandle,
+}
+
+impl Drop for Locks {
+    fn drop(&mut self) {
+        self.watch.abort();
+    }
+}
+
+/// Locks taken in one order, whatever the order written.
+fn ordered(refs: &[LockRef]) -> Vec<&LockRef> {
+    let mut v: Vec<&LockRef> = refs.iter().collect();
+    v.sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
+    v
+}
+
+impl Locks {
+    /// Watches the Locks of `namespace` (all when `None`); `wake` is
+    /// called for every claim that became a holder.
+    pub fn start(client: Client, namespace: Option<&str>, wake: Wake) -> Arc<Locks> {
+        let api: Api<Lock> = match namespace {
+            Some(ns) => Api::namespaced(client.clone(), ns),
+            None => Api::all(client.clone()),
+        };
+        let (store, writer) = reflector::store();
+        let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
+            .default_backoff()
+            .applied_objects();
+        let watch = tokio::spawn(async move {
+            let mut holders = SeenHolders::new();
+            futures::pin_mut!(stream);
+            while let Some(ev) = stream.next().await {
+                match ev {
+                    Ok(lock) => wake_new_holders(&lock, &mut holders, &wake),
+                    Err(e) => tracing::warn!("watching Locks: {e}"),
+                }
+            }
+        });
+        Arc::new(Locks {
+            client,
+            store,
+            pending: Mutex::new(HashMap::new()),
+            watch: watch.abort_handle(),
+        })
+    }
+
+    fn get(&self, ns: &str, r: &LockRef) -> Option<Arc<Lock>> {
+        let key = reflector::ObjectRef::new(&object_name(r.kind, &r.name)).within(ns);
+        self.store.get(&key)
+    }
+
+    /// Whether the claimant holds every lock; else what it waits for.
+    pub fn state(&self, ns: &str, uid: &str, node: Option<&str>, refs: &[LockRef]) -> LockState {
+        for r in ordered(refs) {
+            let held = self.get(ns, r);
+            if held.as_ref().is_some_and(|l| l.spec.holds(uid, node)) {
+                continue;
+            }
+            let message = match held {
+                Some(l) => l.spec.describe_wait(&r.display(), uid, node),
+                None => format!("waiting for {}", r.display()),
+            };
+            return LockState::Waiting(message);
+        }
+        LockState::Held
+    }
+
+    /// The first lock (in order) the claimant does not hold, if any.
+    pub fn first_missing(
+        &self,
+        ns: &str,
+        uid: &str,
+        node: Option<&str>,
+        refs: &[LockRef],
+    ) -> Option<LockRef> {
+        ordered(refs)
+            .into_iter()
+            .find(|r| !self.get(ns, r).is_some_and(|l| l.spec.holds(uid, node)))
+            .cloned()
+    }
+
+    /// Queues the claimant for the first lock it does not hold yet.
+    pub fn ask(self: &Arc<Self>, ns: &str, c: &Claimant<'_>, refs: &[LockRef]) {
+        let Some(r) = self.first_missing(ns, c.uid, c.node, refs) else {
+            return;
+        };
+        let waits = self
+            .get(ns, &r)
+            .is_some_and(|l| l.spec.waiters.iter().any(|w| w.is(c.uid, c.node)));
+        if waits {
+            return;
+        }
+        let claim = Claim {
+            workflow: c.workflow.to_string(),
+            uid: c.uid.to_string(),
+            node: c.node.map(str::to_string),
+            priority: c.priority,
+            since: c.since.clone(),
+            held_since: None,
+        };
+        let name = object_name(r.kind, &r.name);
+        self.submit(ns, &name, Op::Ask(claim, r));
+    }
+
+    /// Releases the workflow's entries that `keep` does not name (node,
+    /// lock object name): what it finished with.
+    pub fn keep_only(
+        self: &Arc<Self>,
+        ns: &str,
+        uid: &str,
+        keep: &HashSet<(Option<String>, String)>,
+    ) {
+        for lock in self.of_workflow(ns, uid) {
+            let name = lock.name_any();
+            let entries = lock.spec.holders.iter().chain(&lock.spec.waiters);
+            let drop: HashSet<Option<String>> = entries
+                .filter(|c| c.uid == uid && !keep.contains(&(c.node.clone(), name.clone())))
+                .map(|c| c.node.clone())
+                .collect();
+            for node in drop {
+                let (uid, all) = (uid.to_string(), false);
+                self.submit(ns, &name, Op::Release { uid, node, all });
+            }
+        }
+    }
+
+    /// Releases everything the workflow holds or waits for (it finished
+    /// or was deleted). Cheap when it has nothing. Before the watch has
+    /// listed the Locks (a controller just started) it waits for that,
+    /// or a workflow that finished meanwhile would keep its lock.
+    pub fn forget(self: &Arc<Self>, ns: &str, uid: &str) {
+        if self.store.wait_until_ready().now_or_never().is_none() {
+            let (me, ns, uid) = (self.clone(), ns.to_string(), uid.to_string());
+            tokio::spawn(async move {
+                if me.store.wait_until_ready().await.is_ok() {
+                    me.forget(&ns, &uid);
+                }
+            });
+            return;
+        }
+        for lock in self.of_workflow(ns, uid) {
+            let op = Op::Release {
+                uid: uid.to_string(),
+                node: None,
+                all: true,
+            };
+            self.submit(ns, &lock.name_any(), op);
+        }
+    }
+
+    /// Every Lock of `ns` with an entry of the workflow.
+    pub fn of_workflow(&self, ns: &str, uid: &str) -> Vec<Arc<Lock>> {
+        self.store
+            .state()
+            .into_iter()
+            .filter(|l| l.namespace().as_deref() == Some(ns))
+            .filter(|l| {
+                l.spec
+                    .holders
+                    .iter()
+                    .chain(&l.spec.waiters)
+                    .any(|c| c.uid == uid)
+            })
+            .collect()
+    }
+
+    /// Every Lock of `ns` (all namespaces when `None`), for `weft sync list`.
+    pub fn all(&self, ns: Option<&str>) -> Vec<Arc<Lock>> {
+        let mut v: Vec<Arc<Lock>> = self
+            .store
+            .state()
+            .into_iter()
+            .filter(|l| ns.is_none() || l.namespace().as_deref() == ns)
+            .collect();
+        v.sort_by_key(|l| (l.namespace(), l.name_any()));
+        v
+    }
+
+    /// Entries of Workflows that no longer run (`alive` says which uids
+    /// do), released: a Workflow deleted while no controller ran, or one
+    /// whose release was lost.
+    pub fn sweep(self: &Arc<Self>, alive: &dyn Fn(&str) -> bool) {
+        for lock in self.store.state() {
+            let ns = lock.namespace().unwrap_or_default();
+            let gone: HashSet<&str> = lock
+                .spec
+                .holders
+                .iter()
+                .chain(&lock.spec.waiters)
+                .map(|c| c.uid.as_str())
+                .filter(|uid| !alive(uid))
+                .collect();
+            for uid in gone {
+                tracing::info!(lock = %lock.name_any(), namespace = %ns, %uid, "releasing the lock of a Workflow that is gone");
+                self.forget(&ns, uid);
+            }
+        }
+    }
+
+    fn submit(self: &Arc<Self>, ns: &str, name: &str, op: Op) {
+        let key = (ns.to_string(), name.to_string());
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let p = pending.entry(key.clone()).or_default();
+        p.ops.push(op);
+        if !p.busy {
+            p.busy = true;
+            tokio::spawn(self.clone().drain(key));
+        }
+    }
+
+    /// Writes a lock's queued changes until none are left.
+    async fn drain(self: Arc<Self>, key: (String, String)) {
+        let mut failures = 0u32;
+        loop {
+            let ops = {
+                let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+                let p = pending.entry(key.clone()).or_default();
+                if p.ops.is_empty() {
+                    pending.remove(&key);
+                    return;
+                }
+                std::mem::take(&mut p.ops)
+            };
+            match self.write(&key.0, &key.1, &ops).await {
+                Ok(()) => failures = 0,
+                Err(e) => {
+                    failures += 1;
+                    tracing::warn!(lock = %key.1, namespace = %key.0, failures, "cannot update the Lock: {e:#}");
+                    if failures < 30 {
+                        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+                        let p = pending.entry(key.clone()).or_default();
+                        let newer = std::mem::replace(&mut p.ops, ops);
+                        p.ops.extend(newer);
+                    }
+                    tokio::time::sleep(Duration::from_millis(200 * u64::from(failures.min(10))))
+                        .await;
+                }
+            }
+        }
+    }
+
+    /// One update of a lock with `ops` (created when missing), retried
+    /// on conflict with a fresh read.
+    async fn write(&self, ns: &str, name: &str, ops: &[Op]) -> anyhow::Result<()> {
+        let api: Api<Lock> = Api::namespaced(self.client.clone(), ns);
+        let limit = self.limit(ns, ops).await;
+        let mut cached = self.store.get(&reflector::ObjectRef::new(name).within(ns));
+        for _ in 0..20 {
+            let current = match cached.take() {
+                Some(l) => Some((*l).clone()),
+                None => api.get_opt(name).await?,
+            };
+            let exists = current.is_some();
+            let mut lock = current.unwrap_or_else(|| Lock::new(name, LockSpec::default()));
+            let before = lock.spec.clone();
+            change(&mut lock.spec, ops, limit);
+            let now = weft_dag::status::timestamp_millis(SystemTime::now());
+            lock.spec.settle(&now);
+            if exists && lock.spec == before {
+                return Ok(());
+            }
+            lock.metadata.managed_fields = None;
+            let result = match exists {
+                true => api.replace(name, &PostParams::default(), &lock).await,
+                false => api.create(&PostParams::default(), &lock).await,
+            };
+            match result {
+                Ok(_) => return Ok(()),
+                Err(kube::Error::Api(e)) if e.code == 409 => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        anyhow::bail!("20 conflicting updates in a row")
+    }
+
+    /// The limit the queued asks give (the last one's), read from its
+    /// ConfigMap when it names one; `None` when no ask gives one.
+    async fn limit(&self, ns: &str, ops: &[Op]) -> Option<u32> {
+        let r = ops.iter().rev().find_map(|op| match op {
+            Op::Ask(_, r) => Some(r),
+            Op::Release { .. } => None,
+        })?;
+        match &r.limit {
+            Limit::Fixed(n) => Some(*n),
+            Limit::ConfigMap(key) => {
+                let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), ns);
+                let cm = api.get_opt(&key.name).await.ok().flatten();
+                let value = cm
+                    .and_then(|c| c.data)
+                    .and_then(|d| d.get(&key.key).cloned());
+                match value.as_deref().map(|v| v.trim().parse::<u32>()) {
+                    Some(Ok(n)) => Some(n),
+                    other => {
+                        tracing::warn!(semaphore = %r.name, configmap = %key.name, key = %key.key, "no usable limit ({other:?}); the semaphore keeps its limit (1 when new)");
+                        None
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Applies queued changes to a lock (its kind and limit from the asks).
+fn change(spec: &mut LockSpec, ops: &[Op], limit: Option<u32>) {
+    for op in ops {
+        match op {
+            Op::Ask(claim, r) => {
+                spec.kind = r.kind.to_string();
+                spec.ask(claim.clone());
+            }
+            Op::Release { uid, node, all } => {
+                spec.release(uid, node.as_deref(), *all);
+            }
+        }
+    }
+    if let Some(n) = limit {
+        spec.limit = n;
+    }
+    if spec.limit == 0 {
+        spec.limit = 1;
+    }
+}
+
+/// Wakes the claims of `lock` that became holders since its last version.
+fn wake_new_holders(lock: &Lock, seen: &mut SeenHolders, wake: &Wake) {
+    let ns = lock.namespace().unwrap_or_default();
+    let now: HashSet<(String, Option<String>)> = lock
+        .spec
+        .holders
+        .iter()
+        .map(|c| (c.uid.clone(), c.node.clone()))
+        .collect();
+    let before = seen
+        .insert((ns.clone(), lock.name_any()), now)
+        .unwrap_or_default();
+    for c in &lock.spec.holders {
+        if !before.contains(&(c.uid.clone(), c.node.clone())) {
+            wake(&ns, &c.workflow);
+        }
+    }
+}

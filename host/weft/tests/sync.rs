@@ -1,0 +1,344 @@
+//! Synchronization (issue 44), with the real `weft controller` binary on
+//! the dev cluster or the real control plane (`WEFT_TEST_CLUSTER=k8s`):
+//! mutexes and semaphores at workflow and node level, held in `Lock`
+//! objects that kubectl shows, across controller SIGKILLs and deletions.
+//! Every pod appends its start and end (nanoseconds) to a file the test
+//! reads: pods run as local processes on both beds, so overlap is
+//! measured where the work happens, not inferred from phases.
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::cluster::Bed;
+use common::{kubectl, weft};
+use kube::Api;
+use weft::api::Workflow;
+use weft::sync::Lock;
+use weft_dag::{NodePhase, WorkflowPhase};
+
+/// A pod task that records its run in `log` as `start|end <who> <ns>`.
+fn recorded(who: &str, log: &Path, secs: f64) -> String {
+    let log = log.display();
+    format!(
+        "{{type: pod, config: {{image: busybox, command: [sh, -c, 'echo start {who} $(date +%s%N) >> {log}; sleep {secs}; echo end {who} $(date +%s%N) >> {log}']}}}}"
+    )
+}
+
+/// The intervals of the runs recorded in `log`, by who.
+fn intervals(log: &Path) -> Vec<(String, u128, u128)> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let mut starts = std::collections::HashMap::new();
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let parts: Vec<&str> = line.split_whitespace().collect();
+        let [what, who, at] = parts[..] else {
+            continue;
+        };
+        let at: u128 = at.parse().unwrap();
+        match what {
+            "start" => {
+                starts.insert(who.to_string(), at);
+            }
+            _ => out.push((who.to_string(), starts[who], at)),
+        }
+    }
+    out
+}
+
+/// The most runs at once.
+fn most_at_once(runs: &[(String, u128, u128)]) -> usize {
+    let mut edges: Vec<(u128, i32)> = runs
+        .iter()
+        .flat_map(|(_, s, e)| [(*s, 1), (*e, -1)])
+        .collect();
+    // An end at the same instant as a start comes first.
+    edges.sort();
+    let (mut now, mut most) = (0i32, 0i32);
+    for (_, d) in edges {
+        now += d;
+        most = most.max(now);
+    }
+    most as usize
+}
+
+async fn create(bed: &Bed, yaml: &str) {
+    let out = kubectl(&bed.kubeconfig, &["create", "-f", "-"], Some(yaml)).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn workflow(name: &str, spec: &str) -> String {
+    format!(
+        "apiVersion: weft.dev/v1alpha1\nkind: Workflow\nmetadata: {{name: {name}}}\nspec:\n{spec}"
+    )
+}
+
+async fn wait_all(api: &Api<Workflow>, names: &[String], secs: u64) -> Vec<Workflow> {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let mut done = Vec::new();
+        for n in names {
+            let wf = api.get(n).await.unwrap();
+            if wf.status.as_ref().is_some_and(|s| s.phase.is_terminal()) {
+                done.push(wf);
+            }
+        }
+        if done.len() == names.len() {
+            return done;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "only {} of {} finished",
+            done.len(),
+            names.len()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Samples the Lock until `stop`: the most holders it ever had.
+async fn most_holders(
+    locks: Api<Lock>,
+    name: String,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> usize {
+    let mut most = 0;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        if let Ok(Some(l)) = locks.get_opt(&name).await {
+            most = most.max(l.spec.holders.len());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    most
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_workflows_on_one_mutex_never_overlap_across_three_controller_kills() {
+    let bed = Bed::start().await;
+    let log = bed.path("runs.log");
+    let mut controller = bed.controller("sync-0", &[]);
+    let names: Vec<String> = (0..10).map(|i| format!("mx-{i}")).collect();
+    for name in &names {
+        let spec = format!(
+            "  synchronization: {{mutex: {{name: db}}}}\n  nodes:\n    - {{id: a, task: {}}}\n",
+            recorded(name, &log, 0.6)
+        );
+        create(&bed, &workflow(name, &spec)).await;
+    }
+    let api: Api<Workflow> = Api::namespaced(bed.client.clone(), &bed.ns);
+    let locks: Api<Lock> = Api::namespaced(bed.client.clone(), &bed.ns);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = tokio::spawn(most_holders(locks.clone(), "mutex.db".into(), stop.clone()));
+
+    // While one holds it, the others wait Pending saying for what, and
+    // kubectl shows the holder.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let waiting = loop {
+        let wfs = api.list(&Default::default()).await.unwrap().items;
+        let running = wfs.iter().any(|w| {
+            w.status
+                .as_ref()
+                .is_some_and(|s| s.phase == WorkflowPhase::Running)
+        });
+        let waiter = wfs.iter().find(|w| {
+            w.status.as_ref().is_some_and(|s| {
+                s.synchronization
+                    .as_ref()
+                    .is_some_and(|x| x.waiting.is_some())
+            })
+        });
+        if let (true, Some(w)) = (running, waiter) {
+            break w.clone();
+        }
+        assert!(Instant::now() < deadline, "no holder and waiter seen");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let status = waiting.status.unwrap();
+    assert_eq!(status.phase, WorkflowPhase::Pending);
+    let message = status.message.unwrap_or_default();
+    assert!(
+        message.starts_with("waiting for mutex/db, held by mx-"),
+        "{message}"
+    );
+    // kubectl shows the holder (runs are short: ask until one is seen).
+    let mut table = String::new();
+    for _ in 0..50 {
+        let out = kubectl(&bed.kubeconfig, &["get", "locks", "-n", &bed.ns], None).await;
+        table = String::from_utf8_lossy(&out.stdout).to_string();
+        if table.contains("mutex.db") && table.contains("mx-") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        table.contains("mutex.db") && table.contains("mx-"),
+        "{table}"
+    );
+
+    // SIGKILL the controller three times while a holder runs.
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        controller.kill();
+        controller = bed.controller("sync-0", &[]);
+    }
+    let done = wait_all(&api, &names, 120).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let most = sampler.await.unwrap();
+    for wf in &done {
+        let s = wf.status.as_ref().unwrap();
+        assert_eq!(
+            s.phase,
+            WorkflowPhase::Succeeded,
+            "{}: {:?}",
+            wf.metadata.name.as_deref().unwrap(),
+            s.message
+        );
+    }
+    let runs = intervals(&log);
+    assert_eq!(runs.len(), 10, "{runs:?}");
+    assert_eq!(most_at_once(&runs), 1, "two holders ran at once: {runs:?}");
+    assert_eq!(most, 1, "the Lock listed {most} holders");
+    // Nobody holds or waits once all are done.
+    let l = locks.get("mutex.db").await.unwrap();
+    assert!(
+        l.spec.holders.is_empty() && l.spec.waiters.is_empty(),
+        "{:?}",
+        l.spec
+    );
+    controller.kill();
+    bed.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_semaphore_of_three_runs_twelve_nodes_at_most_three_at_once() {
+    let bed = Bed::start().await;
+    let log = bed.path("runs.log");
+    let mut controller = bed.controller("sync-1", &[]);
+    let nodes: String = (0..12)
+        .map(|i| {
+            format!(
+                "    - {{id: n{i}, synchronization: {{semaphore: {{name: three, limit: 3}}}}, task: {}}}\n",
+                recorded(&format!("n{i}"), &log, 0.5)
+            )
+        })
+        .collect();
+    create(&bed, &workflow("sem", &format!("  nodes:\n{nodes}"))).await;
+    let api: Api<Workflow> = Api::namespaced(bed.client.clone(), &bed.ns);
+
+    // Waiting nodes say so in `weft get`, naming the semaphore.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = weft(&bed.kubeconfig, &["get", "sem", "-n", &bed.ns]).await;
+        let text = String::from_utf8_lossy(&out.stdout);
+        // (The very first round finds no Lock yet: "waiting for semaphore/three".)
+        if text.contains("WaitingForLock")
+            && text.contains("waiting for semaphore/three, held by sem/n")
+        {
+            assert!(text.contains("(3/3); number "), "{text}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no node seen waiting: {text}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let wf = wait_all(&api, &["sem".to_string()], 120).await.remove(0);
+    let status = wf.status.unwrap();
+    assert_eq!(
+        status.phase,
+        WorkflowPhase::Succeeded,
+        "{:?}",
+        status.message
+    );
+    assert!(
+        status
+            .nodes
+            .values()
+            .all(|n| n.phase == NodePhase::Succeeded && n.reason.is_none())
+    );
+    let runs = intervals(&log);
+    assert_eq!(runs.len(), 12, "{runs:?}");
+    let most = most_at_once(&runs);
+    assert!(most <= 3, "{most} nodes ran at once: {runs:?}");
+    assert_eq!(most, 3, "the semaphore never filled: {runs:?}");
+    controller.kill();
+    bed.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_holder_hands_its_lock_over_within_a_second() {
+    let bed = Bed::start().await;
+    let log = bed.path("runs.log");
+    let mut controller = bed.controller("sync-2", &[]);
+    let spec = |secs: f64, who: &str| {
+        format!(
+            "  synchronization: {{mutexes: [{{name: one}}]}}\n  nodes:\n    - {{id: a, task: {}}}\n",
+            recorded(who, &log, secs)
+        )
+    };
+    create(&bed, &workflow("holder", &spec(60.0, "holder"))).await;
+    let api: Api<Workflow> = Api::namespaced(bed.client.clone(), &bed.ns);
+    let locks: Api<Lock> = Api::namespaced(bed.client.clone(), &bed.ns);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .contains("start holder")
+    {
+        assert!(Instant::now() < deadline, "the holder never started");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    create(&bed, &workflow("next", &spec(0.1, "next"))).await;
+    loop {
+        let l = locks.get("mutex.one").await.unwrap();
+        if l.spec.waiters.iter().any(|w| w.workflow == "next") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "next never queued: {:?}", l.spec);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let out = kubectl(
+        &bed.kubeconfig,
+        &[
+            "delete",
+            "workflow",
+            "holder",
+            "-n",
+            &bed.ns,
+            "--wait=false",
+        ],
+        None,
+    )
+    .await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let deleted = Instant::now();
+    loop {
+        let l = locks.get("mutex.one").await.unwrap();
+        if l.spec.holders.iter().any(|h| h.workflow == "next") {
+            assert!(
+                l.spec.holders.iter().all(|h| h.workflow != "holder"),
+                "{:?}",
+                l.spec
+            );
+            break;
+        }
+        assert!(
+            deleted.elapsed() < Duration::from_secs(5),
+            "not handed over: {:?}",
+            l.spec
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let took = deleted.elapsed();
+    assert!(took <= Duration::from_secs(1), "handed over after {took:?}");
+    let wf = wait_all(&api, &["next".to_string()], 60).await.remove(0);
+    assert_eq!(wf.status.unwrap().phase, WorkflowPhase::Succeeded);
+    controller.kill();
+    bed.stop().await;
+}
