@@ -20,8 +20,6 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::{StreamExt, stream};
-use kube::api::{DeleteParams, ListParams, PostParams};
 use weft::api::{Workflow, WorkflowResourceSpec};
 use weft::history::query::{Cursor, Filter, LabelTerm};
 use weft::history::{Db, History, Retention};
@@ -75,56 +73,20 @@ fn postgres(dir: &std::path::Path) -> anyhow::Result<String> {
     Ok(String::from_utf8(out.stdout)?.trim().to_string())
 }
 
-/// 1,000 one-node workflows named `<prefix>-N`, then deleted (so every
-/// run starts from the same cluster): workflows/min.
-async fn one_node_run(api: &kube::Api<Workflow>, prefix: &str) -> anyhow::Result<f64> {
-    let spec: weft_dag::WorkflowSpec = serde_json::from_value(serde_json::json!({
-        "nodes": [{"id": "task", "task": common::simulated_task()}]}))?;
-    let start = Instant::now();
-    stream::iter(0..WORKFLOWS)
-        .for_each_concurrent(32, |i| {
-            let spec = spec.clone();
-            async move {
-                let wf = Workflow::new(&format!("{prefix}-{i:04}"), WorkflowResourceSpec { spec });
-                api.create(&PostParams::default(), &wf)
-                    .await
-                    .expect("create");
-            }
-        })
-        .await;
-    loop {
-        let list = api.list(&ListParams::default()).await?;
-        let done = list
-            .items
-            .iter()
-            .filter_map(|w| w.status.as_ref())
-            .filter(|s| s.phase.is_terminal())
-            .count();
-        if done == WORKFLOWS {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let per_min = WORKFLOWS as f64 / start.elapsed().as_secs_f64() * 60.0;
-    api.delete_collection(&DeleteParams::default(), &ListParams::default())
-        .await?;
-    while !api.list(&ListParams::default()).await?.items.is_empty() {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    Ok(per_min)
-}
-
 /// Part 1: the controller with history off, then on (the context takes a
 /// history once), two runs each.
 async fn throughput(db: &Db) -> anyhow::Result<()> {
     let sim = common::simulated().await?;
     let api: kube::Api<Workflow> = kube::Api::namespaced(sim.client.clone(), "default");
+    let spec: weft_dag::WorkflowSpec = serde_json::from_value(serde_json::json!({
+        "nodes": [{"id": "task", "task": common::simulated_task()}]}))?;
     let mut off = Vec::new();
-    let cpu = Cpu::now();
+    let (cpu, counted) = (Cpu::now(), counters(&sim.ctx));
     for round in 0..2 {
-        off.push(one_node_run(&api, &format!("off{round}")).await?);
+        off.push(common::one_node_run(&api, &format!("off{round}"), WORKFLOWS, &spec).await?);
     }
     let cpu_off = cpu.since();
+    let counts_off = since(&counters(&sim.ctx), &counted);
     let h = History::start(db.clone(), sim.ctx.metrics.clone(), Retention::default());
     while h.health().is_err() {
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -135,11 +97,12 @@ async fn throughput(db: &Db) -> anyhow::Result<()> {
         Ok(secs) => Some(tokio::spawn(common::cpu_profile(secs.parse()?, "history"))),
         Err(_) => None,
     };
-    let (start, cpu) = (Instant::now(), Cpu::now());
+    let (start, cpu, counted) = (Instant::now(), Cpu::now(), counters(&sim.ctx));
     for round in 0..2 {
-        on.push(one_node_run(&api, &format!("on{round}")).await?);
+        on.push(common::one_node_run(&api, &format!("on{round}"), WORKFLOWS, &spec).await?);
     }
     let cpu_on = cpu.since();
+    let counts_on = since(&counters(&sim.ctx), &counted);
     if let Some(p) = profile {
         p.await??;
     }
@@ -166,8 +129,37 @@ async fn throughput(db: &Db) -> anyhow::Result<()> {
         cpu_on.0 / 2.0,
         cpu_on.1 / 2.0
     );
+    println!("per workflow (history off / on):");
+    for (k, v) in &counts_off {
+        let on = counts_on.get(k).copied().unwrap_or(0.0);
+        let per = (2 * WORKFLOWS) as f64;
+        println!("  {k}: {:.2} / {:.2}", v / per, on / per);
+    }
     sim.shutdown().await;
     Ok(())
+}
+
+/// The controller's reconciles and API writes so far, by series.
+fn counters(ctx: &weft::controller::Context) -> std::collections::BTreeMap<String, f64> {
+    let keep = ["weft_reconciles_total", "weft_api_writes_total"];
+    ctx.metrics
+        .render()
+        .lines()
+        .filter(|l| keep.iter().any(|k| l.starts_with(k)))
+        .filter_map(|l| {
+            let (k, v) = l.rsplit_once(' ')?;
+            Some((k.to_string(), v.parse().ok()?))
+        })
+        .collect()
+}
+
+fn since(
+    now: &std::collections::BTreeMap<String, f64>,
+    then: &std::collections::BTreeMap<String, f64>,
+) -> std::collections::BTreeMap<String, f64> {
+    now.iter()
+        .map(|(k, v)| (k.clone(), v - then.get(k).copied().unwrap_or(0.0)))
+        .collect()
 }
 
 /// CPU seconds used so far by this process and by every `postgres`

@@ -240,6 +240,21 @@ async fn a_semaphore_of_three_runs_twelve_nodes_at_most_three_at_once() {
             && text.contains("waiting for semaphore/three, held by sem/n")
         {
             assert!(text.contains("(3/3); number "), "{text}");
+            // `weft sync list` shows the holders and the line.
+            let out = weft(&bed.kubeconfig, &["sync", "list", "-n", &bed.ns]).await;
+            let list = String::from_utf8_lossy(&out.stdout);
+            let row = list
+                .lines()
+                .find(|l| l.contains("semaphore/three"))
+                .unwrap_or_default();
+            assert!(row.contains("sem/n"), "{list}");
+            let wide = weft(
+                &bed.kubeconfig,
+                &["sync", "list", "-n", &bed.ns, "-o", "wide"],
+            )
+            .await;
+            let wide = String::from_utf8_lossy(&wide.stdout);
+            assert!(wide.contains("holds") && wide.contains("waits"), "{wide}");
             break;
         }
         assert!(Instant::now() < deadline, "no node seen waiting: {text}");
@@ -339,6 +354,68 @@ async fn deleting_a_holder_hands_its_lock_over_within_a_second() {
     assert!(took <= Duration::from_secs(1), "handed over after {took:?}");
     let wf = wait_all(&api, &["next".to_string()], 60).await.remove(0);
     assert_eq!(wf.status.unwrap().phase, WorkflowPhase::Succeeded);
+    controller.kill();
+    bed.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_parallelism_one_queued_workflows_start_by_priority_then_creation() {
+    let bed = Bed::start().await;
+    let log = bed.path("runs.log");
+    let mut controller = bed.controller("sync-3", &["--parallelism", "1"]);
+    let spec = |who: &str, priority: i32, secs: f64| {
+        format!(
+            "  priority: {priority}\n  nodes:\n    - {{id: a, task: {}}}\n",
+            recorded(who, &log, secs)
+        )
+    };
+    // The first takes the only slot; the five queue behind it.
+    create(&bed, &workflow("first", &spec("first", 0, 2.0))).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .contains("start first")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the first workflow never started"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let queued = [
+        ("low-1", 1),
+        ("high-1", 3),
+        ("low-2", 1),
+        ("mid", 2),
+        ("high-2", 3),
+    ];
+    for (name, priority) in queued {
+        create(&bed, &workflow(name, &spec(name, priority, 0.2))).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let api: Api<Workflow> = Api::namespaced(bed.client.clone(), &bed.ns);
+    let waiting = api.get("low-2").await.unwrap().status.unwrap_or_default();
+    assert_eq!(waiting.phase, WorkflowPhase::Pending, "{waiting:?}");
+    let message = waiting.message.unwrap_or_default();
+    assert!(
+        message.starts_with("waiting for parallelism/controller, held by first (1/1)"),
+        "{message}"
+    );
+    let names: Vec<String> = std::iter::once("first")
+        .chain(queued.iter().map(|(n, _)| *n))
+        .map(String::from)
+        .collect();
+    for wf in wait_all(&api, &names, 120).await {
+        assert_eq!(wf.status.unwrap().phase, WorkflowPhase::Succeeded);
+    }
+    let mut runs = intervals(&log);
+    runs.sort_by_key(|(_, start, _)| *start);
+    let order: Vec<&str> = runs.iter().map(|(who, ..)| who.as_str()).collect();
+    assert_eq!(
+        order,
+        ["first", "high-1", "high-2", "mid", "low-1", "low-2"]
+    );
+    assert_eq!(most_at_once(&runs), 1, "{runs:?}");
     controller.kill();
     bed.stop().await;
 }

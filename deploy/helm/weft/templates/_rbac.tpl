@@ -41,6 +41,11 @@
 - apiGroups: [weft.dev]
   resources: [locks]
   verbs: [list, watch, get, create, update]
+# A Namespace's own parallelism limit (its weft.dev/parallelism
+# annotation, read by name, kept 10 s).
+- apiGroups: [""]
+  resources: [namespaces]
+  verbs: [get]
 # A semaphore's limit kept in a ConfigMap the workflow names
 # (configMapKeyRef, as Argo's): read by name, never listed.
 - apiGroups: [""]

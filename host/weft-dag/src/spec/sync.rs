@@ -71,12 +71,15 @@ pub enum Limit {
 /// One lock asked for: which, and its limit.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct LockRef {
-    /// `mutex` or `semaphore`.
+    /// `mutex`, `semaphore` or (the controller's own) `parallelism`.
     pub kind: &'static str,
     /// The name in the namespace.
     pub name: String,
     /// Its limit.
     pub limit: Limit,
+    /// Where the lock lives when not in the workflow's namespace (the
+    /// controller-wide parallelism limit).
+    pub namespace: Option<String>,
 }
 
 impl LockRef {
@@ -93,6 +96,7 @@ impl Synchronization {
             kind: "mutex",
             name: m.name.clone(),
             limit: Limit::Fixed(1),
+            namespace: None,
         });
         let semaphores = self
             .semaphore
@@ -106,6 +110,7 @@ impl Synchronization {
                     (Some(n), None) => Limit::Fixed(*n),
                     (None, None) => Limit::Fixed(1),
                 },
+                namespace: None,
             });
         mutexes.chain(semaphores).collect()
     }

@@ -155,3 +155,47 @@ pub async fn cpu_profile(secs: u64, label: &str) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// `n` workflows of `spec` named `<prefix>-N`, created 32 at a time, run
+/// to their end, then deleted (so every run starts from the same
+/// cluster): workflows/min.
+#[allow(dead_code, reason = "only some benches run one-node workflows")]
+pub async fn one_node_run(
+    api: &kube::Api<weft::api::Workflow>,
+    prefix: &str,
+    n: usize,
+    spec: &weft_dag::WorkflowSpec,
+) -> anyhow::Result<f64> {
+    use futures::{StreamExt, stream};
+    use kube::api::{DeleteParams, ListParams, PostParams};
+    let start = std::time::Instant::now();
+    stream::iter(0..n)
+        .for_each_concurrent(32, |i| async move {
+            let spec = weft::api::WorkflowResourceSpec { spec: spec.clone() };
+            let wf = weft::api::Workflow::new(&format!("{prefix}-{i:04}"), spec);
+            api.create(&PostParams::default(), &wf)
+                .await
+                .expect("create");
+        })
+        .await;
+    loop {
+        let list = api.list(&ListParams::default()).await?;
+        let done = list
+            .items
+            .iter()
+            .filter_map(|w| w.status.as_ref())
+            .filter(|s| s.phase.is_terminal())
+            .count();
+        if done == n {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let per_min = n as f64 / start.elapsed().as_secs_f64() * 60.0;
+    api.delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await?;
+    while !api.list(&ListParams::default()).await?.items.is_empty() {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    Ok(per_min)
+}

@@ -123,6 +123,21 @@ pub struct ControllerArgs {
     /// Where execution history goes.
     #[command(flatten)]
     pub history: super::history::HistoryArgs,
+    /// At most this many top-level workflows run at once in all (Argo's
+    /// `parallelism`); the others wait `Pending`, started by
+    /// `spec.priority`, then creation. 0: no limit.
+    #[arg(long, default_value_t = 0, value_name = "N", env = "WEFT_PARALLELISM")]
+    pub parallelism: u32,
+    /// At most this many top-level workflows run at once per namespace
+    /// (Argo's `namespaceParallelism`); a Namespace's
+    /// `weft.dev/parallelism` annotation overrides it. 0: no limit.
+    #[arg(
+        long,
+        default_value_t = 0,
+        value_name = "N",
+        env = "WEFT_NAMESPACE_PARALLELISM"
+    )]
+    pub namespace_parallelism: u32,
     /// Alpha and beta features on or off, `Name=true,Other=false`
     /// (Kubernetes' --feature-gates); `weft controller --print-config`
     /// lists them.
@@ -430,6 +445,14 @@ pub fn controller(args: ControllerArgs) -> anyhow::Result<ExitCode> {
                 gates: args.feature_gates.clone(),
                 artifacts,
                 history,
+                limits: crate::sync::Limits {
+                    parallelism: Some(args.parallelism).filter(|n| *n > 0),
+                    namespace_parallelism: Some(args.namespace_parallelism).filter(|n| *n > 0),
+                    home: args
+                        .namespace
+                        .clone()
+                        .unwrap_or_else(|| args.election.leader_elect_namespace.clone()),
+                },
             },
             grace: args.graceful_shutdown_timeout,
         };

@@ -26,6 +26,7 @@ pub mod rbac;
 pub mod run;
 pub mod scaffold;
 pub mod submit;
+pub mod sync;
 pub mod table;
 pub mod template;
 pub mod webhook;
@@ -92,6 +93,9 @@ pub enum Command {
     /// The task output cache: list, get and delete entries.
     #[command(subcommand)]
     Cache(cache::CacheCommand),
+    /// Mutexes, semaphores and parallelism limits: who holds, who waits.
+    #[command(subcommand)]
+    Sync(sync::SyncCommand),
     /// Run a Failed or Aborted Workflow again from its failed and skipped
     /// nodes, keeping what succeeded (`--node` to restart from a node).
     Retry(actions::RetryArgs),
@@ -215,6 +219,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Cron(cmd) => cron::run(cmd),
         Command::Logs(args) => logs::logs(args),
         Command::Cache(cmd) => cache::run(cmd),
+        Command::Sync(cmd) => sync::run(cmd),
         Command::Io(cmd) => io::run(cmd),
         Command::Db(cmd) => history::run(cmd),
         Command::Archive(cmd) => archive::run(cmd),

@@ -61,6 +61,8 @@ pub struct Settings {
     /// Execution history: events and the archive (`--history-db`; `None`:
     /// no history, and no outbox in statuses).
     pub history: Option<Arc<crate::history::History>>,
+    /// `--parallelism`, `--namespace-parallelism` (running workflows).
+    pub limits: crate::sync::Limits,
 }
 
 impl Default for Settings {
@@ -77,6 +79,7 @@ impl Default for Settings {
             impersonation: None,
             artifacts: None,
             history: None,
+            limits: Default::default(),
         }
     }
 }
@@ -135,6 +138,8 @@ pub struct Context {
     /// Mutexes, semaphores and parallelism limits (started with the
     /// controller, `run.rs`).
     pub(super) locks: OnceLock<Arc<crate::sync::Locks>>,
+    /// The controller's limits on running workflows.
+    pub(super) parallelism: crate::sync::Parallelism,
 }
 
 impl Context {
@@ -189,6 +194,7 @@ impl Context {
             gc: artifact_gc::Collector::default(),
             history: settings.history.map(OnceLock::from).unwrap_or_default(),
             locks: OnceLock::new(),
+            parallelism: crate::sync::Parallelism::new(settings.limits),
         })
     }
 

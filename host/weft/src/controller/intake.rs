@@ -104,7 +104,7 @@ async fn decode_event(
             // again: forget it here.
             ctx.forget(&o.uid().unwrap_or_default());
             let ns = o.namespace().unwrap_or_default();
-            super::sync::release(ctx, &ns, &o.uid().unwrap_or_default());
+            super::sync::release(ctx, &o.uid().unwrap_or_default());
             ctx.queue.forget(&format!("{ns}/{}", o.name_any()));
             Event::Delete(shell(&o))
         }

@@ -101,7 +101,7 @@ pub(super) async fn reconcile_owned(
         return Ok(None);
     };
     artifact_gc::guard(&ctx, &cur.wf, &spec, cur.deleting).await?;
-    let (locks, mut status) = (sync::Plan::of(&spec), status);
+    let (locks, mut status) = (sync::Plan::of(&ctx, &cur.wf, &spec).await, status);
     if sync::gate(&ctx, &cur.wf, &locks, &mut status) {
         write_status(&cur.api, &cur.name, &cur.uid, &cur.old, &status, &ctx).await?;
         return Ok(Some(Duration::from_secs(60)));
@@ -187,7 +187,7 @@ async fn settle(cur: &Current, ctx: &Context) -> Result<Option<Requeue>, Error> 
     // released above when deleted. A deleted Workflow is forgotten on its
     // watch Delete (`intake`).
     if old.phase.is_terminal() && lifecycle::pending_retry(&cur.wf, old).is_none() {
-        sync::release(ctx, &cur.ns, &cur.uid);
+        sync::release(ctx, &cur.uid);
         collect_children(ctx, &cur.wf, old).await;
         if let Some(wait) = artifact_gc::on_completion(ctx, &cur.wf, old).await {
             return Ok(Some(Some(wait)));

@@ -20,7 +20,7 @@ use weft_dag::{NodePhase, WorkflowSpec, WorkflowStatus};
 
 use super::Context;
 use crate::api::Workflow;
-use crate::sync::{Claimant, Locks, object_name};
+use crate::sync::{Claimant, Held, Locks};
 
 /// Starts the Locks' watch for the controller's namespaces (once).
 pub(super) fn start(ctx: &Context, namespace: Option<&str>) -> Arc<Locks> {
@@ -61,12 +61,20 @@ pub(super) struct Plan {
 }
 
 impl Plan {
-    pub(super) fn of(spec: &WorkflowSpec) -> Plan {
-        let own = spec
+    /// The spec's locks, and the controller's parallelism limits for a
+    /// top-level workflow (a child's parent holds the slot already: were
+    /// it to wait for one too, a limit of 1 would deadlock the two).
+    pub(super) async fn of(ctx: &Context, wf: &Workflow, spec: &WorkflowSpec) -> Plan {
+        let mut own = spec
             .synchronization
             .as_ref()
             .map(|s| s.locks())
             .unwrap_or_default();
+        let child = wf.labels().contains_key(super::executor::DEPTH_LABEL);
+        if !child {
+            let ns = wf.namespace().unwrap_or_default();
+            own.extend(ctx.parallelism.locks(&ctx.client, &ns).await);
+        }
         let nodes = spec
             .nodes
             .iter()
@@ -127,6 +135,7 @@ pub(super) fn gate(ctx: &Context, wf: &Workflow, plan: &Plan, status: &mut Workf
                 .is_some_and(|s| s.waiting.is_some())
             {
                 status.message = None;
+                handed_over(ctx, locks, &ns, &uid, &plan.own);
             }
             status.synchronization = Some(SyncStatus {
                 holding: displays(&plan.own),
@@ -144,12 +153,34 @@ pub(super) fn gate(ctx: &Context, wf: &Workflow, plan: &Plan, status: &mut Workf
             };
             let held: Vec<LockRef> = plan.own.iter().filter(holds).cloned().collect();
             let missing = locks.first_missing(&ns, &uid, None, &plan.own);
+            let was = status
+                .synchronization
+                .as_ref()
+                .and_then(|s| s.waiting.as_ref());
+            if let Some(r) = missing.as_ref().filter(|_| was.is_none()) {
+                ctx.metrics.sync.waited(r.kind);
+            }
             status.message = Some(message);
             status.synchronization = Some(SyncStatus {
                 holding: displays(&held),
                 waiting: missing.map(|r| r.display()),
             });
             true
+        }
+    }
+}
+
+/// Records how long each lock a workflow waited for took to reach it:
+/// from the write that made it a holder (`heldSince`) to now, its start.
+fn handed_over(ctx: &Context, locks: &Locks, ns: &str, uid: &str, refs: &[LockRef]) {
+    let now = SystemTime::now();
+    for r in refs {
+        let since = locks
+            .holding(ns, uid, None, r)
+            .and_then(|c| c.held_since)
+            .and_then(|t| humantime::parse_rfc3339(&t).ok());
+        if let Some(d) = since.and_then(|t| now.duration_since(t).ok()) {
+            ctx.metrics.sync.handover(r.kind, d.as_secs_f64());
         }
     }
 }
@@ -177,13 +208,13 @@ pub(super) fn after_round(
         wf.uid().unwrap_or_default(),
     );
     if status.phase.is_terminal() {
-        locks.forget(&ns, &uid);
+        locks.forget(&uid);
         return;
     }
-    let mut keep: HashSet<(Option<String>, String)> = plan
+    let mut keep: HashSet<(Option<String>, Held)> = plan
         .own
         .iter()
-        .map(|r| (None, object_name(r.kind, &r.name)))
+        .map(|r| (None, Held::of_ref(&ns, r)))
         .collect();
     for (id, refs) in &plan.nodes {
         let Some(n) = node(status, id) else {
@@ -194,11 +225,11 @@ pub(super) fn after_round(
         if waiting || matches!(n.phase, NodePhase::Running | NodePhase::Retrying) {
             keep.extend(
                 refs.iter()
-                    .map(|r| (Some(id.clone()), object_name(r.kind, &r.name))),
+                    .map(|r| (Some(id.clone()), Held::of_ref(&ns, r))),
             );
         }
     }
-    locks.keep_only(&ns, &uid, &keep);
+    locks.keep_only(&uid, &keep);
     let now = timestamp_millis(SystemTime::now());
     for (id, refs) in asks {
         let waits = node(status, id).is_some_and(|n| n.reason.as_deref() == Some(WAITING_FOR_LOCK));
@@ -210,8 +241,8 @@ pub(super) fn after_round(
 
 /// A finished or deleted Workflow's entries, released (cheap when it has
 /// none).
-pub(super) fn release(ctx: &Context, ns: &str, uid: &str) {
+pub(super) fn release(ctx: &Context, uid: &str) {
     if let Some(locks) = ctx.locks.get() {
-        locks.forget(ns, uid);
+        locks.forget(uid);
     }
 }

@@ -60,18 +60,23 @@ pub(super) async fn collect_children(ctx: &Context, wf: &Workflow, status: &Work
 /// with it through their owner references), else looked at again then.
 /// The due time comes from `finishedAt`, so a controller that was down
 /// when it fell due deletes it on its first look.
+/// When a finished Workflow's time to live ends (`None`: it has none).
+pub(super) fn ttl_due(wf: &Workflow, status: &WorkflowStatus, ctx: &Context) -> Option<SystemTime> {
+    let own = wf.spec.spec.ttl_strategy.as_ref();
+    let resolved = status
+        .resolved_spec
+        .as_ref()
+        .and_then(|s| s.ttl_strategy.as_ref());
+    weft_dag::ttl::due(own.or(resolved), ctx.default_ttl(), status)
+}
+
 pub(super) async fn expire(
     api: &Api<Workflow>,
     wf: &Workflow,
     status: &WorkflowStatus,
     ctx: &Context,
 ) -> Result<Requeue, Error> {
-    let own = wf.spec.spec.ttl_strategy.as_ref();
-    let resolved = status
-        .resolved_spec
-        .as_ref()
-        .and_then(|s| s.ttl_strategy.as_ref());
-    let Some(due) = weft_dag::ttl::due(own.or(resolved), ctx.default_ttl(), status) else {
+    let Some(due) = ttl_due(wf, status, ctx) else {
         return Ok(None);
     };
     let now = SystemTime::now();

@@ -4,6 +4,7 @@
 
 pub mod history;
 pub mod standard;
+pub mod sync;
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -56,6 +57,8 @@ pub struct Metrics {
     pub standard: standard::StandardMetrics,
     /// The execution history's (`weft_history_*`).
     pub history: history::HistoryMetrics,
+    /// Synchronization's (`weft_lock_*`).
+    pub sync: sync::SyncMetrics,
 }
 
 impl Default for Metrics {
@@ -93,6 +96,7 @@ impl Default for Metrics {
             tally: Mutex::default(),
             standard: Default::default(),
             history: Default::default(),
+            sync: Default::default(),
         };
         registry.register(
             "cache_lookups",
@@ -215,6 +219,7 @@ impl Default for Metrics {
             m.api_writes.clone(),
         );
         m.history.register(registry);
+        m.sync.register(registry);
         m.standard.register(&mut root);
         *m.registry.lock().unwrap_or_else(|e| e.into_inner()) = root;
         m

@@ -62,6 +62,11 @@ pub struct Claim {
     /// the first ask for a node's. Equal priorities go in this order, so
     /// none starves.
     pub since: String,
+    /// When it was first asked for (RFC 3339, milliseconds): the order of
+    /// arrivals within the same second (a creation time has seconds
+    /// only).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub asked: String,
     /// When it became a holder (RFC 3339, milliseconds): hand-over
     /// latency is measured from the previous holder's release.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -128,6 +133,7 @@ impl LockSpec {
             b.priority
                 .cmp(&a.priority)
                 .then_with(|| a.since.cmp(&b.since))
+                .then_with(|| a.asked.cmp(&b.asked))
                 .then_with(|| a.uid.cmp(&b.uid))
                 .then_with(|| a.node.cmp(&b.node))
         });
@@ -143,16 +149,14 @@ impl LockSpec {
 
     /// What a waiter reads: the lock, who holds it and its place in line.
     pub fn describe_wait(&self, display: &str, uid: &str, node: Option<&str>) -> String {
-        let holders: Vec<String> = self.holders.iter().map(Claim::who).collect();
+        let mut holders: Vec<String> = self.holders.iter().take(3).map(Claim::who).collect();
+        if self.holders.len() > 3 {
+            holders.push(format!("and {} more", self.holders.len() - 3));
+        }
         let place = self.waiters.iter().position(|c| c.is(uid, node));
-        let held = match holders.len() {
+        let held = match self.holders.len() {
             0 => "free".to_string(),
-            _ => format!(
-                "held by {} ({}/{})",
-                holders.join(", "),
-                holders.len(),
-                self.limit
-            ),
+            n => format!("held by {} ({n}/{})", holders.join(", "), self.limit),
         };
         match place {
             Some(i) => format!("waiting for {display}, {held}; number {} in line", i + 1),
@@ -172,6 +176,7 @@ mod tests {
             node: node.map(str::to_string),
             priority,
             since: since.into(),
+            asked: String::new(),
             held_since: None,
         }
     }
@@ -207,6 +212,18 @@ mod tests {
         assert!(l.release("uid-early", None, false));
         assert_eq!(l.settle("t3")[0].who(), "late");
         assert!(!l.release("uid-early", None, false), "released twice");
+    }
+
+    #[test]
+    fn arrivals_in_the_same_second_go_in_the_order_asked() {
+        let mut l = lock(1);
+        let mut second = claim("b-created-second", None, 0, "2026-01-01T00:00:01Z");
+        second.asked = "2026-01-01T00:00:01.900Z".into();
+        let mut first = claim("z-created-first", None, 0, "2026-01-01T00:00:01Z");
+        first.asked = "2026-01-01T00:00:01.200Z".into();
+        l.ask(second);
+        l.ask(first);
+        assert_eq!(l.settle("now")[0].who(), "z-created-first");
     }
 
     #[test]

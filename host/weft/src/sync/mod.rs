@@ -11,10 +11,12 @@
 //! waiters while there is room (`LockSpec::settle`), so a release hands
 //! the lock over in the same write; the watch then wakes the new holders.
 //!
-//! Several locks are taken in one order (kind, then name) and a claimant
+//! Several locks are taken in one order (the controller's parallelism
+//! first, then kind, then name; `limits.rs`) and a claimant
 //! waits on one lock at a time, holding those before it: two workflows
 //! that name the same two mutexes cannot deadlock.
 
+pub mod limits;
 pub mod lock;
 
 use std::collections::{HashMap, HashSet};
@@ -30,6 +32,7 @@ use kube::{Client, ResourceExt};
 use weft_dag::schedule::LockState;
 use weft_dag::spec::sync::{Limit, LockRef};
 
+pub use limits::{Limits, Parallelism};
 pub use lock::{Claim, Lock, LockSpec, object_name};
 
 /// The holders last seen of each lock (namespace, name): (uid, node).
@@ -58,7 +61,7 @@ pub struct Claimant<'a> {
 enum Op {
     /// Queue this claim (with the lock's kind and limit, should it not
     /// exist yet or its limit have changed).
-    Ask(Claim, LockRef),
+    Ask(Box<(Claim, LockRef)>),
     /// Drop a claimant's entries (`all`: every entry of the workflow).
     Release {
         uid: String,
@@ -87,10 +90,32 @@ impl Drop for Locks {
     }
 }
 
-/// Locks taken in one order, whatever the order written.
+/// A Lock object: (namespace, name).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Held(pub String, pub String);
+
+impl Held {
+    /// The Lock `r` names, for a workflow in `ns`.
+    pub fn of_ref(ns: &str, r: &LockRef) -> Held {
+        Held(home(ns, r).to_string(), object_name(r.kind, &r.name))
+    }
+
+    fn of(lock: &Lock) -> Held {
+        Held(lock.namespace().unwrap_or_default(), lock.name_any())
+    }
+}
+
+/// The namespace of the Lock `r` names, for a workflow in `ns`.
+fn home<'a>(ns: &'a str, r: &'a LockRef) -> &'a str {
+    r.namespace.as_deref().unwrap_or(ns)
+}
+
+/// Locks taken in one order, whatever the order written: the
+/// controller's parallelism first (a workflow holds no mutex while it
+/// waits for a slot), then by kind and name.
 fn ordered(refs: &[LockRef]) -> Vec<&LockRef> {
     let mut v: Vec<&LockRef> = refs.iter().collect();
-    v.sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
+    v.sort_by_key(|r| (r.kind != "parallelism", r.kind, &r.name));
     v
 }
 
@@ -125,7 +150,7 @@ impl Locks {
     }
 
     fn get(&self, ns: &str, r: &LockRef) -> Option<Arc<Lock>> {
-        let key = reflector::ObjectRef::new(&object_name(r.kind, &r.name)).within(ns);
+        let key = reflector::ObjectRef::new(&object_name(r.kind, &r.name)).within(home(ns, r));
         self.store.get(&key)
     }
 
@@ -143,6 +168,12 @@ impl Locks {
             return LockState::Waiting(message);
         }
         LockState::Held
+    }
+
+    /// The claimant's entry as a holder of `r`, if it holds it.
+    pub fn holding(&self, ns: &str, uid: &str, node: Option<&str>, r: &LockRef) -> Option<Claim> {
+        let lock = self.get(ns, r)?;
+        lock.spec.holders.iter().find(|c| c.is(uid, node)).cloned()
     }
 
     /// The first lock (in order) the claimant does not hold, if any.
@@ -176,30 +207,26 @@ impl Locks {
             node: c.node.map(str::to_string),
             priority: c.priority,
             since: c.since.clone(),
+            asked: weft_dag::status::timestamp_millis(SystemTime::now()),
             held_since: None,
         };
-        let name = object_name(r.kind, &r.name);
-        self.submit(ns, &name, Op::Ask(claim, r));
+        let (home, name) = (home(ns, &r).to_string(), object_name(r.kind, &r.name));
+        self.submit(&home, &name, Op::Ask(Box::new((claim, r))));
     }
 
     /// Releases the workflow's entries that `keep` does not name (node,
-    /// lock object name): what it finished with.
-    pub fn keep_only(
-        self: &Arc<Self>,
-        ns: &str,
-        uid: &str,
-        keep: &HashSet<(Option<String>, String)>,
-    ) {
-        for lock in self.of_workflow(ns, uid) {
-            let name = lock.name_any();
+    /// [`Held`] lock): what it finished with.
+    pub fn keep_only(self: &Arc<Self>, uid: &str, keep: &HashSet<(Option<String>, Held)>) {
+        for lock in self.of_workflow(uid) {
+            let held = Held::of(&lock);
             let entries = lock.spec.holders.iter().chain(&lock.spec.waiters);
             let drop: HashSet<Option<String>> = entries
-                .filter(|c| c.uid == uid && !keep.contains(&(c.node.clone(), name.clone())))
+                .filter(|c| c.uid == uid && !keep.contains(&(c.node.clone(), held.clone())))
                 .map(|c| c.node.clone())
                 .collect();
             for node in drop {
                 let (uid, all) = (uid.to_string(), false);
-                self.submit(ns, &name, Op::Release { uid, node, all });
+                self.submit(&held.0, &held.1, Op::Release { uid, node, all });
             }
         }
     }
@@ -208,32 +235,33 @@ impl Locks {
     /// or was deleted). Cheap when it has nothing. Before the watch has
     /// listed the Locks (a controller just started) it waits for that,
     /// or a workflow that finished meanwhile would keep its lock.
-    pub fn forget(self: &Arc<Self>, ns: &str, uid: &str) {
+    pub fn forget(self: &Arc<Self>, uid: &str) {
         if self.store.wait_until_ready().now_or_never().is_none() {
-            let (me, ns, uid) = (self.clone(), ns.to_string(), uid.to_string());
+            let (me, uid) = (self.clone(), uid.to_string());
             tokio::spawn(async move {
                 if me.store.wait_until_ready().await.is_ok() {
-                    me.forget(&ns, &uid);
+                    me.forget(&uid);
                 }
             });
             return;
         }
-        for lock in self.of_workflow(ns, uid) {
+        for lock in self.of_workflow(uid) {
             let op = Op::Release {
                 uid: uid.to_string(),
                 node: None,
                 all: true,
             };
-            self.submit(ns, &lock.name_any(), op);
+            let held = Held::of(&lock);
+            self.submit(&held.0, &held.1, op);
         }
     }
 
-    /// Every Lock of `ns` with an entry of the workflow.
-    pub fn of_workflow(&self, ns: &str, uid: &str) -> Vec<Arc<Lock>> {
+    /// Every Lock with an entry of the workflow (uids are unique in the
+    /// cluster; the controller-wide limit lives outside its namespace).
+    pub fn of_workflow(&self, uid: &str) -> Vec<Arc<Lock>> {
         self.store
             .state()
             .into_iter()
-            .filter(|l| l.namespace().as_deref() == Some(ns))
             .filter(|l| {
                 l.spec
                     .holders
@@ -272,7 +300,7 @@ impl Locks {
                 .collect();
             for uid in gone {
                 tracing::info!(lock = %lock.name_any(), namespace = %ns, %uid, "releasing the lock of a Workflow that is gone");
-                self.forget(&ns, uid);
+                self.forget(uid);
             }
         }
     }
@@ -357,7 +385,7 @@ impl Locks {
     /// ConfigMap when it names one; `None` when no ask gives one.
     async fn limit(&self, ns: &str, ops: &[Op]) -> Option<u32> {
         let r = ops.iter().rev().find_map(|op| match op {
-            Op::Ask(_, r) => Some(r),
+            Op::Ask(ask) => Some(&ask.1),
             Op::Release { .. } => None,
         })?;
         match &r.limit {
@@ -384,9 +412,9 @@ impl Locks {
 fn change(spec: &mut LockSpec, ops: &[Op], limit: Option<u32>) {
     for op in ops {
         match op {
-            Op::Ask(claim, r) => {
-                spec.kind = r.kind.to_string();
-                spec.ask(claim.clone());
+            Op::Ask(ask) => {
+                spec.kind = ask.1.kind.to_string();
+                spec.ask(ask.0.clone());
             }
             Op::Release { uid, node, all } => {
                 spec.release(uid, node.as_deref(), *all);

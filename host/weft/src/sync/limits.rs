@@ -1,0 +1,103 @@
+//! The controller's own limits on running workflows (Argo's
+//! `parallelism` and `namespaceParallelism`): `--parallelism` (all
+//! workflows) and `--namespace-parallelism` (per namespace, overridden by
+//! the Namespace's `weft.dev/parallelism` annotation). Each is a lock
+//! of kind `parallelism` that top-level workflows take before they start,
+//! so the waiting, ordering (priority, then creation) and restarts work
+//! as for any semaphore.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::{Api, Client};
+use weft_dag::spec::sync::{Limit, LockRef};
+
+/// The annotation on a Namespace that sets its own limit (`0`: none).
+pub const NAMESPACE_ANNOTATION: &str = "weft.dev/parallelism";
+
+/// How long a Namespace's annotation is trusted before it is read again.
+const KEEP: Duration = Duration::from_secs(10);
+
+/// The limits the controller was started with.
+#[derive(Debug, Clone, Default)]
+pub struct Limits {
+    /// Running workflows in all (`--parallelism`).
+    pub parallelism: Option<u32>,
+    /// Running workflows per namespace (`--namespace-parallelism`).
+    pub namespace_parallelism: Option<u32>,
+    /// Where the controller-wide lock lives: the controller's namespace.
+    pub home: String,
+}
+
+/// The limits in force, with Namespaces' overrides read and kept briefly.
+#[derive(Debug, Default)]
+pub struct Parallelism {
+    limits: Limits,
+    namespaces: Mutex<HashMap<String, (Option<u32>, Instant)>>,
+}
+
+impl Parallelism {
+    /// Limits from the flags.
+    pub fn new(limits: Limits) -> Self {
+        Parallelism {
+            limits,
+            namespaces: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The parallelism locks a top-level workflow in `ns` takes.
+    pub async fn locks(&self, client: &Client, ns: &str) -> Vec<LockRef> {
+        let mut out = Vec::new();
+        if let Some(n) = self.limits.parallelism.filter(|n| *n > 0) {
+            out.push(lock("controller", n, Some(self.limits.home.clone())));
+        }
+        if let Some(n) = self.namespace_limit(client, ns).await {
+            out.push(lock("namespace", n, None));
+        }
+        out
+    }
+
+    /// The namespace's own limit: its annotation, else the flag.
+    async fn namespace_limit(&self, client: &Client, ns: &str) -> Option<u32> {
+        let kept = self.lock().get(ns).copied();
+        if let Some((n, _)) = kept.filter(|(_, at)| at.elapsed() < KEEP) {
+            return n;
+        }
+        let api: Api<Namespace> = Api::all(client.clone());
+        let annotated = match api.get_opt(ns).await {
+            Ok(found) => found
+                .and_then(|n| n.metadata.annotations)
+                .and_then(|a| a.get(NAMESPACE_ANNOTATION).cloned()),
+            Err(e) => {
+                tracing::debug!(namespace = %ns, "cannot read the Namespace's parallelism annotation: {e}");
+                None
+            }
+        };
+        let n = match annotated.as_deref().map(str::trim).map(str::parse::<u32>) {
+            Some(Ok(n)) => Some(n),
+            Some(Err(_)) => {
+                tracing::warn!(namespace = %ns, value = ?annotated, "{NAMESPACE_ANNOTATION} is not a number; using --namespace-parallelism");
+                self.limits.namespace_parallelism
+            }
+            None => self.limits.namespace_parallelism,
+        };
+        let n = n.filter(|n| *n > 0);
+        self.lock().insert(ns.to_string(), (n, Instant::now()));
+        n
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Option<u32>, Instant)>> {
+        self.namespaces.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn lock(name: &str, n: u32, namespace: Option<String>) -> LockRef {
+    LockRef {
+        kind: "parallelism",
+        name: name.to_string(),
+        limit: Limit::Fixed(n),
+        namespace,
+    }
+}
