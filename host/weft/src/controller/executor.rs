@@ -385,7 +385,10 @@ impl PluginExecutor {
 impl Executor for PluginExecutor {
     fn acquire(&mut self, node: &str, locks: &[LockRef]) -> LockState {
         self.lock_asks.push((node.to_string(), locks.to_vec()));
-        super::sync::state(self.locks.as_ref(), &self.namespace, &self.uid, node, locks)
+        match &self.locks {
+            Some(l) => l.state(&self.namespace, &self.uid, Some(node), locks),
+            None => LockState::Held,
+        }
     }
 
     fn serves(&self, task_type: &str) -> bool {

@@ -2,7 +2,7 @@
 //! a workflow that has not started waits `Pending` for its own locks
 //! (`gate`, before the round); a node waits for its locks inside the
 //! round (`Executor::acquire`, answered from the Locks' watch cache by
-//! [`state`]); after the round, waiting nodes are queued and whatever a
+//! `Locks::state`); after the round, waiting nodes are queued and whatever a
 //! finished node or workflow held is released (`after_round`). A
 //! Workflow deleted is released on its watch Delete (`intake.rs`), one
 //! deleted while no controller ran by the sweep.
@@ -82,20 +82,6 @@ impl Plan {
             .filter_map(|n| Some((n.id.clone(), n.synchronization.as_ref()?.locks())))
             .collect();
         Plan { own, nodes }
-    }
-}
-
-/// A node's answer for the round (`PluginExecutor::acquire`).
-pub(super) fn state(
-    locks: Option<&Arc<Locks>>,
-    ns: &str,
-    uid: &str,
-    node: &str,
-    refs: &[LockRef],
-) -> LockState {
-    match locks {
-        Some(l) => l.state(ns, uid, Some(node), refs),
-        None => LockState::Held,
     }
 }
 
