@@ -222,7 +222,7 @@ async fn submit_list_and_templates_through_the_binary() {
                 .next()
                 .unwrap()
                 .split_whitespace()
-                .eq(["NAME", "PHASE", "PROGRESS", "AGE", "DURATION"]),
+                .eq(["NAME", "PHASE", "PROGRESS", "AGE", "DURATION", "MESSAGE"]),
         "{out}"
     );
     let table = rows(&out);

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use common::cluster::Bed;
 use common::{kubectl, weft};
 use kube::Api;
+use weft::admin::pb;
 use weft::api::Workflow;
 use weft::sync::Lock;
 use weft_dag::{NodePhase, WorkflowPhase};
@@ -101,6 +102,19 @@ async fn wait_all(api: &Api<Workflow>, names: &[String], secs: u64) -> Vec<Workf
     }
 }
 
+async fn admin_client(
+    port: u16,
+) -> pb::admin_service_client::AdminServiceClient<tonic::transport::Channel> {
+    let url = format!("http://127.0.0.1:{port}");
+    for _ in 0..100 {
+        if let Ok(c) = pb::admin_service_client::AdminServiceClient::connect(url.clone()).await {
+            return c;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no admin API at {url}");
+}
+
 /// Samples the Lock until `stop`: the most holders it ever had.
 async fn most_holders(
     locks: Api<Lock>,
@@ -121,7 +135,11 @@ async fn most_holders(
 async fn ten_workflows_on_one_mutex_never_overlap_across_three_controller_kills() {
     let bed = Bed::start().await;
     let log = bed.path("runs.log");
-    let mut controller = bed.controller("sync-0", &[]);
+    let (port, config) = (common::free_port(), bed.path("admin.yaml"));
+    let admin = format!("listen: 127.0.0.1:{port}\nmiddleware: []\n");
+    std::fs::write(&config, admin).unwrap();
+    let args = ["--admin-config", config.to_str().unwrap()];
+    let mut controller = bed.controller("sync-0", &args);
     let names: Vec<String> = (0..10).map(|i| format!("mx-{i}")).collect();
     for name in &names {
         let spec = format!(
@@ -179,12 +197,36 @@ async fn ten_workflows_on_one_mutex_never_overlap_across_three_controller_kills(
         table.contains("mutex.db") && table.contains("mx-"),
         "{table}"
     );
+    // The admin API's ListLocks shows the same.
+    let mut client = admin_client(port).await;
+    let request = pb::ListLocksRequest {
+        namespace: bed.ns.clone(),
+    };
+    let locks_seen = client.list_locks(request).await.unwrap().into_inner().locks;
+    let db = locks_seen
+        .iter()
+        .find(|l| l.lock == "mutex/db")
+        .expect("mutex/db listed");
+    assert_eq!(db.limit, 1);
+    assert!(db.holders.len() <= 1 && !db.waiters.is_empty(), "{db:?}");
+    assert!(
+        db.waiters
+            .iter()
+            .all(|w| w.workflow.starts_with("mx-") && w.node.is_empty())
+    );
+    // And `weft list` says why the others are Pending.
+    let out = weft(&bed.kubeconfig, &["list", "-n", &bed.ns]).await;
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        listed.contains("Pending") && listed.contains("waiting for mutex/db"),
+        "{listed}"
+    );
 
     // SIGKILL the controller three times while a holder runs.
     for _ in 0..3 {
         tokio::time::sleep(Duration::from_millis(700)).await;
         controller.kill();
-        controller = bed.controller("sync-0", &[]);
+        controller = bed.controller("sync-0", &args);
     }
     let done = wait_all(&api, &names, 120).await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);

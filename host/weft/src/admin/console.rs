@@ -317,3 +317,38 @@ fn plugin_name(p: &Plugin) -> &str {
         Plugin::WebApi(w) => w.name(),
     }
 }
+
+/// ListLocks: the namespace's Lock objects, read from the API server
+/// (the same truth the controller acts on).
+pub async fn locks(client: &Client, namespace: &str) -> Result<pb::ListLocksResponse, Status> {
+    let api: kube::Api<crate::sync::Lock> = kube::Api::namespaced(client.clone(), namespace);
+    let mut items = api
+        .list(&Default::default())
+        .await
+        .map_err(|e| Status::unavailable(format!("listing Locks in {namespace}: {e}")))?
+        .items;
+    items.sort_by_key(|l| l.metadata.name.clone());
+    let claim = |c: &crate::sync::Claim| pb::LockClaim {
+        workflow: c.workflow.clone(),
+        node: c.node.clone().unwrap_or_default(),
+        priority: c.priority,
+        since: c.since.clone(),
+        held_since: c.held_since.clone().unwrap_or_default(),
+    };
+    let locks = items
+        .iter()
+        .map(|l| pb::LockInfo {
+            namespace: namespace.to_string(),
+            lock: l
+                .metadata
+                .name
+                .clone()
+                .unwrap_or_default()
+                .replacen('.', "/", 1),
+            limit: l.spec.limit,
+            holders: l.spec.holders.iter().map(claim).collect(),
+            waiters: l.spec.waiters.iter().map(claim).collect(),
+        })
+        .collect();
+    Ok(pb::ListLocksResponse { locks })
+}

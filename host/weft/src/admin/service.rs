@@ -256,6 +256,18 @@ impl pb::admin_service_server::AdminService for AdminService {
             .await
     }
 
+    async fn list_locks(
+        &self,
+        request: Request<pb::ListLocksRequest>,
+    ) -> Result<Response<pb::ListLocksResponse>, Status> {
+        self.chain
+            .call(method!("ListLocks"), request, |c, r| async move {
+                self.authorize(&c, Some(&r.namespace))?;
+                console::locks(&self.client, &r.namespace).await
+            })
+            .await
+    }
+
     async fn create_upload_location(
         &self,
         request: Request<pb::CreateUploadLocationRequest>,

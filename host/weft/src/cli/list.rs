@@ -99,9 +99,17 @@ fn render(mut workflows: Vec<Workflow>, namespaces: bool, now: SystemTime) -> St
             .then_with(|| a.name_any().cmp(&b.name_any()))
     });
     let mut rows = vec![
-        ["NAMESPACE", "NAME", "PHASE", "PROGRESS", "AGE", "DURATION"]
-            .map(String::from)
-            .to_vec(),
+        [
+            "NAMESPACE",
+            "NAME",
+            "PHASE",
+            "PROGRESS",
+            "AGE",
+            "DURATION",
+            "MESSAGE",
+        ]
+        .map(String::from)
+        .to_vec(),
     ];
     for wf in &workflows {
         let status = wf.status.clone().unwrap_or_default();
@@ -122,6 +130,7 @@ fn render(mut workflows: Vec<Workflow>, namespaces: bool, now: SystemTime) -> St
             status.progress.unwrap_or_else(|| "-".into()),
             age.unwrap_or_else(|| "-".into()),
             duration.unwrap_or_else(|| "-".into()),
+            message(status.message.as_deref()),
         ]);
     }
     if !namespaces {
@@ -130,6 +139,16 @@ fn render(mut workflows: Vec<Workflow>, namespaces: bool, now: SystemTime) -> St
         }
     }
     table(&rows)
+}
+
+/// A status message on one line, at most 80 characters (as `argo list`'s
+/// MESSAGE: why a workflow waits or failed).
+fn message(m: Option<&str>) -> String {
+    let line = m.unwrap_or_default().lines().next().unwrap_or_default();
+    match line.chars().count() > 80 {
+        true => line.chars().take(79).chain(['…']).collect(),
+        false => line.to_string(),
+    }
 }
 
 /// When the object was created.

@@ -81,6 +81,8 @@ pub struct Locks {
     client: Client,
     store: Store<Lock>,
     pending: Mutex<HashMap<(String, String), Pending>>,
+    /// The last version of each lock this process wrote.
+    written: Mutex<HashMap<(String, String), Arc<Lock>>>,
     watch: tokio::task::AbortHandle,
 }
 
@@ -145,6 +147,7 @@ impl Locks {
             client,
             store,
             pending: Mutex::new(HashMap::new()),
+            written: Mutex::new(HashMap::new()),
             watch: watch.abort_handle(),
         })
     }
@@ -305,6 +308,10 @@ impl Locks {
         }
     }
 
+    fn written(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Arc<Lock>>> {
+        self.written.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn submit(self: &Arc<Self>, ns: &str, name: &str, op: Op) {
         let key = (ns.to_string(), name.to_string());
         let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
@@ -352,7 +359,13 @@ impl Locks {
     async fn write(&self, ns: &str, name: &str, ops: &[Op]) -> anyhow::Result<()> {
         let api: Api<Lock> = Api::namespaced(self.client.clone(), ns);
         let limit = self.limit(ns, ops).await;
-        let mut cached = self.store.get(&reflector::ObjectRef::new(name).within(ns));
+        // What this process last wrote is newer than the watch cache,
+        // which lags behind that write: start from it (a conflict, when
+        // another replica wrote since, reads the lock again).
+        let key = (ns.to_string(), name.to_string());
+        let mine = self.written().get(&key).cloned();
+        let mut cached =
+            mine.or_else(|| self.store.get(&reflector::ObjectRef::new(name).within(ns)));
         for _ in 0..20 {
             let current = match cached.take() {
                 Some(l) => Some((*l).clone()),
@@ -373,8 +386,12 @@ impl Locks {
                 false => api.create(&PostParams::default(), &lock).await,
             };
             match result {
-                Ok(_) => return Ok(()),
-                Err(kube::Error::Api(e)) if e.code == 409 => continue,
+                Ok(stored) => {
+                    self.written().insert(key, Arc::new(stored));
+                    return Ok(());
+                }
+                // Changed or deleted meanwhile: read it again.
+                Err(kube::Error::Api(e)) if e.code == 409 || (e.code == 404 && exists) => continue,
                 Err(e) => return Err(e.into()),
             }
         }

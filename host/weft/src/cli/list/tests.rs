@@ -59,12 +59,22 @@ fn the_table_is_newest_first_with_durations() {
     let out = render(rows.clone(), false, now);
     assert_eq!(
         out,
-        "NAME     PHASE       PROGRESS   AGE   DURATION\n\
+        "NAME     PHASE       PROGRESS   AGE   DURATION   MESSAGE\n\
              unseen   Pending     -          1s    -\n\
              new      Running     0/1        5s    4s\n\
              old      Succeeded   3/3        4h    3m2s\n"
     );
     let all = render(rows, true, now);
     assert!(all.starts_with("NAMESPACE   NAME"), "{all}");
+    let waiting = wf(
+        "queued",
+        "b",
+        "2025-01-01T11:59:58Z",
+        json!({"phase": "Pending", "message": format!("waiting for mutex/db, held by old (1/1); {}", "x".repeat(90))}),
+    );
+    let out = render(vec![waiting], false, now);
+    let row = out.lines().nth(1).unwrap();
+    assert!(row.starts_with("queued   Pending   -          2s    -          waiting for mutex/db, held by old (1/1); x"), "{out}");
+    assert!(row.ends_with("x…") && row.chars().count() < 160, "{out}");
     assert!(all.contains("\na           old "), "{all}");
 }
