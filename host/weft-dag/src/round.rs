@@ -157,6 +157,12 @@ pub trait Executor {
     fn acquire(&mut self, _node: &str, _locks: &[crate::spec::sync::LockRef]) -> LockState {
         LockState::Held
     }
+    /// The resource pools a task of this type takes a slot of (Flyte's
+    /// resource manager: the operator caps a task type's running tasks
+    /// per namespace), asked with the node's own locks.
+    fn pools(&self, _task: &TaskSpec) -> Vec<crate::spec::sync::LockRef> {
+        Vec::new()
+    }
     /// Whether some plugin serves a task type (checked on the nodes a
     /// dynamic node generates).
     fn serves(&self, _task_type: &str) -> bool {
@@ -203,9 +209,15 @@ pub trait Executor {
 pub enum LockState {
     /// It holds them all: it may start.
     Held,
-    /// It waits (`Pending`, reason `WaitingForLock`) with this message:
+    /// It waits (`Pending`) for the lock of this kind (`pool`: reason
+    /// `WaitingForResources`, else `WaitingForLock`), with this message:
     /// what it waits for and who holds it.
-    Waiting(String),
+    Waiting {
+        /// The kind of the lock it waits for.
+        kind: &'static str,
+        /// What it waits for and who holds it.
+        message: String,
+    },
 }
 
 /// A cached task node's look-up or store.

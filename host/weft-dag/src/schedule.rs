@@ -21,6 +21,20 @@ pub use crate::round::{
 
 /// The reason of a node that waits for a lock of its `synchronization`.
 pub const WAITING_FOR_LOCK: &str = "WaitingForLock";
+
+/// The reason of a node that waits for a slot of its task type's
+/// resource pool.
+pub const WAITING_FOR_RESOURCES: &str = "WaitingForResources";
+
+/// The task a node runs (a task, array or dynamic node's), if any.
+pub fn node_task(spec: &NodeSpec) -> Option<&crate::spec::TaskSpec> {
+    match (&spec.task, &spec.array, &spec.dynamic) {
+        (Some(t), _, _) => Some(t),
+        (_, Some(a), _) => Some(&a.task),
+        (_, _, Some(d)) => Some(&d.task),
+        _ => None,
+    }
+}
 use crate::spec::{NodeSpec, WorkflowSpec};
 use crate::status::{
     ExitStatus, NodePhase, NodeStatus, WorkflowPhase, WorkflowStatus, parse_timestamp, timestamp,
@@ -631,23 +645,39 @@ impl<E: Executor> Round<'_, E> {
         });
     }
 
-    /// Whether a node may start as far as its `synchronization` goes: it
-    /// holds every lock, or it stays `Pending` saying what it waits for
-    /// (the lock's watch wakes the workflow when that changes).
+    /// Whether a node may start as far as its `synchronization` and its
+    /// task type's resource pool go: it holds every lock, or it stays
+    /// `Pending` saying what it waits for (the lock's watch wakes the
+    /// workflow when that changes).
     fn holds_locks(&mut self, spec: &NodeSpec, n: &CompiledNode, st: &mut NodeStatus) -> bool {
-        let Some(s) = &spec.synchronization else {
+        let mut refs = spec
+            .synchronization
+            .as_ref()
+            .map(|s| s.locks())
+            .unwrap_or_default();
+        if let Some(task) = node_task(spec) {
+            refs.extend(self.exec.pools(task));
+        }
+        if refs.is_empty() {
             return true;
-        };
-        match self.exec.acquire(&n.id, &s.locks()) {
+        }
+        match self.exec.acquire(&n.id, &refs) {
             LockState::Held => {
-                if st.reason.as_deref() == Some(WAITING_FOR_LOCK) {
+                if matches!(
+                    st.reason.as_deref(),
+                    Some(WAITING_FOR_LOCK | WAITING_FOR_RESOURCES)
+                ) {
                     st.reason = None;
                     st.message = None;
                 }
                 true
             }
-            LockState::Waiting(message) => {
-                st.reason = Some(WAITING_FOR_LOCK.into());
+            LockState::Waiting { kind, message } => {
+                let reason = match kind {
+                    "pool" => WAITING_FOR_RESOURCES,
+                    _ => WAITING_FOR_LOCK,
+                };
+                st.reason = Some(reason.into());
                 st.message = Some(message);
                 false
             }
@@ -658,11 +688,8 @@ impl<E: Executor> Round<'_, E> {
     /// plugin being loaded). It stays `Pending` with the reason; past the
     /// executor's timeout it fails on the system budget.
     fn waits(&mut self, spec: &NodeSpec, n: &CompiledNode, st: &mut NodeStatus) -> bool {
-        let task = match (&spec.task, &spec.array, &spec.dynamic) {
-            (Some(t), _, _) => t,
-            (_, Some(a), _) => &a.task,
-            (_, _, Some(d)) => &d.task,
-            _ => return false,
+        let Some(task) = node_task(spec) else {
+            return false;
         };
         let Readiness::Wait {
             reason,

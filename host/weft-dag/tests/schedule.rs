@@ -63,7 +63,10 @@ impl Executor for Script {
         let names: Vec<String> = locks.iter().map(|l| l.display()).collect();
         self.asks.push((node.to_string(), names.clone()));
         match names.iter().find(|n| self.taken.contains(*n)) {
-            Some(n) => weft_dag::schedule::LockState::Waiting(format!("waiting for {n}")),
+            Some(n) => weft_dag::schedule::LockState::Waiting {
+                kind: "semaphore",
+                message: format!("waiting for {n}"),
+            },
             None => weft_dag::schedule::LockState::Held,
         }
     }

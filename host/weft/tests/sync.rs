@@ -461,3 +461,58 @@ async fn with_parallelism_one_queued_workflows_start_by_priority_then_creation()
     controller.kill();
     bed.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resource_pool_caps_a_task_type_across_workflows_of_a_namespace() {
+    let bed = Bed::start().await;
+    let log = bed.path("runs.log");
+    let mut controller = bed.controller("sync-4", &["--resource-pool", "pod=2"]);
+    // Two workflows of three pod nodes each share the namespace's pool.
+    for w in ["pool-a", "pool-b"] {
+        let nodes: String = (0..3)
+            .map(|i| {
+                format!(
+                    "    - {{id: n{i}, task: {}}}\n",
+                    recorded(&format!("{w}/n{i}"), &log, 0.4)
+                )
+            })
+            .collect();
+        create(&bed, &workflow(w, &format!("  nodes:\n{nodes}"))).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = weft(&bed.kubeconfig, &["get", "pool-b", "-n", &bed.ns]).await;
+        let text = String::from_utf8_lossy(&out.stdout);
+        if text.contains("WaitingForResources")
+            && text.contains("waiting for pool/pod, held by pool-")
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no node seen waiting for the pool: {text}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let api: Api<Workflow> = Api::namespaced(bed.client.clone(), &bed.ns);
+    let names = ["pool-a".to_string(), "pool-b".to_string()];
+    for wf in wait_all(&api, &names, 120).await {
+        let status = wf.status.unwrap();
+        assert_eq!(
+            status.phase,
+            WorkflowPhase::Succeeded,
+            "{:?}",
+            status.message
+        );
+        assert!(
+            status.nodes.values().all(|n| n.reason.is_none()),
+            "{:?}",
+            status.nodes
+        );
+    }
+    let runs = intervals(&log);
+    assert_eq!(runs.len(), 6, "{runs:?}");
+    assert_eq!(most_at_once(&runs), 2, "{runs:?}");
+    controller.kill();
+    bed.stop().await;
+}

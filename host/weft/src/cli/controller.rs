@@ -138,6 +138,12 @@ pub struct ControllerArgs {
         env = "WEFT_NAMESPACE_PARALLELISM"
     )]
     pub namespace_parallelism: u32,
+    /// A resource pool: at most N tasks of TYPE run at once in each
+    /// namespace (Flyte's resource manager; e.g. `http=20` for a
+    /// quota-limited service); the others wait `Pending`
+    /// (`WaitingForResources`). Repeatable.
+    #[arg(long = "resource-pool", value_name = "TYPE=N", value_parser = crate::sync::limits::parse_pool)]
+    pub resource_pools: Vec<(String, u32)>,
     /// Alpha and beta features on or off, `Name=true,Other=false`
     /// (Kubernetes' --feature-gates); `weft controller --print-config`
     /// lists them.
@@ -452,6 +458,7 @@ pub fn controller(args: ControllerArgs) -> anyhow::Result<ExitCode> {
                         .namespace
                         .clone()
                         .unwrap_or_else(|| args.election.leader_elect_namespace.clone()),
+                    pools: args.resource_pools.iter().cloned().collect(),
                 },
             },
             grace: args.graceful_shutdown_timeout,

@@ -139,7 +139,7 @@ pub struct Context {
     /// controller, `run.rs`).
     pub(super) locks: OnceLock<Arc<crate::sync::Locks>>,
     /// The controller's limits on running workflows.
-    pub(super) parallelism: crate::sync::Parallelism,
+    pub(super) parallelism: Arc<crate::sync::Parallelism>,
 }
 
 impl Context {
@@ -194,7 +194,7 @@ impl Context {
             gc: artifact_gc::Collector::default(),
             history: settings.history.map(OnceLock::from).unwrap_or_default(),
             locks: OnceLock::new(),
-            parallelism: crate::sync::Parallelism::new(settings.limits),
+            parallelism: Arc::new(crate::sync::Parallelism::new(settings.limits)),
         })
     }
 

@@ -103,8 +103,9 @@ pub struct PluginExecutor {
     archive_logs: Option<bool>,
     /// The earliest end of a quota wait of this round's nodes.
     pub wake_at: Option<std::time::Instant>,
-    /// The locks (`synchronization`).
+    /// The locks (`synchronization`), and the resource pools.
     locks: Option<Arc<crate::sync::Locks>>,
+    pools: Option<Arc<crate::sync::Parallelism>>,
     /// The nodes that asked for their locks this round, and the locks.
     pub lock_asks: Vec<(String, Vec<LockRef>)>,
 }
@@ -138,6 +139,7 @@ impl PluginExecutor {
             unwatched: Vec::new(),
             wake_at: None,
             locks: None,
+            pools: None,
             lock_asks: Vec::new(),
             pins: Vec::new(),
             plugin_wait: DEFAULT_PLUGIN_WAIT,
@@ -303,8 +305,13 @@ impl PluginExecutor {
     }
 
     /// Answer nodes' `synchronization` from these locks.
-    pub fn with_locks(mut self, locks: Option<Arc<crate::sync::Locks>>) -> Self {
+    pub fn with_locks(
+        mut self,
+        locks: Option<Arc<crate::sync::Locks>>,
+        pools: Arc<crate::sync::Parallelism>,
+    ) -> Self {
         self.locks = locks;
+        self.pools = Some(pools);
         self
     }
 
@@ -383,6 +390,11 @@ impl PluginExecutor {
 }
 
 impl Executor for PluginExecutor {
+    fn pools(&self, task: &TaskSpec) -> Vec<LockRef> {
+        let pool = self.pools.as_ref().and_then(|p| p.pool(&task.task_type));
+        pool.into_iter().collect()
+    }
+
     fn acquire(&mut self, node: &str, locks: &[LockRef]) -> LockState {
         self.lock_asks.push((node.to_string(), locks.to_vec()));
         match &self.locks {

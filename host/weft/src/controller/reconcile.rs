@@ -258,7 +258,7 @@ fn executor(cur: &Current, ctx: &Context, io: super::repositories::Found) -> Plu
         skip_cache.is_none_or(|v| v != "true"),
     )
     .with_plugin_wait(ctx.plugin_wait())
-    .with_locks(ctx.locks.get().cloned())
+    .with_locks(ctx.locks.get().cloned(), ctx.parallelism.clone())
 }
 
 /// The scheduler round, in a blocking task: plugin calls are synchronous.

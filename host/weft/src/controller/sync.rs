@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 
 use kube::ResourceExt;
 use kube::runtime::reflector::Store;
-use weft_dag::schedule::{LockState, WAITING_FOR_LOCK};
+use weft_dag::schedule::{LockState, WAITING_FOR_LOCK, WAITING_FOR_RESOURCES};
 use weft_dag::spec::sync::LockRef;
 use weft_dag::status::{NodeStatus, SyncStatus, timestamp_millis};
 use weft_dag::{NodePhase, WorkflowSpec, WorkflowStatus};
@@ -79,7 +79,17 @@ impl Plan {
             .nodes
             .iter()
             .chain(&spec.on_exit)
-            .filter_map(|n| Some((n.id.clone(), n.synchronization.as_ref()?.locks())))
+            .filter_map(|n| {
+                let mut refs = n
+                    .synchronization
+                    .as_ref()
+                    .map(|s| s.locks())
+                    .unwrap_or_default();
+                let task = weft_dag::schedule::node_task(n);
+                let pool = task.and_then(|t| ctx.parallelism.pool(&t.task_type));
+                refs.extend(pool);
+                (!refs.is_empty()).then(|| (n.id.clone(), refs))
+            })
             .collect();
         Plan { own, nodes }
     }
@@ -129,7 +139,7 @@ pub(super) fn gate(ctx: &Context, wf: &Workflow, plan: &Plan, status: &mut Workf
             });
             false
         }
-        LockState::Waiting(message) => {
+        LockState::Waiting { message, .. } => {
             let created = wf.metadata.creation_timestamp.as_ref();
             let since =
                 created.map_or_else(|| timestamp_millis(SystemTime::now()), |t| t.0.to_string());
@@ -171,6 +181,14 @@ fn handed_over(ctx: &Context, locks: &Locks, ns: &str, uid: &str, refs: &[LockRe
     }
 }
 
+/// Whether a node waits for a lock or a resource pool's slot.
+fn waits(n: &NodeStatus) -> bool {
+    matches!(
+        n.reason.as_deref(),
+        Some(WAITING_FOR_LOCK | WAITING_FOR_RESOURCES)
+    )
+}
+
 /// The node's status, in the main DAG or the exit handler.
 fn node<'a>(status: &'a WorkflowStatus, id: &str) -> Option<&'a NodeStatus> {
     let exit = status.on_exit.as_ref().and_then(|e| e.nodes.get(id));
@@ -206,8 +224,7 @@ pub(super) fn after_round(
         let Some(n) = node(status, id) else {
             continue;
         };
-        let waiting =
-            n.phase == NodePhase::Pending && n.reason.as_deref() == Some(WAITING_FOR_LOCK);
+        let waiting = n.phase == NodePhase::Pending && waits(n);
         if waiting || matches!(n.phase, NodePhase::Running | NodePhase::Retrying) {
             keep.extend(
                 refs.iter()
@@ -218,8 +235,8 @@ pub(super) fn after_round(
     locks.keep_only(&uid, &keep);
     let now = timestamp_millis(SystemTime::now());
     for (id, refs) in asks {
-        let waits = node(status, id).is_some_and(|n| n.reason.as_deref() == Some(WAITING_FOR_LOCK));
-        if waits {
+        let waiting = node(status, id).is_some_and(waits);
+        if waiting {
             locks.ask(&ns, &claimant(wf, Some(id), now.clone()), refs);
         }
     }

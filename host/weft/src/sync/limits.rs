@@ -4,7 +4,9 @@
 //! the Namespace's `weft.dev/parallelism` annotation). Each is a lock
 //! of kind `parallelism` that top-level workflows take before they start,
 //! so the waiting, ordering (priority, then creation) and restarts work
-//! as for any semaphore.
+//! as for any semaphore. Resource pools (`--resource-pool TYPE=N`,
+//! Flyte's resource manager) are locks of kind `pool`, one per task type
+//! and namespace, that each such task node takes while it runs.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -29,6 +31,24 @@ pub struct Limits {
     pub namespace_parallelism: Option<u32>,
     /// Where the controller-wide lock lives: the controller's namespace.
     pub home: String,
+    /// Resource pools: at most this many running tasks of a task type
+    /// per namespace (`--resource-pool TYPE=N`).
+    pub pools: std::collections::BTreeMap<String, u32>,
+}
+
+/// Parses `--resource-pool TYPE=N`.
+pub fn parse_pool(s: &str) -> Result<(String, u32), String> {
+    let (t, n) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?}: expected TASK_TYPE=N, e.g. http=20"))?;
+    let n: u32 = n
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?}: {n:?} is not a number of tasks"))?;
+    if t.trim().is_empty() || n == 0 {
+        return Err(format!("{s:?}: needs a task type and a cap of at least 1"));
+    }
+    Ok((t.trim().to_string(), n))
 }
 
 /// The limits in force, with Namespaces' overrides read and kept briefly.
@@ -45,6 +65,22 @@ impl Parallelism {
             limits,
             namespaces: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The resource pool a task of `task_type` takes a slot of, if any:
+    /// a lock of kind `pool` in the workflow's namespace.
+    pub fn pool(&self, task_type: &str) -> Option<LockRef> {
+        let n = *self.limits.pools.get(task_type)?;
+        let name: String = task_type
+            .chars()
+            .map(|c| match c.is_ascii_alphanumeric() || c == '.' {
+                true => c.to_ascii_lowercase(),
+                false => '-',
+            })
+            .collect();
+        let mut r = lock(name.trim_matches('-'), n, None);
+        r.kind = "pool";
+        Some(r)
     }
 
     /// The parallelism locks a top-level workflow in `ns` takes.

@@ -168,7 +168,10 @@ impl Locks {
                 Some(l) => l.spec.describe_wait(&r.display(), uid, node),
                 None => format!("waiting for {}", r.display()),
             };
-            return LockState::Waiting(message);
+            return LockState::Waiting {
+                kind: r.kind,
+                message,
+            };
         }
         LockState::Held
     }
