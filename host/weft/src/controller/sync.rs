@@ -181,6 +181,26 @@ fn handed_over(ctx: &Context, locks: &Locks, ns: &str, uid: &str, refs: &[LockRe
     }
 }
 
+/// The claims a running workflow keeps: its own, and those of its nodes
+/// that run (retries included) or wait; the rest are released.
+fn keep(ns: &str, plan: &Plan, status: &WorkflowStatus) -> HashSet<(Option<String>, Held)> {
+    let mut keep: HashSet<(Option<String>, Held)> = plan
+        .own
+        .iter()
+        .map(|r| (None, Held::of_ref(ns, r)))
+        .collect();
+    for (id, refs) in &plan.nodes {
+        let Some(n) = node(status, id) else {
+            continue;
+        };
+        let waiting = n.phase == NodePhase::Pending && waits(n);
+        if waiting || matches!(n.phase, NodePhase::Running | NodePhase::Retrying) {
+            keep.extend(refs.iter().map(|r| (Some(id.clone()), Held::of_ref(ns, r))));
+        }
+    }
+    keep
+}
+
 /// Whether a node waits for a lock or a resource pool's slot.
 fn waits(n: &NodeStatus) -> bool {
     matches!(
@@ -215,24 +235,7 @@ pub(super) fn after_round(
         locks.forget(&uid);
         return;
     }
-    let mut keep: HashSet<(Option<String>, Held)> = plan
-        .own
-        .iter()
-        .map(|r| (None, Held::of_ref(&ns, r)))
-        .collect();
-    for (id, refs) in &plan.nodes {
-        let Some(n) = node(status, id) else {
-            continue;
-        };
-        let waiting = n.phase == NodePhase::Pending && waits(n);
-        if waiting || matches!(n.phase, NodePhase::Running | NodePhase::Retrying) {
-            keep.extend(
-                refs.iter()
-                    .map(|r| (Some(id.clone()), Held::of_ref(&ns, r))),
-            );
-        }
-    }
-    locks.keep_only(&uid, &keep);
+    locks.keep_only(&uid, &keep(&ns, plan, status));
     let now = timestamp_millis(SystemTime::now());
     for (id, refs) in asks {
         let waiting = node(status, id).is_some_and(waits);
@@ -247,5 +250,64 @@ pub(super) fn after_round(
 pub(super) fn release(ctx: &Context, uid: &str) {
     if let Some(locks) = ctx.locks.get() {
         locks.forget(uid);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weft_dag::spec::sync::Limit;
+
+    fn lock(kind: &'static str, name: &str) -> LockRef {
+        LockRef {
+            kind,
+            name: name.into(),
+            limit: Limit::Fixed(1),
+            namespace: None,
+        }
+    }
+
+    fn node(phase: NodePhase, reason: Option<&str>) -> NodeStatus {
+        NodeStatus {
+            phase,
+            reason: reason.map(String::from),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn running_and_waiting_nodes_keep_their_claims_and_finished_ones_do_not() {
+        let plan = Plan {
+            own: vec![lock("mutex", "w")],
+            nodes: ["run", "retry", "lock", "pool", "done", "later"]
+                .into_iter()
+                .map(|id| (id.to_string(), vec![lock("pool", "pod")]))
+                .collect(),
+        };
+        let mut status = WorkflowStatus::default();
+        for (id, n) in [
+            ("run", node(NodePhase::Running, None)),
+            ("retry", node(NodePhase::Retrying, None)),
+            ("lock", node(NodePhase::Pending, Some(WAITING_FOR_LOCK))),
+            (
+                "pool",
+                node(NodePhase::Pending, Some(WAITING_FOR_RESOURCES)),
+            ),
+            ("done", node(NodePhase::Succeeded, None)),
+            ("later", node(NodePhase::Pending, None)),
+        ] {
+            status.nodes.insert(id.into(), n);
+        }
+        let kept = keep("ns", &plan, &status);
+        let held = |node: Option<&str>, name: &str| {
+            kept.contains(&(node.map(String::from), Held("ns".into(), name.into())))
+        };
+        assert!(held(None, "mutex.w"));
+        for id in ["run", "retry", "lock", "pool"] {
+            assert!(held(Some(id), "pool.pod"), "{id} released: {kept:?}");
+        }
+        for id in ["done", "later"] {
+            assert!(!held(Some(id), "pool.pod"), "{id} kept: {kept:?}");
+        }
     }
 }
