@@ -369,6 +369,22 @@ spec:
       task: {type: pod, config: {image: busybox:1.36, command: [sh, -c, 'echo two']}}
 ";
 
+/// A workflow holding the namespace's mutex `db` for a while (long
+/// enough for the Locks page to see it and a second one line up).
+fn mutex_db(name: &str, secs: u32) -> String {
+    format!(
+        "apiVersion: weft.dev/v1alpha1
+kind: Workflow
+metadata: {{name: {name}}}
+spec:
+  synchronization: {{mutex: {{name: db}}}}
+  nodes:
+    - id: work
+      task: {{type: pod, config: {{image: busybox:1.36, command: [sh, -c, 'sleep {secs}']}}}}
+"
+    )
+}
+
 /// Without a token the console is refused; with one it works, and keeps
 /// it for the session.
 async fn token_is_required(c: &Client, dev: &Dev) -> anyhow::Result<()> {
@@ -1370,6 +1386,97 @@ async fn history_opens_an_archived_run(c: &Client, dev: &Dev) -> anyhow::Result<
     nothing_left_the_host(c).await
 }
 
+/// What the Locks page shows of `mutex/db`: its heading and count, the
+/// holders, the waiters in their line (position, name, priority), every
+/// workflow link, and whether the names read in that order.
+const MUTEX_DB: &str = "const s = document.querySelector(\"[data-testid=lock][data-lock='mutex/db']\");\
+    if (!s) return null;\
+    const t = s.innerText;\
+    return {title: s.querySelector('h2')?.textContent,\
+      held: s.querySelector('[data-testid=lock-held]')?.textContent,\
+      holders: [...s.querySelectorAll('[data-testid=lock-holder]')].map(r => r.dataset.workflow),\
+      waiters: [...s.querySelectorAll('[data-testid=lock-waiter]')].map(w =>\
+        [w.dataset.position, w.dataset.workflow, w.querySelector('[data-testid=waiter-priority]')?.textContent]),\
+      links: [...s.querySelectorAll('[data-testid=claim-workflow]')].map(a => [a.textContent, a.getAttribute('href')]),\
+      inOrder: t.indexOf('mutex/db') >= 0 && t.indexOf('mutex/db') < t.indexOf('lock-holder')\
+        && t.indexOf('lock-holder') < t.indexOf('lock-waiter')};";
+
+/// The Locks link leads (in place) to the default namespace's locks: a
+/// workflow holding the mutex `db` shows as its holder, and a second one
+/// created then appears, without a reload, first in its line; the
+/// waiter's name opens its workflow.
+async fn locks_page_shows_holder_and_line(c: &Client, dev: &Dev) -> anyhow::Result<()> {
+    kubectl_create(&dev.kubeconfig, &mutex_db("lock-holder", 15)).await;
+    c.goto(&dev.console).await?;
+    find(c, "[data-testid=workflow-row]").await?;
+    c.execute("window.__sameDocument = true;", vec![]).await?;
+    find(c, "nav[aria-label=Main] a[href='/locks']")
+        .await?
+        .click()
+        .await?;
+    until(
+        c,
+        "mutex/db shows lock-holder holding it",
+        &format!(
+            "const m = (() => {{ {MUTEX_DB} }})();\
+             return m !== null && m.held === 'held 1/1' && m.holders.join() === 'lock-holder';"
+        ),
+    )
+    .await?;
+    kubectl_create(&dev.kubeconfig, &mutex_db("lock-waiter", 1)).await;
+    until(
+        c,
+        "lock-waiter lines up behind lock-holder without a reload",
+        &format!(
+            "const m = (() => {{ {MUTEX_DB} }})();\
+             return m !== null && m.holders.join() === 'lock-holder' && m.waiters.length === 1;"
+        ),
+    )
+    .await?;
+    let m = c.execute(MUTEX_DB, vec![]).await?;
+    anyhow::ensure!(
+        m["title"] == "mutex/db"
+            && m["held"] == "held 1/1"
+            && m["holders"] == json!(["lock-holder"])
+            && m["waiters"] == json!([["1", "lock-waiter", "priority 0"]])
+            && m["links"]
+                == json!([
+                    ["lock-holder", "/workflows/default/lock-holder"],
+                    ["lock-waiter", "/workflows/default/lock-waiter"]
+                ])
+            && m["inOrder"] == true,
+        "mutex/db, its holder and its waiter in line: {m}"
+    );
+    let here = c
+        .execute(
+            "return [location.pathname + location.search, window.__sameDocument === true,\
+               document.querySelector(\"nav a[href='/locks']\").getAttribute('aria-current'),\
+               document.querySelector('[data-testid=error]')?.textContent ?? null];",
+            vec![],
+        )
+        .await?;
+    anyhow::ensure!(
+        here == json!(["/locks", true, "page", null]),
+        "the Locks link navigates in place, marks itself current, no error: {here}"
+    );
+    find(
+        c,
+        "[data-testid=lock-waiter][data-workflow=lock-waiter] [data-testid=claim-workflow]",
+    )
+    .await?
+    .click()
+    .await?;
+    until(
+        c,
+        "the waiter's name opens its workflow in place",
+        "return location.pathname === '/workflows/default/lock-waiter'\
+           && window.__sameDocument === true\
+           && !!document.querySelector('[data-testid=dag-node][data-node=work]');",
+    )
+    .await?;
+    nothing_left_the_host(c).await
+}
+
 /// The theme button flips <html data-theme> and the page's colours, and
 /// the choice is remembered across a reload.
 async fn theme_toggle_switches_and_persists(c: &Client, dev: &Dev) -> anyhow::Result<()> {
@@ -1564,6 +1671,7 @@ async fn the_console_in_a_real_browser() {
     scenario(c, "keyboard", keyboard_opens_and_closes(c, &dev)).await;
     scenario(c, "sub_workflow", sub_workflow_opens_in_place(c, &dev)).await;
     scenario(c, "history", history_opens_an_archived_run(c, &dev)).await;
+    scenario(c, "locks", locks_page_shows_holder_and_line(c, &dev)).await;
     scenario(c, "theme", theme_toggle_switches_and_persists(c, &dev)).await;
     scenario(c, "tls", console_over_tls(c, &tls_dev)).await;
     b.c.clone().close().await.unwrap();

@@ -4,11 +4,12 @@ import { forgetToken, useAuth } from "./auth";
 import { clearAllErrors } from "./errors";
 import { ErrorBanner, TokenPrompt } from "./components/Banner";
 import { HistoryPage } from "./pages/HistoryPage";
+import { LocksPage } from "./pages/LocksPage";
 import { PluginsPage } from "./pages/PluginsPage";
 import { WorkflowListPage } from "./pages/WorkflowListPage";
 import { WorkflowPage } from "./pages/WorkflowPage";
 import { Link, useRoute } from "./router";
-import { HISTORY_HREF, listHref, PLUGINS_HREF, type Route } from "./routes";
+import { HISTORY_HREF, listHref, locksHref, PLUGINS_HREF, type Route } from "./routes";
 import { applyTheme, type Theme } from "./theme";
 
 function TopBar({ route }: { route: Route }) {
@@ -34,6 +35,9 @@ function TopBar({ route }: { route: Route }) {
         </Link>
         <Link href={PLUGINS_HREF} aria-current={route.page === "plugins" ? "page" : undefined}>
           Plugins
+        </Link>
+        <Link href={locksHref("default")} aria-current={route.page === "locks" ? "page" : undefined}>
+          Locks
         </Link>
       </nav>
       <span className="spacer" />
@@ -74,6 +78,8 @@ function Page({ route }: { route: Route }) {
       return <HistoryPage filters={route.filters} />;
     case "plugins":
       return <PluginsPage />;
+    case "locks":
+      return <LocksPage namespace={route.namespace} />;
     case "notfound":
       return (
         <main className="page">

@@ -13,6 +13,8 @@ export type {
   PluginInfo,
   KubeEvent,
   ItemExecution,
+  LockInfo,
+  LockClaim,
 } from "./gen/weft/admin/v1/admin_pb";
 
 export function isAuthError(e: unknown): boolean {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { historyHref, listHref, nodeHref, parseRoute, workflowHref } from "./routes";
+import { historyHref, listHref, locksHref, nodeHref, parseRoute, workflowHref } from "./routes";
 
 describe("routes", () => {
   it("parses the list with its filters", () => {
@@ -69,6 +69,16 @@ describe("routes", () => {
     expect(href).toBe("/history?namespace=&phase=Succeeded&selector=a%3Db&prefix=hist-&after=2024-01-01T00%3A00%3A00Z");
     const q = href.indexOf("?");
     expect(parseRoute(href.slice(0, q), href.slice(q))).toEqual({ page: "history", filters });
+  });
+  it("parses the locks page with its namespace, and round-trips it", () => {
+    expect(parseRoute("/locks", "")).toEqual({ page: "locks", namespace: "default" });
+    for (const ns of ["default", "ml", "", "a b"]) {
+      const href = locksHref(ns);
+      const q = href.indexOf("?");
+      expect(parseRoute(q < 0 ? href : href.slice(0, q), q < 0 ? "" : href.slice(q))).toEqual({ page: "locks", namespace: ns });
+    }
+    expect(locksHref("default")).toBe("/locks");
+    expect(locksHref("ml")).toBe("/locks?namespace=ml");
   });
   it("parses plugins and rejects the rest", () => {
     expect(parseRoute("/plugins", "")).toEqual({ page: "plugins" });

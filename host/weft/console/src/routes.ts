@@ -18,6 +18,8 @@ export type Route =
   /** Live and archived executions, filtered (see history.ts). */
   | { page: "history"; filters: HistoryFilters }
   | { page: "plugins" }
+  /** The locks of one namespace (ListLocks has no "all namespaces"; "" asks for one). */
+  | { page: "locks"; namespace: string }
   | { page: "notfound"; path: string };
 
 function decode(segment: string): string | null {
@@ -46,6 +48,10 @@ export function parseRoute(pathname: string, search: string): Route {
     return { page: "list", namespace, selector: q.get("selector") ?? "" };
   }
   if (p.length === 1 && p[0] === "plugins") return { page: "plugins" };
+  if (p.length === 1 && p[0] === "locks") {
+    const q = new URLSearchParams(search);
+    return { page: "locks", namespace: q.has("namespace") ? (q.get("namespace") ?? "") : DEFAULT_NAMESPACE };
+  }
   if (p.length === 1 && p[0] === "history") return { page: "history", filters: parseHistoryQuery(search, DEFAULT_NAMESPACE) };
   if (p[0] === "workflows" && p.length === 3) return workflowRoute(p[1], p[2], null, search);
   if (p[0] === "workflows" && p.length === 5 && p[3] === "nodes") return workflowRoute(p[1], p[2], p[4], search);
@@ -87,6 +93,12 @@ export function historyHref(filters: HistoryFilters): string {
 }
 
 export const PLUGINS_HREF = "/plugins";
+
+/** The locks page of a namespace (`/locks` for the default one). */
+export function locksHref(namespace: string): string {
+  if (namespace === DEFAULT_NAMESPACE) return "/locks";
+  return `/locks?${new URLSearchParams({ namespace }).toString()}`;
+}
 
 /** The history page without filters (the default namespace). */
 export const HISTORY_HREF = "/history";

@@ -321,6 +321,11 @@ fn plugin_name(p: &Plugin) -> &str {
 /// ListLocks: the namespace's Lock objects, read from the API server
 /// (the same truth the controller acts on).
 pub async fn locks(client: &Client, namespace: &str) -> Result<pb::ListLocksResponse, Status> {
+    if namespace.is_empty() {
+        return Err(Status::invalid_argument(
+            "ListLocks: namespace is required (locks belong to a namespace)",
+        ));
+    }
     let api: kube::Api<crate::sync::Lock> = kube::Api::namespaced(client.clone(), namespace);
     let mut items = api
         .list(&Default::default())
