@@ -286,6 +286,9 @@ impl Context {
         if let Some(cache) = self.cache.get() {
             cache.stop();
         }
+        if let Some(locks) = self.locks.get() {
+            locks.stop();
+        }
     }
 
     /// Forgets a Workflow that is gone (a watch Delete): what this

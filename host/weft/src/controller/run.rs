@@ -72,7 +72,7 @@ pub async fn run(
     });
     let (store, workflows) = intake::workflows(ctx.clone(), namespace.as_deref());
     let locks = super::sync::start(&ctx, namespace.as_deref());
-    let sweeper = tokio::spawn(super::sync::sweep(locks, store.clone()));
+    let sweeper = tokio::spawn(super::sync::sweep(locks.clone(), store.clone()));
     let concurrency = ctx.concurrency();
     let standard = &ctx.metrics.standard;
     standard.controller_started(WORKFLOW_CONTROLLER, concurrency);
@@ -102,6 +102,7 @@ pub async fn run(
     futures::join!(workflows, cron::run(ctx.clone(), namespace, shutdown));
     gauges.abort();
     sweeper.abort();
+    locks.stop();
     collector.abort();
     cache.stop();
     ctx.children.stop();

@@ -152,6 +152,11 @@ impl Locks {
         })
     }
 
+    /// Stops the watch (the controller is shutting down).
+    pub fn stop(&self) {
+        self.watch.abort();
+    }
+
     fn get(&self, ns: &str, r: &LockRef) -> Option<Arc<Lock>> {
         let key = reflector::ObjectRef::new(&object_name(r.kind, &r.name)).within(home(ns, r));
         self.store.get(&key)
