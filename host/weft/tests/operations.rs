@@ -424,6 +424,30 @@ async fn a_deployed_controller_uses_exactly_its_rbac_and_exposes_its_metrics() {
         .unwrap();
     wait_phase(&mut admin, "faulty", "Failed", 120).await;
 
+    // A workflow holding a mutex: its Lock read, created and updated
+    // (released) as the controller, and listed through the admin API.
+    admin
+        .create_execution(pb::CreateExecutionRequest {
+            namespace: "default".into(),
+            name: "locked".into(),
+            spec: r#"{"synchronization": {"mutex": {"name": "ops"}},
+                "nodes": [{"id": "say", "task": {"type": "echo"}}]}"#
+                .into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    wait_phase(&mut admin, "locked", "Succeeded", 60).await;
+    let locks = admin
+        .list_locks(pb::ListLocksRequest {
+            namespace: "default".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .locks;
+    assert!(locks.iter().any(|l| l.lock == "mutex/ops"), "{locks:?}");
+
     // A WorkflowTemplate launched through the admin API (the controller
     // and its webhook read it), and a CronWorkflow whose runs the history
     // limit deletes (its status written, its Workflows deleted).

@@ -46,11 +46,9 @@
 - apiGroups: [""]
   resources: [namespaces]
   verbs: [get]
-# A semaphore's limit kept in a ConfigMap the workflow names
-# (configMapKeyRef, as Argo's): read by name, never listed.
-- apiGroups: [""]
-  resources: [configmaps]
-  verbs: [get]
+# A semaphore's limit kept in a ConfigMap (configMapKeyRef, as Argo's)
+# is read only where the namespace grants it (a Role with get on that
+# ConfigMap, docs/synchronization.md): no ConfigMap cluster-wide.
 # A namespace's own artifact repository (docs/artifacts.md): that one
 # ConfigMap, read by name, never listed; the namespace opts in by creating
 # it (labelled), and grants the Secrets it names itself.
