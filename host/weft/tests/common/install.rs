@@ -185,6 +185,24 @@ const UNUSED_GRANTS: &[(&str, &str, &str, &str)] = &[
     (
         CONTROLLER,
         "create",
+        "weft.dev/locks",
+        "a Lock is made by the first workflow naming a mutex, semaphore or pool; no example names one (tests/sync.rs, tests/operations.rs)",
+    ),
+    (
+        CONTROLLER,
+        "get",
+        "weft.dev/locks",
+        "a Lock is read fresh before its first write or after a conflict; no example names one (tests/sync.rs, tests/operations.rs)",
+    ),
+    (
+        CONTROLLER,
+        "update",
+        "weft.dev/locks",
+        "a Lock is updated when a holder releases it or a waiter joins; no example names one (tests/sync.rs, tests/operations.rs)",
+    ),
+    (
+        CONTROLLER,
+        "create",
         "/configmaps",
         "the admin API's PushPlugin writes plugin ConfigMaps (no admin API here; tests/admin.rs, tests/hotload.rs)",
     ),
