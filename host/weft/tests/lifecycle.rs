@@ -308,7 +308,7 @@ async fn exit_handlers_pod_gc_stop_and_terminate() {
     wait_node(&api, "terminated", "sleep", NodePhase::Running).await;
     let said = weft_ok(&kc, &["stop", "stopped"]).await;
     assert!(said.contains("stop requested"), "{said}");
-    let mut admin = admin_client(port).await;
+    let mut admin = common::admin_client(port).await;
     admin
         .terminate_execution(pb::ExecutionActionRequest {
             id: id(&bed.ns, "terminated"),
@@ -375,19 +375,6 @@ fn start(bed: &Bed, identity: &str) -> (ControllerProcess, u16) {
     ];
     let c = bed.controller(identity, &args);
     (c, port)
-}
-
-async fn admin_client(
-    port: u16,
-) -> pb::admin_service_client::AdminServiceClient<tonic::transport::Channel> {
-    let url = format!("http://127.0.0.1:{port}");
-    for _ in 0..100 {
-        if let Ok(c) = pb::admin_service_client::AdminServiceClient::connect(url.clone()).await {
-            return c;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("no admin API at {url}");
 }
 
 fn id(ns: &str, name: &str) -> Option<pb::ExecutionId> {
@@ -515,7 +502,7 @@ async fn retry_and_suspend_survive_a_controller_kill() {
     )
     .await;
     assert_eq!(shown, "true");
-    let mut admin = admin_client(port).await;
+    let mut admin = common::admin_client(port).await;
     let e = admin
         .resume_execution(pb::ExecutionActionRequest {
             id: id(&bed.ns, "chain"),

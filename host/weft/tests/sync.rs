@@ -102,19 +102,6 @@ async fn wait_all(api: &Api<Workflow>, names: &[String], secs: u64) -> Vec<Workf
     }
 }
 
-async fn admin_client(
-    port: u16,
-) -> pb::admin_service_client::AdminServiceClient<tonic::transport::Channel> {
-    let url = format!("http://127.0.0.1:{port}");
-    for _ in 0..100 {
-        if let Ok(c) = pb::admin_service_client::AdminServiceClient::connect(url.clone()).await {
-            return c;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("no admin API at {url}");
-}
-
 /// Samples the Lock until `stop`: the most holders it ever had.
 async fn most_holders(
     locks: Api<Lock>,
@@ -163,11 +150,15 @@ async fn ten_workflows_on_one_mutex_never_overlap_across_three_controller_kills(
                 .as_ref()
                 .is_some_and(|s| s.phase == WorkflowPhase::Running)
         });
+        // (A waiter that asked before the Lock existed reads "waiting for
+        // mutex/db" until the holder is known: wait for one that knows.)
         let waiter = wfs.iter().find(|w| {
             w.status.as_ref().is_some_and(|s| {
-                s.synchronization
-                    .as_ref()
-                    .is_some_and(|x| x.waiting.is_some())
+                let known = s.message.as_deref().is_some_and(|m| m.contains("held by"));
+                known
+                    && s.synchronization
+                        .as_ref()
+                        .is_some_and(|x| x.waiting.is_some())
             })
         });
         if let (true, Some(w)) = (running, waiter) {
@@ -198,7 +189,7 @@ async fn ten_workflows_on_one_mutex_never_overlap_across_three_controller_kills(
         "{table}"
     );
     // The admin API's ListLocks shows the same.
-    let mut client = admin_client(port).await;
+    let mut client = common::admin_client(port).await;
     let request = pb::ListLocksRequest {
         namespace: bed.ns.clone(),
     };

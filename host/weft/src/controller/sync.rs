@@ -235,6 +235,11 @@ pub(super) fn after_round(
         locks.forget(&uid);
         return;
     }
+    // Every reconcile passes here: a workflow that names no lock has no
+    // claim to keep or ask for, so it does not scan every Lock's entries.
+    if plan.own.is_empty() && plan.nodes.is_empty() {
+        return;
+    }
     locks.keep_only(&uid, &keep(&ns, plan, status));
     let now = timestamp_millis(SystemTime::now());
     for (id, refs) in asks {

@@ -577,3 +577,19 @@ pub fn kustomize(dir: &str) -> String {
         &format!("kubectl kustomize {dir}"),
     )
 }
+
+/// An admin API client of a `weft` serving on `port` (waits up to 10 s).
+pub async fn admin_client(
+    port: u16,
+) -> weft::admin::pb::admin_service_client::AdminServiceClient<tonic::transport::Channel> {
+    let url = format!("http://127.0.0.1:{port}");
+    for _ in 0..100 {
+        if let Ok(c) =
+            weft::admin::pb::admin_service_client::AdminServiceClient::connect(url.clone()).await
+        {
+            return c;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no admin API at {url}");
+}
