@@ -6,7 +6,7 @@ SHELL := /bin/bash
 
 EXAMPLE ?= examples/hello.yaml
 
-.PHONY: run test plugin-tests plugins k8s fresh-setup toolchain helm-tools grpc-tools browser ray s3 postgres guests host lint bench bench-peers fuzz clean-guests
+.PHONY: run test plugin-tests plugins k8s fresh-setup toolchain helm-tools grpc-tools browser ray s3 postgres oidc guests host lint bench bench-peers fuzz clean-guests
 
 ## Install the guest toolchain (rustup wasm32 target if present, else Debian's rustc-web) and wasm-tools.
 toolchain:
@@ -40,6 +40,12 @@ s3:
 postgres:
 	@bash tests/support/postgres.sh install
 
+## The npm package oidc-provider (npm ci in tests/support/oidc, pinned by its
+## package-lock.json): the real OpenID Connect provider of tests/auth_*.rs
+## (tests/support/OIDC.md).
+oidc:
+	@bash tests/support/oidc.sh install
+
 ## Build every Wasm component (plugins, test guests, SDK examples) from source into target/{plugins,test-guests,sdk-examples}.
 guests: toolchain
 	@bash .ci/build-guests.sh
@@ -72,7 +78,7 @@ run: plugins host
 ## `cargo test` runs them on the dev cluster, tests/real_cluster.rs always on kube-apiserver.
 ## K8S_SUITES give each test a namespace of its own (side by side); K8S_SERIAL's
 ## tests use the cluster's default namespace, one at a time.
-K8S_SUITES := controller lifecycle subworkflows templates admin http_task hotload plugin_rbac artifacts artifact_gc data_proxy history sync
+K8S_SUITES := controller lifecycle subworkflows templates admin http_task hotload plugin_rbac artifacts artifact_gc data_proxy history sync sso
 K8S_SERIAL := crash ha ttl cron
 
 ## Formatting, clippy, no import loop between files (.ci/import-loops.py) and
@@ -84,7 +90,7 @@ lint:
 	python3 .ci/file-sizes.py --max 800
 
 ## The whole test suite.
-test: guests helm-tools grpc-tools browser ray s3 postgres k8s fresh-setup
+test: guests helm-tools grpc-tools browser ray s3 postgres oidc k8s fresh-setup
 	$(MAKE) lint
 	cargo test --locked --workspace
 	WEFT_TEST_CLUSTER=k8s cargo test --locked -p weft $(addprefix --test ,$(K8S_SUITES))

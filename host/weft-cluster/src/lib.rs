@@ -36,6 +36,7 @@ mod quota;
 mod quota_controller;
 mod rbac;
 mod registry;
+mod reviews;
 pub mod runner;
 mod schema;
 mod selector;

@@ -1,9 +1,11 @@
 //! Just enough of Kubernetes' protobuf encoding to accept what kubectl's
 //! typed generators send (`kubectl create namespace|configmap|secret|
 //! serviceaccount|quota` post `application/vnd.kubernetes.protobuf` and would
-//! otherwise fail with 415). Only those kinds, and only the fields those
-//! commands set, are decoded; anything else answers 415 as before.
-//! Responses are always JSON, which kubectl accepts.
+//! otherwise fail with 415), and the reviews of `kubectl auth can-i` and
+//! `whoami` (access, rules, token and self-subject reviews, whole). Only
+//! those kinds, and for the former only the fields those commands set, are
+//! decoded; anything else answers 415 as before. Responses are always
+//! JSON, which kubectl accepts.
 
 use base64::Engine;
 use serde_json::{Map, Value, json};
@@ -172,6 +174,152 @@ fn quantity(b: &[u8]) -> Option<Value> {
     Some(Value::String(String::new()))
 }
 
+/// The message's fields as JSON, by number: `(number, name, decoder)`;
+/// repeated fields (and map entries) become arrays; empty strings are left
+/// out, as Go's JSON leaves out these `omitempty` fields.
+type FieldDecoder = fn(&[u8]) -> Option<Value>;
+
+fn message(b: &[u8], shape: &[(u64, &str, FieldDecoder, bool)]) -> Option<Value> {
+    let mut out = Map::new();
+    for (n, f) in fields(b)? {
+        let Field::Bytes(x) = f else { continue };
+        let Some((_, name, decode, repeated)) = shape.iter().find(|(num, ..)| *num == n) else {
+            continue;
+        };
+        let v = decode(x)?;
+        if *repeated {
+            push_list(&mut out, name, v)?;
+        } else if v.as_str() != Some("") {
+            out.insert(name.to_string(), v);
+        }
+    }
+    Some(Value::Object(out))
+}
+
+fn selector_requirement(b: &[u8]) -> Option<Value> {
+    message(
+        b,
+        &[
+            (1, "key", string, false),
+            (2, "operator", string, false),
+            (3, "values", string, true),
+        ],
+    )
+}
+
+fn selector(b: &[u8]) -> Option<Value> {
+    message(
+        b,
+        &[
+            (1, "rawSelector", string, false),
+            (2, "requirements", selector_requirement, true),
+        ],
+    )
+}
+
+fn resource_attributes(b: &[u8]) -> Option<Value> {
+    message(
+        b,
+        &[
+            (1, "namespace", string, false),
+            (2, "verb", string, false),
+            (3, "group", string, false),
+            (4, "version", string, false),
+            (5, "resource", string, false),
+            (6, "subresource", string, false),
+            (7, "name", string, false),
+            (8, "fieldSelector", selector, false),
+            (9, "labelSelector", selector, false),
+        ],
+    )
+}
+
+fn non_resource_attributes(b: &[u8]) -> Option<Value> {
+    message(b, &[(1, "path", string, false), (2, "verb", string, false)])
+}
+
+/// `map<string, ExtraValue>` entries as `[key, [values]]` pairs, folded
+/// into an object by [`fold_extra`].
+fn extra_entry(b: &[u8]) -> Option<Value> {
+    let (mut k, mut vs) = (String::new(), Vec::new());
+    for (n, f) in fields(b)? {
+        match (n, f) {
+            (1, Field::Bytes(x)) => k = String::from_utf8(x.to_vec()).ok()?,
+            (2, Field::Bytes(x)) => {
+                for (vn, vf) in fields(x)? {
+                    if let (1, Field::Bytes(y)) = (vn, vf) {
+                        vs.push(string(y)?);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Some(json!([k, vs]))
+}
+
+fn fold_extra(spec: &mut Value) {
+    if let Some(Value::Array(entries)) = spec.as_object_mut().and_then(|m| m.remove("extra")) {
+        let extra: Map<String, Value> = entries
+            .into_iter()
+            .filter_map(|e| Some((e[0].as_str()?.to_string(), e[1].clone())))
+            .collect();
+        spec["extra"] = Value::Object(extra);
+    }
+}
+
+fn sar_spec(b: &[u8]) -> Option<Value> {
+    let mut spec = message(
+        b,
+        &[
+            (1, "resourceAttributes", resource_attributes, false),
+            (2, "nonResourceAttributes", non_resource_attributes, false),
+            (3, "user", string, false),
+            (4, "groups", string, true),
+            (5, "extra", extra_entry, true),
+            (6, "uid", string, false),
+        ],
+    )?;
+    fold_extra(&mut spec);
+    Some(spec)
+}
+
+fn self_sar_spec(b: &[u8]) -> Option<Value> {
+    message(
+        b,
+        &[
+            (1, "resourceAttributes", resource_attributes, false),
+            (2, "nonResourceAttributes", non_resource_attributes, false),
+        ],
+    )
+}
+
+fn rules_review_spec(b: &[u8]) -> Option<Value> {
+    message(b, &[(1, "namespace", string, false)])
+}
+
+fn token_review_spec(b: &[u8]) -> Option<Value> {
+    message(
+        b,
+        &[(1, "token", string, false), (2, "audiences", string, true)],
+    )
+}
+
+/// The spec decoder of a review kind (its status is the server's to
+/// fill, and is not read); `None` for other kinds.
+fn review_spec(api_version: &str, kind: &str) -> Option<Option<FieldDecoder>> {
+    Some(match (api_version, kind) {
+        ("authorization.k8s.io/v1", "SubjectAccessReview" | "LocalSubjectAccessReview") => {
+            Some(sar_spec)
+        }
+        ("authorization.k8s.io/v1", "SelfSubjectAccessReview") => Some(self_sar_spec),
+        ("authorization.k8s.io/v1", "SelfSubjectRulesReview") => Some(rules_review_spec),
+        ("authentication.k8s.io/v1", "TokenReview") => Some(token_review_spec),
+        ("authentication.k8s.io/v1", "SelfSubjectReview") => None,
+        _ => return None,
+    })
+}
+
 /// Decodes a protobuf request body into the JSON object it stands for,
 /// for the kinds listed in the module docs.
 pub(crate) fn decode(body: &[u8]) -> Option<Value> {
@@ -198,15 +346,29 @@ pub(crate) fn decode(body: &[u8]) -> Option<Value> {
             _ => {}
         }
     }
+    let mut obj = Map::new();
+    obj.insert("apiVersion".into(), api_version.clone().into());
+    obj.insert("kind".into(), kind.clone().into());
+    if let Some(spec) = review_spec(&api_version, &kind) {
+        for (n, f) in fields(raw)? {
+            match (n, f, spec) {
+                (1, Field::Bytes(x), _) => {
+                    obj.insert("metadata".into(), object_meta(x)?);
+                }
+                (2, Field::Bytes(x), Some(decode)) => {
+                    obj.insert("spec".into(), decode(x)?);
+                }
+                _ => {}
+            }
+        }
+        return Some(Value::Object(obj));
+    }
     if !matches!(
         kind.as_str(),
         "Namespace" | "ConfigMap" | "Secret" | "ServiceAccount" | "ResourceQuota"
     ) {
         return None;
     }
-    let mut obj = Map::new();
-    obj.insert("apiVersion".into(), api_version.into());
-    obj.insert("kind".into(), kind.clone().into());
     for (n, f) in fields(raw)? {
         match (kind.as_str(), n, f) {
             (_, 1, Field::Bytes(x)) => {
@@ -266,6 +428,51 @@ mod tests {
             v,
             json!({"apiVersion": "v1", "kind": "ConfigMap",
                              "metadata": {"name": "demo"}, "data": {"k": "v"}})
+        );
+    }
+
+    /// The bytes `kubectl auth can-i get /logs` posts (kubectl 1.32).
+    #[test]
+    fn decodes_kubectls_self_subject_access_review() {
+        let body = b"k8s\x00\n2\n\x17authorization.k8s.io/v1\x12\x17SelfSubjectAccessReview\x12,\n\x10\n\x00\x12\x00\x1a\x00\"\x00*\x002\x008\x00B\x00\x12\x0e\x12\x0c\n\x05/logs\x12\x03get\x1a\x08\x08\x00\x12\x00\x1a\x00 \x00\x1a\x00\"\x00";
+        let v = decode(body).unwrap();
+        assert_eq!(v["kind"], "SelfSubjectAccessReview");
+        assert_eq!(
+            v["spec"],
+            json!({"nonResourceAttributes": {"path": "/logs", "verb": "get"}})
+        );
+        assert_eq!(v["metadata"]["name"], "");
+    }
+
+    #[test]
+    fn decodes_a_subject_access_review() {
+        let ra = [
+            field(1, b"team-a"),
+            field(2, b"create"),
+            field(3, b"weft.dev"),
+            field(5, b"workflows"),
+        ]
+        .concat();
+        let extra = [field(1, b"k"), field(2, &field(1, b"v"))].concat();
+        let spec = [
+            field(1, &ra),
+            field(3, b"alice"),
+            field(4, b"team-a"),
+            field(4, b"devs"),
+            field(5, &extra),
+        ]
+        .concat();
+        let tm = [
+            field(1, b"authorization.k8s.io/v1"),
+            field(2, b"SubjectAccessReview"),
+        ]
+        .concat();
+        let body = [MAGIC.to_vec(), field(1, &tm), field(2, &field(2, &spec))].concat();
+        assert_eq!(
+            decode(&body).unwrap()["spec"],
+            json!({"resourceAttributes": {"namespace": "team-a", "verb": "create",
+                                          "group": "weft.dev", "resource": "workflows"},
+                   "user": "alice", "groups": ["team-a", "devs"], "extra": {"k": ["v"]}})
         );
     }
 

@@ -9,13 +9,15 @@
 //! ClusterRoles and their bindings, and the wording of the refusal
 //! (`responsewriters.Forbidden`).
 
+use std::ops::ControlFlow;
 use std::str::FromStr;
+use std::sync::{Arc, LazyLock};
 
 use serde_json::Value;
 
 use crate::status::ApiError;
 use crate::store::Store;
-use crate::user::UserInfo;
+use crate::user::{AUTHENTICATED, UNAUTHENTICATED, UserInfo};
 
 /// How the dev cluster authorizes requests.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -254,66 +256,90 @@ fn subject_applies(s: &Value, user: &UserInfo, binding_ns: &str) -> bool {
     }
 }
 
-fn binds(binding: &Value, user: &UserInfo, binding_ns: &str) -> bool {
-    binding["subjects"]
-        .as_array()
-        .is_some_and(|ss| ss.iter().any(|s| subject_applies(s, user, binding_ns)))
+/// A ClusterRoleBinding every cluster starts with (kube-apiserver's
+/// bootstrap policy), to groups, of the ClusterRole of the same name.
+struct DefaultBinding {
+    name: &'static str,
+    groups: &'static [&'static str],
+    rules: Vec<PolicyRule>,
 }
 
-/// The ClusterRoles every cluster has bound to every authenticated user
-/// (`system:discovery`, `system:public-info-viewer`, `system:basic-user`):
-/// without them kubectl could not read discovery or `/version`.
-fn default_rules(user: &UserInfo) -> Vec<PolicyRule> {
-    let get = |urls: &[&str]| PolicyRule {
-        verbs: vec!["get".into()],
+/// The default bindings RBAC evaluates here, in name order (as the stored
+/// ones are listed): `cluster-admin` for `system:masters` (whom the
+/// privileged-group authorizer allows before RBAC is asked; it lists their
+/// rules in a SelfSubjectRulesReview), and what every authenticated user
+/// has, without which kubectl could not read discovery or `/version` or
+/// ask what it may do.
+static DEFAULT_BINDINGS: LazyLock<Vec<DefaultBinding>> = LazyLock::new(|| {
+    let rule = |verbs: &[&str], groups: &[&str], resources: &[&str], urls: &[&str]| PolicyRule {
+        verbs: verbs.iter().map(|s| s.to_string()).collect(),
+        api_groups: groups.iter().map(|s| s.to_string()).collect(),
+        resources: resources.iter().map(|s| s.to_string()).collect(),
         non_resource_urls: urls.iter().map(|s| s.to_string()).collect(),
         ..Default::default()
     };
-    let mut rules = vec![get(&[
-        "/healthz",
-        "/livez",
-        "/readyz",
-        "/version",
-        "/version/",
-    ])];
-    if user.groups.iter().any(|g| g == "system:authenticated") {
-        rules.push(get(&[
+    let public = ["/livez", "/readyz", "/healthz", "/version", "/version/"];
+    let discovery = [
+        &public[..],
+        &[
+            "/openapi",
+            "/openapi/*",
             "/api",
             "/api/*",
             "/apis",
             "/apis/*",
-            "/openapi",
-            "/openapi/*",
-        ]));
-        rules.push(PolicyRule {
-            verbs: vec!["create".into()],
-            api_groups: vec![
-                "authorization.k8s.io".into(),
-                "authentication.k8s.io".into(),
+        ],
+    ]
+    .concat();
+    vec![
+        DefaultBinding {
+            name: "cluster-admin",
+            groups: &["system:masters"],
+            rules: vec![
+                rule(&["*"], &["*"], &["*"], &[]),
+                rule(&["*"], &[], &[], &["*"]),
             ],
-            resources: [
-                "selfsubjectaccessreviews",
-                "selfsubjectrulesreviews",
-                "selfsubjectreviews",
-            ]
-            .map(String::from)
-            .to_vec(),
-            ..Default::default()
-        });
-    }
-    rules
-}
+        },
+        DefaultBinding {
+            name: "system:basic-user",
+            groups: &[AUTHENTICATED],
+            rules: vec![
+                rule(
+                    &["create"],
+                    &["authorization.k8s.io"],
+                    &["selfsubjectaccessreviews", "selfsubjectrulesreviews"],
+                    &[],
+                ),
+                rule(
+                    &["create"],
+                    &["authentication.k8s.io"],
+                    &["selfsubjectreviews"],
+                    &[],
+                ),
+            ],
+        },
+        DefaultBinding {
+            name: "system:discovery",
+            groups: &[AUTHENTICATED],
+            rules: vec![rule(&["get"], &[], &[], &discovery)],
+        },
+        DefaultBinding {
+            name: "system:public-info-viewer",
+            groups: &[AUTHENTICATED, UNAUTHENTICATED],
+            rules: vec![rule(&["get"], &[], &[], &public)],
+        },
+    ]
+});
 
 /// The rules of the role a binding refers to, or the error the RBAC
-/// authorizer reports for a missing one.
+/// authorizer reports for a missing one (a Role referred to by a
+/// ClusterRoleBinding is looked for at the cluster scope, and so missing).
 fn role_rules(store: &Store, binding: &Value, binding_ns: &str) -> Result<Vec<PolicyRule>, String> {
     let name = binding["roleRef"]["name"].as_str().unwrap_or("");
-    let (gr, ns, what) = match binding["roleRef"]["kind"].as_str() {
-        Some("Role") if !binding_ns.is_empty() => {
-            ("rbac.authorization.k8s.io/roles", binding_ns, "role")
-        }
-        Some("ClusterRole") => ("rbac.authorization.k8s.io/clusterroles", "", "clusterrole"),
-        _ => return Ok(Vec::new()),
+    let (gr, ns, what) = match binding["roleRef"]["kind"].as_str().unwrap_or("") {
+        "Role" => ("rbac.authorization.k8s.io/roles", binding_ns, "role"),
+        "ClusterRole" => ("rbac.authorization.k8s.io/clusterroles", "", "clusterrole"),
+        other => return Err(format!("unsupported role reference kind: {other:?}")),
     };
     let role = store
         .get(gr, ns, name)
@@ -323,38 +349,150 @@ fn role_rules(store: &Store, binding: &Value, binding_ns: &str) -> Result<Vec<Po
     }))
 }
 
-/// Whether any rule bound to `user` allows `a`: ClusterRoleBindings
-/// everywhere, RoleBindings in the request's namespace. `Err` carries the
-/// reason shown after a refusal (`RBAC: ...` for bindings to missing roles,
-/// as kube-apiserver words it; empty otherwise).
-fn rbac_allows(store: &Store, user: &UserInfo, a: &Attributes) -> Result<(), String> {
-    if default_rules(user).iter().any(|r| r.allows(a)) {
-        return Ok(());
+/// Where bound rules come from: a default binding and the group it binds,
+/// or a stored binding, its namespace (empty for a ClusterRoleBinding)
+/// and the subject that is the user. Described only when a reason names
+/// it.
+enum Source<'a> {
+    Default(&'a DefaultBinding, &'a str),
+    Stored(&'a Value, &'a str, &'a Value),
+}
+
+impl Source<'_> {
+    /// The binding as the RBAC authorizer names it (see
+    /// [`describe_binding`]).
+    fn describe(&self) -> String {
+        match self {
+            Source::Default(b, group) => format!(
+                "ClusterRoleBinding {:?} of ClusterRole {:?} to Group {group:?}",
+                b.name, b.name
+            ),
+            Source::Stored(binding, ns, subject) => describe_binding(binding, ns, subject),
+        }
     }
-    let mut bindings: Vec<(std::sync::Arc<Value>, String)> = store
+}
+
+/// How kube-apiserver's RBAC authorizer names the binding that allowed a
+/// request: `RoleBinding "NAME/NS" of Role "ROLE" to User "alice"`,
+/// `ClusterRoleBinding "NAME" of ClusterRole "ROLE" to Group "g"`, a
+/// ServiceAccount as `"NAME/NS"`.
+fn describe_binding(binding: &Value, binding_ns: &str, subject: &Value) -> String {
+    let s = |v: &Value| v.as_str().unwrap_or("").to_string();
+    let name = s(&binding["metadata"]["name"]);
+    let (what, name) = if binding_ns.is_empty() {
+        ("ClusterRoleBinding", name)
+    } else {
+        ("RoleBinding", format!("{name}/{binding_ns}"))
+    };
+    let (role_kind, role) = (
+        s(&binding["roleRef"]["kind"]),
+        s(&binding["roleRef"]["name"]),
+    );
+    let (kind, mut subject_name) = (s(&subject["kind"]), s(&subject["name"]));
+    if kind == "ServiceAccount" {
+        let ns = subject["namespace"]
+            .as_str()
+            .filter(|n| !n.is_empty())
+            .unwrap_or(binding_ns);
+        subject_name = format!("{subject_name}/{ns}");
+    }
+    format!("{what} {name:?} of {role_kind} {role:?} to {kind} {subject_name:?}")
+}
+
+/// Walks the rules bound to `user` for `namespace` (empty: the cluster
+/// scope) in the RBAC rule resolver's order: the default
+/// ClusterRoleBindings, the stored ClusterRoleBindings, then the
+/// namespace's RoleBindings. `visit` gets, for each binding with a subject
+/// that is `user` (the first such subject describes it), its source and
+/// its role's rules, or the error of a missing role; it breaks to stop.
+fn visit_rules(
+    store: &Store,
+    user: &UserInfo,
+    namespace: &str,
+    mut visit: impl FnMut(Result<(Source<'_>, &[PolicyRule]), String>) -> ControlFlow<()>,
+) {
+    for b in DEFAULT_BINDINGS.iter() {
+        if let Some(group) = b
+            .groups
+            .iter()
+            .find(|g| user.groups.iter().any(|u| u == *g))
+            && visit(Ok((Source::Default(b, group), &b.rules))).is_break()
+        {
+            return;
+        }
+    }
+    let mut bindings: Vec<(Arc<Value>, String)> = store
         .list("rbac.authorization.k8s.io/clusterrolebindings", None)
         .0
         .into_iter()
         .map(|b| (b, String::new()))
         .collect();
-    if !a.namespace.is_empty() {
-        let (rbs, _) = store.list("rbac.authorization.k8s.io/rolebindings", Some(&a.namespace));
-        bindings.extend(rbs.into_iter().map(|b| (b, a.namespace.clone())));
+    if !namespace.is_empty() {
+        let (rbs, _) = store.list("rbac.authorization.k8s.io/rolebindings", Some(namespace));
+        bindings.extend(rbs.into_iter().map(|b| (b, namespace.to_string())));
     }
+    for (binding, ns) in &bindings {
+        let Some(subject) = binding["subjects"]
+            .as_array()
+            .and_then(|ss| ss.iter().find(|s| subject_applies(s, user, ns)))
+        else {
+            continue;
+        };
+        let flow = match role_rules(store, binding, ns) {
+            Ok(rules) => visit(Ok((Source::Stored(binding, ns, subject), &rules))),
+            Err(e) => visit(Err(e)),
+        };
+        if flow.is_break() {
+            return;
+        }
+    }
+}
+
+/// Errors joined as apimachinery's aggregate error prints them: one as
+/// itself, several (duplicates once) as `[a, b]`.
+fn aggregate(errors: &[String]) -> String {
+    let mut seen: Vec<&str> = Vec::new();
+    for e in errors {
+        if !seen.contains(&e.as_str()) {
+            seen.push(e);
+        }
+    }
+    match seen.as_slice() {
+        [one] => one.to_string(),
+        many => format!("[{}]", many.join(", ")),
+    }
+}
+
+/// Whether any rule bound to `user` allows `a`: `Ok` with the reason
+/// kube-apiserver gives (`RBAC: allowed by ...`), `Err` with the reason
+/// shown after a refusal (`RBAC: ...` for bindings to missing roles, as
+/// kube-apiserver words it; empty otherwise).
+fn rbac_allows(store: &Store, user: &UserInfo, a: &Attributes) -> Result<String, String> {
+    let mut allowed = None;
     let mut errors = Vec::new();
-    for (binding, ns) in bindings.iter().filter(|(b, ns)| binds(b, user, ns)) {
-        match role_rules(store, binding, ns) {
-            Ok(rules) if rules.iter().any(|r| r.allows(a)) => return Ok(()),
+    visit_rules(store, user, &a.namespace, |found| {
+        match found {
+            Ok((source, rules)) if rules.iter().any(|r| r.allows(a)) => {
+                allowed = Some(format!("RBAC: allowed by {}", source.describe()));
+                return ControlFlow::Break(());
+            }
             Ok(_) => {}
             Err(e) => errors.push(e),
         }
+        ControlFlow::Continue(())
+    });
+    match allowed {
+        Some(reason) => Ok(reason),
+        None if errors.is_empty() => Err(String::new()),
+        None => Err(format!("RBAC: {}", aggregate(&errors))),
     }
-    Err(match errors.as_slice() {
-        [] => String::new(),
-        [one] => format!("RBAC: {one}"),
-        many => format!("RBAC: [{}]", many.join(", ")),
-    })
 }
+
+/// The reason a review gets under [`Authorization::AlwaysAllow`] (where
+/// kube-apiserver's AlwaysAllow authorizer gives none), so that a log
+/// shows why a check passed.
+pub(crate) const ALWAYS_ALLOW_REASON: &str =
+    "allowed: the dev cluster runs with Authorization::AlwaysAllow, which allows every request";
 
 /// Decides requests for one cluster.
 pub(crate) struct Authorizer<'a> {
@@ -363,14 +501,17 @@ pub(crate) struct Authorizer<'a> {
 }
 
 impl Authorizer<'_> {
-    /// `Ok` when `user` may do `a`; `Err(reason)` otherwise. Members of
+    /// `Ok(reason)` when `user` may do `a`, `Err(reason)` otherwise, with
+    /// the reasons kube-apiserver's authorizers give. Members of
     /// `system:masters` may do anything, as kube-apiserver's privileged
-    /// group authorizer allows them before RBAC is asked.
-    pub(crate) fn decide(&self, user: &UserInfo, a: &Attributes) -> Result<(), String> {
-        if self.mode == Authorization::AlwaysAllow
-            || user.groups.iter().any(|g| g == "system:masters")
-        {
-            return Ok(());
+    /// group authorizer allows them (without a reason) before RBAC is
+    /// asked.
+    pub(crate) fn decide(&self, user: &UserInfo, a: &Attributes) -> Result<String, String> {
+        if self.mode == Authorization::AlwaysAllow {
+            return Ok(ALWAYS_ALLOW_REASON.into());
+        }
+        if user.groups.iter().any(|g| g == "system:masters") {
+            return Ok(String::new());
         }
         rbac_allows(self.store, user, a)
     }
@@ -378,7 +519,35 @@ impl Authorizer<'_> {
     /// [`Authorizer::decide`], refusing with kube-apiserver's 403.
     pub(crate) fn check(&self, user: &UserInfo, a: &Attributes) -> Result<(), ApiError> {
         self.decide(user, a)
+            .map(drop)
             .map_err(|reason| forbidden(user, a, &reason))
+    }
+
+    /// What `user` may do in `namespace`, as a SelfSubjectRulesReview
+    /// lists it: every rule bound to the user there (all of them under
+    /// `AlwaysAllow`), and the errors of bindings to missing roles.
+    pub(crate) fn rules_for(&self, user: &UserInfo, namespace: &str) -> (Vec<PolicyRule>, String) {
+        if self.mode == Authorization::AlwaysAllow {
+            let admin = DEFAULT_BINDINGS.iter().find(|b| b.name == "cluster-admin");
+            return (
+                admin.map(|b| b.rules.clone()).unwrap_or_default(),
+                String::new(),
+            );
+        }
+        let (mut rules, mut errors) = (Vec::new(), Vec::new());
+        visit_rules(self.store, user, namespace, |found| {
+            match found {
+                Ok((_, rs)) => rules.extend_from_slice(rs),
+                Err(e) => errors.push(e),
+            }
+            ControlFlow::Continue(())
+        });
+        let error = if errors.is_empty() {
+            String::new()
+        } else {
+            aggregate(&errors)
+        };
+        (rules, error)
     }
 }
 

@@ -31,6 +31,9 @@ pub(crate) struct ResourceType {
     /// A CRD's `openAPIV3Schema` per served version: custom resources are
     /// pruned, defaulted and validated against it, and OpenAPI serves it.
     pub(crate) schemas: Vec<(String, Arc<Value>)>,
+    /// Served by `crate::reviews` and only created (the access and token
+    /// reviews): nothing is stored, and discovery lists the one verb.
+    pub(crate) create_only: bool,
 }
 
 impl ResourceType {
@@ -78,6 +81,15 @@ impl ResourceType {
             builtin: true,
             printer_columns: Vec::new(),
             schemas: Vec::new(),
+            create_only: false,
+        }
+    }
+
+    /// A review: created, answered, never stored.
+    fn review(group: &str, plural: &str, kind: &str, namespaced: bool) -> Self {
+        ResourceType {
+            create_only: true,
+            ..Self::builtin(group, "v1", plural, kind, namespaced, &[], false)
         }
     }
 
@@ -197,6 +209,7 @@ impl ResourceType {
             builtin: false,
             printer_columns: columns,
             schemas,
+            create_only: false,
         })
     }
 }
@@ -230,6 +243,7 @@ pub(crate) struct Registry {
 impl Registry {
     pub(crate) fn new() -> Self {
         let b = ResourceType::builtin;
+        let r = ResourceType::review;
         let types = vec![
             b("", "v1", "namespaces", "Namespace", false, &["ns"], true),
             b("", "v1", "pods", "Pod", true, &["po"], true).in_all(),
@@ -363,6 +377,44 @@ impl Registry {
                 "ClusterRoleBinding",
                 false,
                 &[],
+                false,
+            ),
+            // Answered by crate::reviews from RBAC and the token = name
+            // authentication (kubectl auth can-i / whoami).
+            r(
+                "authorization.k8s.io",
+                "subjectaccessreviews",
+                "SubjectAccessReview",
+                false,
+            ),
+            r(
+                "authorization.k8s.io",
+                "selfsubjectaccessreviews",
+                "SelfSubjectAccessReview",
+                false,
+            ),
+            r(
+                "authorization.k8s.io",
+                "localsubjectaccessreviews",
+                "LocalSubjectAccessReview",
+                true,
+            ),
+            r(
+                "authorization.k8s.io",
+                "selfsubjectrulesreviews",
+                "SelfSubjectRulesReview",
+                false,
+            ),
+            r(
+                "authentication.k8s.io",
+                "tokenreviews",
+                "TokenReview",
+                false,
+            ),
+            r(
+                "authentication.k8s.io",
+                "selfsubjectreviews",
+                "SelfSubjectReview",
                 false,
             ),
         ];
@@ -503,7 +555,7 @@ impl Registry {
                 "singularName": t.singular,
                 "namespaced": t.namespaced,
                 "kind": t.kind,
-                "verbs": verbs,
+                "verbs": if t.create_only { json!(["create"]) } else { verbs.clone() },
             });
             if !t.short_names.is_empty() {
                 r["shortNames"] = json!(t.short_names);

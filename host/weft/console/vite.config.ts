@@ -19,10 +19,14 @@ export default defineConfig({
   },
   worker: { format: "es" },
   // `npm run dev`: the page's gRPC-Web calls go to a running Weft admin
-  // server (default port 8081; WEFT_ADMIN=http://host:port to change).
+  // server (default port 8081; WEFT_ADMIN=http://host:port to change), and
+  // so do the sign-in pages, keeping the dev server's Host so the session
+  // cookie and the callback URL are the dev server's (the provider must
+  // allow http://localhost:5173/auth/callback, or set redirectUrl).
   server: {
     proxy: {
       "/weft.admin.v1.AdminService": { target: process.env.WEFT_ADMIN ?? "http://127.0.0.1:8081", changeOrigin: true },
+      "/auth/": { target: process.env.WEFT_ADMIN ?? "http://127.0.0.1:8081", changeOrigin: false },
     },
   },
   test: {

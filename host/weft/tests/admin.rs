@@ -435,6 +435,7 @@ async fn the_first_party_middleware_chain_authenticates_authorizes_and_limits() 
                 ("carol".to_string(), vec!["team-c".to_string()]),
             ]
             .into(),
+            ..Default::default()
         }),
         ..loopback()
     };

@@ -10,10 +10,11 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{free_port, kubectl_ok, root};
+use common::browser::{browser, find, scenario, text, until};
+use common::{kubectl_ok, root};
+use fantoccini::Client;
 use fantoccini::actions::{InputSource as _, KeyAction, KeyActions};
 use fantoccini::key::Key;
-use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt as _;
 
@@ -89,94 +90,6 @@ async fn weft_dev(tls: bool) -> Dev {
     }
 }
 
-/// ChromeDriver and a headless Chromium session.
-struct Browser {
-    _driver: tokio::process::Child,
-    _profile: tempfile::TempDir,
-    c: Client,
-}
-
-async fn browser() -> Browser {
-    let port = free_port();
-    let driver = tokio::process::Command::new("chromedriver")
-        .arg(format!("--port={port}"))
-        .stdout(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("chromedriver (Debian's chromium-driver; `make test` installs it)");
-    let profile = tempfile::tempdir().unwrap();
-    // The flags keep Chromium from calling home: this machine's network
-    // is closed, and the test checks that the page asks nothing outside.
-    let args = [
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--window-size=1400,1000",
-    ];
-    let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-    args.push(format!("--user-data-dir={}", profile.path().display()));
-    // acceptInsecureCerts: the TLS scenario's certificate is self-signed.
-    let caps = json!({
-        "acceptInsecureCerts": true,
-        "goog:chromeOptions": {"binary": "/usr/bin/chromium", "args": args},
-    });
-    let Value::Object(caps) = caps else {
-        unreachable!()
-    };
-    let url = format!("http://127.0.0.1:{port}");
-    let mut last = None;
-    for _ in 0..100 {
-        let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-        match ClientBuilder::new(connector)
-            .capabilities(caps.clone())
-            .connect(&url)
-            .await
-        {
-            Ok(c) => {
-                return Browser {
-                    _driver: driver,
-                    _profile: profile,
-                    c,
-                };
-            }
-            Err(e) => last = Some(e),
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("no WebDriver session: {last:?}");
-}
-
-/// Waits for `css` to match.
-async fn find(c: &Client, css: &str) -> anyhow::Result<fantoccini::elements::Element> {
-    c.wait()
-        .at_most(Duration::from_secs(30))
-        .for_element(Locator::Css(css))
-        .await
-        .map_err(|e| anyhow::anyhow!("{css}: {e}"))
-}
-
-/// Runs `script` until it returns true (30 s at most).
-async fn until(c: &Client, what: &str, script: &str) -> anyhow::Result<()> {
-    for _ in 0..300 {
-        if c.execute(script, vec![]).await?.as_bool() == Some(true) {
-            return Ok(());
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    anyhow::bail!("{what}: not within 30 s")
-}
-
-/// The text of `css`.
-async fn text(c: &Client, css: &str) -> anyhow::Result<String> {
-    Ok(find(c, css).await?.text().await?)
-}
-
 /// Presses and releases `key` (a `Key` or a character) on whatever has
 /// the focus, as a keyboard does (WebDriver actions; no element is
 /// clicked or focused first).
@@ -243,23 +156,6 @@ async fn nothing_left_the_host(c: &Client) -> anyhow::Result<()> {
         .await?;
     anyhow::ensure!(names == json!([]), "requests outside the host: {names}");
     Ok(())
-}
-
-/// Runs one scenario; on failure keeps a screenshot and fails the test.
-async fn scenario<F: std::future::Future<Output = anyhow::Result<()>>>(
-    c: &Client,
-    name: &str,
-    f: F,
-) {
-    if let Err(e) = f.await {
-        let dir = root().join("target/console-screenshots");
-        let _ = std::fs::create_dir_all(&dir);
-        let shot = dir.join(format!("{name}.png"));
-        if let Ok(png) = c.screenshot().await {
-            let _ = std::fs::write(&shot, png);
-        }
-        panic!("{name}: {e:#}\n(screenshot: {})", shot.display());
-    }
 }
 
 fn kubectl_create(kc: &Path, manifest: &str) -> impl std::future::Future<Output = String> {

@@ -15,6 +15,16 @@
 //! audit method=/weft.admin.v1.AdminService/DeleteExecution principal=anonymous peer=10.0.0.9:4100 request_id=weft-1750000000000-7 outcome=UNAUTHENTICATED message="invalid bearer token: the token has expired"
 //! ```
 //!
+//! The caller's groups and who authenticated it (`groups`,
+//! `authenticated_by`: `oidc`, `session`, `token-review`, or absent for a
+//! middleware) follow the principal when the host set them, and the
+//! authorization's decision in words (`decision`: which binding allowed
+//! the call, or who may not do what where) follows the outcome, e.g.
+//!
+//! ```text
+//! audit method=/weft.admin.v1.AdminService/CreateExecution principal=alice groups=team-a authenticated_by=oidc peer=127.0.0.1:5555 request_id=r-2 outcome=PERMISSION_DENIED message="..." decision="user \"alice\" may not create workflows.weft.dev in namespace \"team-b\" (...)"
+//! ```
+//!
 //! Calls refused by an earlier middleware are logged too: the host reports
 //! their outcome as well. Values are written logfmt-style, quoted and
 //! escaped when they hold spaces, quotes, `=` or anything but printable
@@ -37,6 +47,9 @@ const PHASE: &str = "x-weft-phase";
 const OUTCOME: &str = "x-weft-outcome";
 const OUTCOME_MESSAGE: &str = "x-weft-outcome-message";
 const PRINCIPAL: &str = "x-weft-principal";
+const GROUPS: &str = "x-weft-groups";
+const AUTHENTICATED_BY: &str = "x-weft-authenticated-by";
+const DECISION: &str = "x-weft-decision";
 const REQUEST_ID: &str = "x-request-id";
 /// Never logged: the credential.
 const AUTHORIZATION: &str = "authorization";
@@ -112,11 +125,19 @@ pub fn line(call: &Call, config: &Config) -> Option<String> {
         "principal",
         meta(PRINCIPAL).unwrap_or("anonymous"),
     );
+    for (name, key) in [("groups", GROUPS), ("authenticated_by", AUTHENTICATED_BY)] {
+        if let Some(v) = meta(key).filter(|v| !v.is_empty()) {
+            field(&mut line, name, v);
+        }
+    }
     field(&mut line, "peer", call.peer.as_deref().unwrap_or("-"));
     field(&mut line, "request_id", meta(REQUEST_ID).unwrap_or("-"));
     field(&mut line, "outcome", meta(OUTCOME).unwrap_or("-"));
     if let Some(message) = meta(OUTCOME_MESSAGE).filter(|m| !m.is_empty()) {
         field(&mut line, "message", message);
+    }
+    if let Some(decision) = meta(DECISION) {
+        field(&mut line, "decision", decision);
     }
     for key in &config.include_metadata {
         if key == AUTHORIZATION {

@@ -124,3 +124,25 @@ fn config_is_read_from_the_host_json() {
     call.plugin_config = json!({"level": "loud"});
     assert_eq!(audit(&call), Verdict::proceed());
 }
+
+#[test]
+fn a_signed_in_caller_has_groups_its_authenticator_and_the_decision() {
+    let mut call = outcome("PERMISSION_DENIED", "refused");
+    for (k, v) in [
+        (GROUPS, "team-a,system:authenticated"),
+        (AUTHENTICATED_BY, "oidc"),
+        (
+            DECISION,
+            r#"user "alice" may not create workflows.weft.dev in namespace "team-b""#,
+        ),
+    ] {
+        call.metadata.insert(k.to_string(), v.to_string());
+    }
+    assert_eq!(
+        line(&call, &Config::default()).unwrap(),
+        "audit method=/weft.admin.v1.AdminService/CreateExecution principal=alice \
+         groups=team-a,system:authenticated authenticated_by=oidc peer=127.0.0.1:5555 \
+         request_id=r-1 outcome=PERMISSION_DENIED message=refused \
+         decision=\"user \\\"alice\\\" may not create workflows.weft.dev in namespace \\\"team-b\\\"\""
+    );
+}

@@ -15,6 +15,9 @@
 //!   (`alg: none`) and algorithms without a configured key are refused, so a
 //!   token cannot pick a weaker check than the operator set up.
 //!
+//! A call the host already authenticated (its OpenID Connect sign-in or a
+//! TokenReview: `x-weft-authenticated-by` is set) proceeds as it is.
+//!
 //! On success the call proceeds with `x-weft-principal` (and `x-weft-groups`,
 //! comma-separated) set, and with `authorization` **removed**: later plugins
 //! and the service get the identity, never the credential. The host strips
@@ -43,6 +46,9 @@ mod jwt;
 
 /// The metadata key carrying the credential.
 const AUTHORIZATION: &str = "authorization";
+/// Set by the host when it authenticated the caller itself (clients cannot
+/// send `x-weft-*` keys: the host strips them).
+pub const AUTHENTICATED_BY: &str = "x-weft-authenticated-by";
 /// Where the authenticated identity goes; the host's convention.
 pub const PRINCIPAL: &str = "x-weft-principal";
 /// The principal's groups, comma-separated, when the token names any.
@@ -162,6 +168,12 @@ pub fn authenticate(call: &Call, now_millis: u64) -> Verdict {
     if config.skip_methods.contains(&call.method) {
         // No identity, but still no credential past this point.
         return Verdict::proceed().and_remove(AUTHORIZATION);
+    }
+    if call.metadata.contains_key(AUTHENTICATED_BY) {
+        // The host signed the caller in (single sign-on, a TokenReview)
+        // before the chain: the identity stands, and the host already
+        // removed the credential.
+        return Verdict::proceed();
     }
     match identify(&config, call.metadata.get(AUTHORIZATION), now_millis) {
         Ok(id) => {

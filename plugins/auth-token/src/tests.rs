@@ -351,3 +351,16 @@ fn the_component_entry_point_uses_the_real_clock() {
     let call = call_with(config(), Some(&bearer(&rs256(claims))));
     assert_identity(&AuthToken::on_request(call), "alice", Some("admins,ml"));
 }
+
+#[test]
+fn a_caller_the_host_signed_in_passes_as_it_is() {
+    let mut call = call_with(config(), None);
+    call.metadata
+        .insert(AUTHENTICATED_BY.to_string(), "oidc".to_string());
+    call.metadata
+        .insert(PRINCIPAL.to_string(), "alice@example.com".to_string());
+    assert_eq!(authenticate(&call, NOW), Verdict::proceed());
+    // Without the host's mark, the same call needs a token.
+    call.metadata.remove(AUTHENTICATED_BY);
+    assert_unauthenticated(&authenticate(&call, NOW), "`authorization`");
+}

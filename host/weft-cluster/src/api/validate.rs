@@ -16,7 +16,7 @@ use crate::status::{ApiError, ApiResult};
 impl Cluster {
     /// Checks a request body is the kind the URL serves and fills in what a
     /// client may leave out.
-    pub(super) fn check_kind(rt: &ResourceType, version: &str, obj: &mut Value) -> ApiResult<()> {
+    pub(crate) fn check_kind(rt: &ResourceType, version: &str, obj: &mut Value) -> ApiResult<()> {
         if !obj.is_object() {
             return Err(ApiError::bad_request(
                 "the body of the request was not a JSON object",

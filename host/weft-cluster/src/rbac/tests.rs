@@ -258,3 +258,36 @@ fn modes_parse_from_kube_apiserver_names() {
     );
     assert!("Node".parse::<Authorization>().is_err());
 }
+
+#[test]
+fn allowing_bindings_are_described_as_the_rbac_authorizer_describes_them() {
+    let rb = serde_json::json!({
+        "metadata": {"name": "alice-workflows", "namespace": "team-a"},
+        "roleRef": {"kind": "Role", "name": "workflow-creator"},
+    });
+    let user = serde_json::json!({"kind": "User", "name": "alice"});
+    assert_eq!(
+        describe_binding(&rb, "team-a", &user),
+        r#"RoleBinding "alice-workflows/team-a" of Role "workflow-creator" to User "alice""#
+    );
+    let crb = serde_json::json!({
+        "metadata": {"name": "ops"},
+        "roleRef": {"kind": "ClusterRole", "name": "viewer"},
+    });
+    let sa = serde_json::json!({"kind": "ServiceAccount", "name": "ctl", "namespace": "sys"});
+    assert_eq!(
+        describe_binding(&crb, "", &sa),
+        r#"ClusterRoleBinding "ops" of ClusterRole "viewer" to ServiceAccount "ctl/sys""#
+    );
+    // A RoleBinding's ServiceAccount without a namespace is in the binding's.
+    let sa = serde_json::json!({"kind": "ServiceAccount", "name": "ctl"});
+    assert!(describe_binding(&rb, "team-a", &sa).ends_with(r#"to ServiceAccount "ctl/team-a""#));
+}
+
+#[test]
+fn errors_aggregate_as_apimachinery_prints_them() {
+    let e = |s: &str| s.to_string();
+    assert_eq!(aggregate(&[e("a")]), "a");
+    assert_eq!(aggregate(&[e("a"), e("a")]), "a");
+    assert_eq!(aggregate(&[e("a"), e("b"), e("a")]), "[a, b]");
+}

@@ -80,6 +80,9 @@ pub(super) async fn resource(
         .unwrap_or("")
         .trim()
         .to_string();
+    if t.rt.create_only {
+        return review(&cx, &t, &method, &ct, &body, caller);
+    }
     let table = parts
         .headers
         .get(header::ACCEPT)
@@ -135,12 +138,7 @@ async fn serve_resource(
             }
         }
         (None, None, Method::POST) => {
-            let obj = match ct.as_str() {
-                "application/json" | "" | "*/*" => parse_json(&body)?,
-                "application/vnd.kubernetes.protobuf" => crate::protobuf::decode(&body)
-                    .ok_or_else(|| ApiError::unsupported_media_type(&ct))?,
-                _ => return Err(ApiError::unsupported_media_type(&ct)),
-            };
+            let obj = create_body(&ct, &body)?;
             if t.namespace.is_none() && rt.namespaced {
                 return Err(ApiError::method_not_allowed("create"));
             }
@@ -232,6 +230,42 @@ async fn serve_resource(
     }
 }
 
+/// A POST body: JSON, or the protobuf kubectl's typed clients send.
+fn create_body(ct: &str, body: &[u8]) -> ApiResult<serde_json::Value> {
+    match ct {
+        "application/json" | "" | "*/*" => parse_json(body),
+        "application/vnd.kubernetes.protobuf" => {
+            crate::protobuf::decode(body).ok_or_else(|| ApiError::unsupported_media_type(ct))
+        }
+        _ => Err(ApiError::unsupported_media_type(ct)),
+    }
+}
+
+/// A review (`crate::reviews`): only created, on its collection, and
+/// answered 201 as kube-apiserver answers creates.
+fn review(
+    cx: &Cluster,
+    t: &Target,
+    method: &Method,
+    ct: &str,
+    body: &[u8],
+    caller: &Caller,
+) -> ApiResult<Response<Body>> {
+    if t.name.is_some() {
+        return Err(ApiError::no_route());
+    }
+    if *method != Method::POST {
+        return Err(ApiError::method_not_allowed(method.as_str()));
+    }
+    if t.namespace.is_none() && t.rt.namespaced {
+        return Err(ApiError::method_not_allowed("create"));
+    }
+    let obj = create_body(ct, body)?;
+    let ns = t.namespace.as_deref().unwrap_or("");
+    let answer = crate::reviews::create(cx, &t.rt, &t.version, ns, obj, &caller.user)?;
+    Ok(json_response(201, &answer))
+}
+
 /// A server-side apply that creates its object needs `create` besides
 /// `patch`; refused, it is worded as kube-apiserver's `withAuthorization`
 /// words it: the object's name, then only the authorizer's reason.
@@ -256,6 +290,7 @@ fn authorize_create_on_apply(
     };
     cx.authorizer()
         .decide(&caller.user, &attrs)
+        .map(drop)
         .map_err(|reason| {
             ApiError::forbidden(&crate::rbac::group_resource(&attrs), &attrs.name, &reason)
         })

@@ -1,8 +1,11 @@
-// The shell: top bar, error banner, token prompt and the page for the URL.
+// The shell: top bar, error banner, token or sign-in prompt and the page
+// for the URL.
 import { useEffect, useState } from "react";
 import { forgetToken, useAuth } from "./auth";
-import { clearAllErrors } from "./errors";
-import { ErrorBanner, TokenPrompt } from "./components/Banner";
+import { clearAllErrors, reportError } from "./errors";
+import { ErrorBanner, SignInPrompt, TokenPrompt } from "./components/Banner";
+import { defaultNamespace, listed, useNamespaces } from "./namespaces";
+import { groupsTitle, LOGOUT_HREF, sso, useSso } from "./sso";
 import { HistoryPage } from "./pages/HistoryPage";
 import { LocksPage } from "./pages/LocksPage";
 import { PluginsPage } from "./pages/PluginsPage";
@@ -14,6 +17,9 @@ import { applyTheme, type Theme } from "./theme";
 
 function TopBar({ route }: { route: Route }) {
   const auth = useAuth();
+  const signOn = useSso();
+  // The first namespace the caller may list ("default" when allowed or unknown).
+  const home = defaultNamespace(listed(useNamespaces()));
   const [theme, setTheme] = useState<Theme>(() => (document.documentElement.dataset.theme as Theme) ?? "light");
   const toggle = () => {
     const next = theme === "dark" ? "light" : "dark";
@@ -23,11 +29,11 @@ function TopBar({ route }: { route: Route }) {
   const onWorkflows = route.page === "list" || route.page === "workflow";
   return (
     <header className="topbar">
-      <Link href="/" className="brand">
+      <Link href={listHref(home, "")} className="brand">
         Weft
       </Link>
       <nav aria-label="Main">
-        <Link href={listHref("default", "")} aria-current={onWorkflows ? "page" : undefined}>
+        <Link href={listHref(home, "")} aria-current={onWorkflows ? "page" : undefined}>
           Workflows
         </Link>
         <Link href={HISTORY_HREF} aria-current={route.page === "history" ? "page" : undefined}>
@@ -36,12 +42,23 @@ function TopBar({ route }: { route: Route }) {
         <Link href={PLUGINS_HREF} aria-current={route.page === "plugins" ? "page" : undefined}>
           Plugins
         </Link>
-        <Link href={locksHref("default")} aria-current={route.page === "locks" ? "page" : undefined}>
+        <Link href={locksHref(home)} aria-current={route.page === "locks" ? "page" : undefined}>
           Locks
         </Link>
       </nav>
       <span className="spacer" />
-      {auth.hasToken && (
+      {signOn.mode === "sso" && signOn.me && (
+        <>
+          <span className="user" data-testid="user" title={groupsTitle(signOn.me.groups)}>
+            {signOn.me.user}
+          </span>
+          {/* A full-page navigation: the server clears the cookie and goes through the provider's logout. */}
+          <a className="button-link" href={LOGOUT_HREF} data-testid="sign-out" onClick={sso.noteSigningOut}>
+            Sign out
+          </a>
+        </>
+      )}
+      {signOn.mode !== "sso" && auth.hasToken && (
         <button type="button" data-testid="forget-token" onClick={forgetToken} title="Remove the token from this tab">
           Forget token
         </button>
@@ -97,11 +114,18 @@ export function App() {
   const pageKey = route.page === "workflow" ? `${route.namespace}/${route.name}/${route.uid ?? ""}` : route.page;
   // Errors belong to the page that raised them.
   useEffect(() => clearAllErrors(), [pageKey]);
+  // Single sign-on: /auth/config, then who is signed in (or off to sign in).
+  useEffect(() => {
+    void sso.start().then((problem) => {
+      if (problem) reportError("sign-in", new Error(problem), "Checking the sign-in: ");
+    });
+  }, []);
   return (
     <div className="app">
       <TopBar route={route} />
       <ErrorBanner />
       <TokenPrompt />
+      <SignInPrompt />
       <Page route={route} />
     </div>
   );

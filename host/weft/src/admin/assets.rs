@@ -7,10 +7,13 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use http::{Method, Request, Response, StatusCode, header};
 use tonic::body::Body;
+
+use crate::admin::identity::{Authenticator, login};
 
 #[derive(rust_embed::RustEmbed)]
 #[folder = "$OUT_DIR/console"]
@@ -63,22 +66,51 @@ fn is_console(req: &Request<impl Sized>) -> bool {
     !grpc && (req.method() == Method::GET || req.method() == Method::HEAD)
 }
 
-/// A layer that answers console requests and passes the rest on.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ConsoleLayer;
+/// What the sign-in pages need of a request.
+fn auth_request<B>(req: &Request<B>, tls: bool) -> login::AuthRequest {
+    let header = |h| {
+        req.headers()
+            .get(h)
+            .and_then(|v| v.to_str().ok())
+            .map(String::from)
+    };
+    login::AuthRequest {
+        path: req.uri().path().to_string(),
+        query: req.uri().query().unwrap_or_default().to_string(),
+        cookie: header(header::COOKIE),
+        host: header(header::HOST).or_else(|| req.uri().authority().map(|a| a.to_string())),
+        tls,
+    }
+}
+
+/// A layer that answers console requests (and the sign-in pages under
+/// `/auth/`, see [`login`]) and passes the rest on.
+#[derive(Clone, Default)]
+pub struct ConsoleLayer {
+    /// The authenticators, for the sign-in pages.
+    pub auth: Option<Arc<Authenticator>>,
+    /// Whether the server speaks TLS (the sign-in's redirect URL).
+    pub tls: bool,
+}
 
 impl<S> tower::Layer<S> for ConsoleLayer {
     type Service = Console<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        Console { inner }
+        Console {
+            inner,
+            auth: self.auth.clone(),
+            tls: self.tls,
+        }
     }
 }
 
 /// See [`ConsoleLayer`].
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Console<S> {
     inner: S,
+    auth: Option<Arc<Authenticator>>,
+    tls: bool,
 }
 
 type BoxFuture<T, E> = Pin<Box<dyn Future<Output = Result<T, E>> + Send>>;
@@ -99,6 +131,11 @@ where
     }
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
+        if is_console(&req) && req.uri().path().starts_with("/auth/") {
+            let r = auth_request(&req, self.tls);
+            let auth = self.auth.clone();
+            return Box::pin(async move { Ok(login::route(auth, r).await) });
+        }
         if is_console(&req) {
             let resp = respond(req.uri().path());
             return Box::pin(async move { Ok(resp) });

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::hash::{BuildHasher, Hasher};
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use futures::FutureExt as _;
@@ -26,21 +26,46 @@ use crate::metrics::Metrics;
 
 /// The request id every call carries, echoed in the answer's metadata.
 pub const REQUEST_ID: &str = "x-request-id";
-/// The principal an authentication middleware established.
-pub const PRINCIPAL: &str = "x-weft-principal";
+pub use crate::admin::identity::PRINCIPAL;
+use crate::admin::identity::{AUTHENTICATED_BY, Authenticator, GROUPS, Via};
 /// Metadata keys with this prefix are the host's and its middleware's to
 /// set: a client cannot send them (they are removed before the chain).
 pub const RESERVED_PREFIX: &str = "x-weft-";
+
+/// The authorization decision of a call, for the audit's outcome hook.
+pub const DECISION: &str = "x-weft-decision";
 
 /// Who is calling, as the chain established it: what a handler may use.
 #[derive(Debug, Clone, Default)]
 pub struct Caller {
     /// The call's request id.
     pub request_id: String,
-    /// The authenticated principal, when a middleware set one.
+    /// The authenticated principal, when the host or a middleware set one.
     pub principal: Option<String>,
+    /// The principal's groups.
+    pub groups: Vec<String>,
+    /// Who vouched for the principal.
+    pub via: Via,
+    /// The method called (`/weft.admin.v1.AdminService/Name`).
+    pub method: &'static str,
     /// The metadata after every middleware's edits.
     pub metadata: BTreeMap<String, String>,
+    /// The authorization's decision, in words (the audit reads it).
+    pub decision: Arc<Mutex<Option<String>>>,
+}
+
+impl Caller {
+    /// Records the authorization's decision for the audit.
+    pub fn decide(&self, decision: String) {
+        *self.decision.lock().unwrap_or_else(|p| p.into_inner()) = Some(decision);
+    }
+
+    fn decision(&self) -> Option<String> {
+        self.decision
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
 }
 
 /// Which middleware run, in order.
@@ -60,6 +85,7 @@ pub struct Chain {
     registry: Arc<Registry>,
     selection: Selection,
     metrics: Arc<Metrics>,
+    authn: Option<Arc<Authenticator>>,
 }
 
 /// One link of the resolved chain.
@@ -75,7 +101,14 @@ impl Chain {
             registry,
             selection,
             metrics,
+            authn: None,
         }
+    }
+
+    /// The host's authenticators run before the middleware.
+    pub fn with_authentication(mut self, authn: Option<Arc<Authenticator>>) -> Self {
+        self.authn = authn;
+        self
     }
 
     /// The chain as it stands now: a registry snapshot, so a plugin swapped
@@ -129,17 +162,24 @@ impl Chain {
         // An error carries the metadata the middleware left when it came
         // from the service, so the outcome names the principal it refused.
         let outcome = AssertUnwindSafe(async {
+            let mut md = md;
+            if let Some(authn) = &self.authn {
+                authn.authenticate(&mut md).await.map_err(|s| (s, None))?;
+            }
+            // A cookie is a credential: no middleware sees it.
+            md.remove("cookie");
             let md = self
                 .admit(method, md, peer.clone(), &links, &message)
                 .await
                 .map_err(|s| (s, None))?;
-            let caller = Caller {
-                request_id: md.get(REQUEST_ID).cloned().unwrap_or(request_id.clone()),
-                principal: md.get(PRINCIPAL).cloned(),
-                metadata: md,
-            };
-            let observed = caller.metadata.clone();
-            match handler(caller, message).await {
+            let caller = caller_of(method, md, &request_id);
+            let mut observed = caller.metadata.clone();
+            let slot = caller.clone();
+            let result = handler(caller, message).await;
+            if let Some(d) = slot.decision() {
+                observed.insert(DECISION.into(), d);
+            }
+            match result {
                 Ok(r) => Ok((r, observed)),
                 Err(s) => Err((s, Some(observed))),
             }
@@ -310,6 +350,31 @@ impl Chain {
                 }
             }
         });
+    }
+}
+
+/// The caller the metadata names, after authentication and middleware.
+fn caller_of(method: &'static str, md: BTreeMap<String, String>, request_id: &str) -> Caller {
+    let groups = md
+        .get(GROUPS)
+        .map(|g| {
+            g.split(',')
+                .filter(|g| !g.is_empty())
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default();
+    Caller {
+        request_id: md
+            .get(REQUEST_ID)
+            .cloned()
+            .unwrap_or(request_id.to_string()),
+        principal: md.get(PRINCIPAL).cloned(),
+        groups,
+        via: Via::parse(md.get(AUTHENTICATED_BY).map(String::as_str)),
+        method,
+        metadata: md,
+        decision: Arc::default(),
     }
 }
 

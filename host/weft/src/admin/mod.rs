@@ -25,6 +25,7 @@ pub mod assets;
 pub mod authz;
 pub mod chain;
 pub mod console;
+pub mod identity;
 mod request;
 pub mod service;
 pub mod tls;
@@ -62,8 +63,13 @@ pub struct AdminConfig {
     /// plugin of the `unary-middleware` slot, in the registry's order.
     #[serde(default)]
     pub middleware: Option<Vec<String>>,
-    /// Which namespaces each principal may act on. Absent: no check (every
-    /// caller the middleware lets through may act on every namespace).
+    /// How callers authenticate beside the middleware: OpenID Connect for
+    /// people, TokenReviews for service accounts.
+    #[serde(default)]
+    pub authentication: identity::AuthenticationConfig,
+    /// Who may do what: the cluster's RBAC (`kubernetes`) or the
+    /// principal-to-namespaces map. Absent: no check (every caller the
+    /// middleware lets through may do everything).
     #[serde(default)]
     pub authorization: Option<Authorization>,
     /// Requests larger than this are answered RESOURCE_EXHAUSTED.
@@ -118,6 +124,7 @@ impl Default for AdminConfig {
             listen: default_listen(),
             tls: None,
             middleware: None,
+            authentication: identity::AuthenticationConfig::default(),
             authorization: None,
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             data_proxy: DataProxyConfig::default(),
@@ -222,7 +229,9 @@ pub async fn serve_with(
         Some(names) => Selection::Named(names.clone()),
         None => Selection::Slot,
     };
-    let chain = Chain::new(registry.clone(), selection, metrics.clone());
+    let authn = authenticator(&config.authentication, &client);
+    let chain =
+        Chain::new(registry.clone(), selection, metrics.clone()).with_authentication(authn.clone());
     let service = AdminService::new(
         client,
         registry,
@@ -262,7 +271,10 @@ pub async fn serve_with(
     // TLS, ALPN offers both (see `tls`), so they work there too.
     let router = Server::builder()
         .accept_http1(true)
-        .layer(assets::ConsoleLayer)
+        .layer(assets::ConsoleLayer {
+            auth: authn,
+            tls: config.tls.is_some(),
+        })
         .layer(tonic_web::GrpcWebLayer::new())
         .layer(tower::util::MapResponseLayer::new(
             oversized_is_resource_exhausted,
@@ -286,6 +298,15 @@ pub async fn serve_with(
         task,
         tls: config.tls.is_some(),
     })
+}
+
+/// The host's authenticators, when any is configured.
+fn authenticator(
+    config: &identity::AuthenticationConfig,
+    client: &Client,
+) -> Option<Arc<identity::Authenticator>> {
+    let any = config.oidc.is_some() || config.token_review;
+    any.then(|| Arc::new(identity::Authenticator::new(config.clone(), client.clone())))
 }
 
 /// tonic answers a request over the size limit with OUT_OF_RANGE; gRPC's

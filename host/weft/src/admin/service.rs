@@ -9,7 +9,7 @@ use kube::Client;
 use tonic::{Request, Response, Status};
 
 use super::DataProxyConfig;
-use super::authz::Authorization;
+use super::authz::{Authorization, Authorizer};
 use super::chain::{Caller, Chain};
 use super::console;
 use super::pb;
@@ -23,6 +23,7 @@ pub const CREATED_BY: &str = "weft.dev/created-by";
 
 mod calls;
 mod history;
+mod namespaces;
 mod proxy;
 
 /// The admin service.
@@ -30,7 +31,7 @@ pub struct AdminService {
     client: Client,
     registry: Arc<weft_plugin::Registry>,
     chain: Chain,
-    authorization: Option<Authorization>,
+    authorizer: Authorizer,
     metrics: Arc<Metrics>,
     /// The data plane whose store the data proxy signs URLs of.
     artifacts: Option<Arc<PodIo>>,
@@ -49,10 +50,10 @@ impl AdminService {
         metrics: Arc<Metrics>,
     ) -> Self {
         AdminService {
+            authorizer: Authorizer::new(authorization, client.clone()),
             client,
             registry,
             chain,
-            authorization,
             metrics,
             artifacts: None,
             data_proxy: DataProxyConfig::default(),
@@ -78,11 +79,10 @@ impl AdminService {
         self
     }
 
-    fn authorize(&self, caller: &Caller, namespace: Option<&str>) -> Result<(), Status> {
-        match &self.authorization {
-            Some(a) => a.check(caller, namespace),
-            None => Ok(()),
-        }
+    /// Whether `caller` may make its call in `namespace` (`None`: across
+    /// all namespaces).
+    async fn authorize(&self, caller: &Caller, namespace: Option<&str>) -> Result<(), Status> {
+        self.authorizer.check(caller, namespace).await
     }
 }
 
@@ -250,7 +250,7 @@ impl pb::admin_service_server::AdminService for AdminService {
     ) -> Result<Response<pb::ListPluginsResponse>, Status> {
         self.chain
             .call(method!("ListPlugins"), request, |c, _r| async move {
-                self.authorize(&c, None)?;
+                self.authorize(&c, None).await?;
                 Ok(console::plugins(&self.client, &self.registry, &self.metrics).await)
             })
             .await
@@ -262,8 +262,19 @@ impl pb::admin_service_server::AdminService for AdminService {
     ) -> Result<Response<pb::ListLocksResponse>, Status> {
         self.chain
             .call(method!("ListLocks"), request, |c, r| async move {
-                self.authorize(&c, Some(&r.namespace))?;
+                self.authorize(&c, Some(&r.namespace)).await?;
                 console::locks(&self.client, &r.namespace).await
+            })
+            .await
+    }
+
+    async fn list_namespaces(
+        &self,
+        request: Request<pb::ListNamespacesRequest>,
+    ) -> Result<Response<pb::ListNamespacesResponse>, Status> {
+        self.chain
+            .call(method!("ListNamespaces"), request, |c, _| {
+                self.namespaces(c)
             })
             .await
     }

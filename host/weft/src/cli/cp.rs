@@ -29,8 +29,9 @@ pub struct AdminClientArgs {
         value_name = "URL"
     )]
     pub admin_url: String,
-    /// A bearer token for the admin API's authentication middleware
-    /// (auth-token).
+    /// A bearer token for the admin API (a static token of the auth-token
+    /// middleware, a service-account token); without it, the token of
+    /// `weft login` for this admin API, if any.
     #[arg(long, env = "WEFT_TOKEN", value_name = "TOKEN", hide_env_values = true)]
     pub token: Option<String>,
     /// The CA (PEM) that signed an https admin API's certificate.
@@ -72,7 +73,12 @@ impl AdminClientArgs {
         let channel = endpoint.connect().await.with_context(|| {
             format!("cannot reach the admin API at {url} (--admin or WEFT_ADMIN)")
         })?;
+        // An explicit token wins; otherwise `weft login`'s, if any.
         let token = match &self.token {
+            Some(t) => Some(t.clone()),
+            None => super::login::credentials::bearer(url).await?,
+        };
+        let token = match token {
             Some(t) => Some(
                 format!("Bearer {t}")
                     .parse()

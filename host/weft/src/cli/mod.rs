@@ -19,6 +19,7 @@ pub mod dev;
 pub mod history;
 pub mod io;
 pub mod list;
+pub mod login;
 pub mod logs;
 pub mod node;
 pub mod plugin;
@@ -117,6 +118,12 @@ pub enum Command {
     /// upload a workflow input (`PATH -`, printing its reference) through
     /// the admin API's data proxy.
     Cp(cp::CpArgs),
+    /// Sign in to the admin API's identity provider (single sign-on): a
+    /// link to open, or `--device` for a code to enter elsewhere. Later
+    /// commands that talk to that admin API send the token.
+    Login(login::LoginArgs),
+    /// Forget the sign-in to an admin API.
+    Logout(login::LogoutArgs),
     /// A task pod's side of the data plane: stage inputs (`init`), run
     /// the command and upload outputs (`exec`), or move one artifact
     /// (`get`, `put`), with presigned URLs only (no store credentials).
@@ -224,6 +231,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Db(cmd) => history::run(cmd),
         Command::Archive(cmd) => archive::run(cmd),
         Command::Cp(args) => cp::cp(args),
+        Command::Login(args) => login::login(args),
+        Command::Logout(args) => login::logout(args),
         Command::Retry(a) => actions::run(a.target, Action::Retry { node: a.node }),
         Command::Resubmit(a) => actions::run(
             a.target,

@@ -48,6 +48,13 @@ pub struct SubmitArgs {
     /// unless it succeeds.
     #[arg(short, long)]
     pub watch: bool,
+    /// Create the Workflow through the admin API (`--admin`), as the user
+    /// of `weft login` or `--token`, instead of with the kubeconfig's
+    /// credentials: the admin API's authorization decides (as `argo
+    /// submit` with `ARGO_SERVER`). Templates must already be in the
+    /// cluster.
+    #[arg(long, env = "WEFT_VIA_ADMIN", conflicts_with = "watch")]
+    pub via_admin: bool,
     /// With --watch: give up after this long (e.g. 10m).
     #[arg(long, requires = "watch", value_parser = humantime::parse_duration)]
     pub timeout: Option<Duration>,
@@ -72,7 +79,10 @@ pub fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
     let manifests = args.file.as_deref().map(run::read_manifests).transpose()?;
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {
-        let client = args.cluster.client().await?;
+        let client = match args.via_admin {
+            true => None,
+            false => Some(args.cluster.client().await?),
+        };
         let ns = &args.cluster.namespace;
         let (mut wf, to_apply) = match (manifests, from) {
             (
@@ -100,7 +110,13 @@ pub fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
                 // The file's own version of the template is what runs.
                 let template = match to_apply.iter().find(|t| t.name_any() == launch.name) {
                     Some(t) => t.clone(),
-                    None => super::template::get_template(&client, ns, &launch.name).await?,
+                    None => match &client {
+                        Some(c) => super::template::get_template(c, ns, &launch.name).await?,
+                        None => bail!(
+                            "--via-admin: template {} must be in the file to check the inputs; the admin API does not serve templates",
+                            launch.name
+                        ),
+                    },
                 };
                 let t = template.spec.spec;
                 let source = format!("template {}", launch.name);
@@ -140,6 +156,11 @@ pub fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
             wf.metadata.name = None;
             wf.metadata.generate_name = Some(prefix.clone());
         }
+        let Some(client) = client else {
+            let name = via_admin::create(&args.admin, ns, &wf, &to_apply).await?;
+            println!("workflow.weft.dev/{name} created");
+            return Ok(ExitCode::SUCCESS);
+        };
         run::apply_templates(&client, ns, &to_apply).await?;
         let created = run::create(&client, ns, wf).await?;
         println!("workflow.weft.dev/{} created", created.name_any());
@@ -348,6 +369,8 @@ fn bind(
         false => bail!("{}", problems.join("\n")),
     }
 }
+
+mod via_admin;
 
 #[cfg(test)]
 mod tests;

@@ -113,6 +113,27 @@ pub struct Bed {
 impl Bed {
     /// The bed [`SWITCH`] names, with Weft's CRDs installed.
     pub async fn start() -> Bed {
+        Self::start_with(weft_cluster::Authorization::AlwaysAllow).await
+    }
+
+    /// [`Bed::start`] with the dev cluster enforcing RBAC as the real
+    /// control plane does (the admin kubeconfig stays `system:masters`).
+    pub async fn start_rbac() -> Bed {
+        Self::start_with(weft_cluster::Authorization::Rbac).await
+    }
+
+    /// A second namespace beside the bed's (`{ns}-{suffix}`), created.
+    pub async fn namespace_beside(&self, suffix: &str) -> String {
+        let ns = format!("{}-{suffix}", self.ns);
+        let api: kube::Api<k8s_openapi::api::core::v1::Namespace> =
+            kube::Api::all(self.client.clone());
+        let mut object = k8s_openapi::api::core::v1::Namespace::default();
+        object.metadata.name = Some(ns.clone());
+        api.create(&Default::default(), &object).await.unwrap();
+        ns
+    }
+
+    async fn start_with(authorization: weft_cluster::Authorization) -> Bed {
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = dir.path().join("kubeconfig");
         let (cluster, client, ns) = if real() {
@@ -120,7 +141,9 @@ impl Bed {
             let ns = TestCluster::test_namespace(&kubeconfig);
             (None, k8s::client_for(&kubeconfig).await, ns)
         } else {
-            let cluster = weft::dev::start(dir.path()).await.expect("dev cluster");
+            let cluster = weft::dev::start_with(dir.path(), authorization)
+                .await
+                .expect("dev cluster");
             let client = weft::runtime::client_for(&cluster.base_url()).unwrap();
             weft::runtime::install_crd(&client).await.unwrap();
             (Some(cluster), client, "default".to_string())

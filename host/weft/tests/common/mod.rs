@@ -4,11 +4,13 @@
 
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod cluster;
 pub mod examples;
 pub mod install;
 pub mod k8s;
 pub mod loopback;
+pub mod oidc;
 pub mod postgres;
 pub mod s3;
 

@@ -1,7 +1,9 @@
-// The error banner (API errors with their gRPC message) and the token prompt.
+// The error banner (API errors with their gRPC message), the token prompt
+// and, under single sign-on, the sign-in prompt.
 import { useState } from "react";
 import { submitToken, useAuth } from "../auth";
 import { clearError, useErrors } from "../errors";
+import { sso, useSso, type SignIn } from "../sso";
 
 export function ErrorBanner() {
   const errors = useErrors();
@@ -22,8 +24,10 @@ export function ErrorBanner() {
 
 export function TokenPrompt() {
   const auth = useAuth();
+  const mode = useSso().mode;
   const [token, setToken] = useState("");
-  if (!auth.required) return null;
+  // Under single sign-on nobody pastes tokens (see SignInPrompt).
+  if (!auth.required || mode === "sso") return null;
   return (
     <div className="modal-backdrop">
       <form
@@ -59,6 +63,51 @@ export function TokenPrompt() {
           </button>
         </div>
       </form>
+    </div>
+  );
+}
+
+/**
+ * Under single sign-on, while the browser leaves for the identity provider
+ * ("Signing in…"), or when it will not go by itself (a loop was cut, or
+ * the user signed out): the reason and a "Sign in" button.
+ */
+export function SignInPrompt() {
+  const s = useSso();
+  if (s.mode !== "sso" || !s.signIn) return null;
+  return (
+    <div className="modal-backdrop">
+      <SignInDialog signIn={s.signIn} issuer={s.issuer} onSignIn={sso.signInNow} />
+    </div>
+  );
+}
+
+/** The dialog itself: pure, so it renders in unit tests. */
+export function SignInDialog({ signIn, issuer, onSignIn }: { signIn: SignIn; issuer: string | null; onSignIn: () => void }) {
+  if (signIn.phase === "redirecting") {
+    return (
+      <div className="modal" role="status" data-testid="signing-in">
+        <h2>Signing in…</h2>
+        <p className="muted">Going to the identity provider{issuer ? ` (${issuer})` : ""}.</p>
+      </div>
+    );
+  }
+  return (
+    <div className="modal" role="dialog" aria-labelledby="sign-in-title">
+      <h2 id="sign-in-title">{signIn.signedOut ? "Signed out" : "Sign in"}</h2>
+      {signIn.signedOut ? (
+        <p data-testid="sign-in-reason">You signed out of the Weft console.</p>
+      ) : (
+        <p data-testid="sign-in-reason" className="auth-required">
+          Not signed in{signIn.reason ? `: ${signIn.reason}` : "."}
+        </p>
+      )}
+      <p className="muted">Sign in with your organisation's identity provider{issuer ? ` (${issuer})` : ""}.</p>
+      <div className="modal-actions">
+        <button type="button" className="primary" data-testid="sign-in" onClick={onSignIn} autoFocus>
+          Sign in
+        </button>
+      </div>
     </div>
   );
 }

@@ -1,9 +1,12 @@
 // `/locks?namespace=`: the mutexes, semaphores and parallelism limits of
 // one namespace (ListLocks), each with its holders and its line of
-// waiters in the order they will get it, re-listed every 2 s.
+// waiters in the order they will get it, re-listed every 2 s. The
+// namespace is picked like the Workflows page's (ListNamespaces).
 import { useEffect, useState } from "react";
 import { admin, errorText, poll, type LockClaim, type LockInfo } from "../api";
+import { NamespacePicker } from "../components/NamespacePicker";
 import { clearError, reportError } from "../errors";
+import { listed, useNamespaces, useResolvedNamespace } from "../namespaces";
 import { Link, navigate } from "../router";
 import { locksHref, nodeHref, workflowHref } from "../routes";
 import { elapsed, formatDuration, formatTime } from "../time";
@@ -28,12 +31,21 @@ function useDebouncedNamespace(namespace: string) {
   return { ns, setNs };
 }
 
-export function LocksPage({ namespace }: { namespace: string }) {
+export function LocksPage({ namespace: route }: { namespace: string }) {
   const [listing, setListing] = useState<LocksListing>({ state: "loading" });
-  const f = useDebouncedNamespace(namespace);
+  const f = useDebouncedNamespace(route);
+  const namespaces = useNamespaces();
+  // null: waiting for the list to know what "default" stands for.
+  const shown = useResolvedNamespace(route, namespaces);
+  const namespace = shown ?? route;
+
+  useEffect(() => {
+    if (shown !== null && shown !== route) navigate(locksHref(shown), { replace: true });
+  }, [shown, route]);
 
   useEffect(() => {
     setListing({ state: "loading" });
+    if (shown === null) return;
     // Locks belong to one namespace: nothing to ask for without one.
     if (namespace === "") {
       clearError("locks");
@@ -56,21 +68,33 @@ export function LocksPage({ namespace }: { namespace: string }) {
       },
     );
     return () => ctl.abort();
-  }, [namespace]);
+  }, [namespace, shown]);
 
   return (
     <main className="page locks-page">
       <div className="toolbar">
         <h1>Locks</h1>
-        <label>
-          Namespace
-          <input
-            value={f.ns}
-            placeholder="namespace"
-            onChange={(e) => f.setNs(e.target.value.trim())}
-            data-testid="locks-namespace"
+        {namespaces.state === "failed" ? (
+          <label>
+            Namespace
+            <input
+              value={f.ns}
+              placeholder="namespace"
+              onChange={(e) => f.setNs(e.target.value.trim())}
+              data-testid="locks-namespace"
+            />
+          </label>
+        ) : (
+          <NamespacePicker
+            value={namespace}
+            namespaces={listed(namespaces)}
+            emptyLabel="choose a namespace"
+            onChange={(ns) => {
+              f.setNs(ns);
+              navigate(locksHref(ns));
+            }}
           />
-        </label>
+        )}
         <span className="muted" aria-live="polite" data-testid="locks-count">
           {namespace === "" && "no namespace"}
           {namespace !== "" && listing.state === "loading" && "loading…"}

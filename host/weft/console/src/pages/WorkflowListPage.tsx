@@ -1,9 +1,14 @@
 // `/`: the executions of a namespace (or all), filtered by a label
-// selector, re-listed every 2 s. Rows are virtualised.
+// selector, re-listed every 2 s. Rows are virtualised. The namespace is
+// picked among those the caller may list (ListNamespaces; `/` without
+// `?namespace=` opens the first of them when "default" is not one), or
+// typed where the server cannot list them.
 import { useEffect, useState } from "react";
 import { admin, poll, type Execution } from "../api";
+import { NamespacePicker } from "../components/NamespacePicker";
 import { VirtualRows } from "../components/VirtualRows";
 import { clearError, reportError } from "../errors";
+import { listed, useNamespaces, useResolvedNamespace } from "../namespaces";
 import { phaseColor, phaseTextColor, progress } from "../phases";
 import { navigate, onLinkClick } from "../router";
 import { listHref, workflowHref } from "../routes";
@@ -76,15 +81,23 @@ export function WorkflowListPage({ namespace, selector }: { namespace: string; s
   const [rows, setRows] = useState<Row[] | null>(null);
   const [now, setNow] = useState(() => Date.now());
   const f = useDebouncedUrl(namespace, selector);
+  const namespaces = useNamespaces();
+  // null: waiting for the list to know what "default" stands for.
+  const shown = useResolvedNamespace(namespace, namespaces);
 
   useEffect(() => {
-    const ctl = new AbortController();
+    if (shown !== null && shown !== namespace) navigate(listHref(shown, selector), { replace: true });
+  }, [shown, namespace, selector]);
+
+  useEffect(() => {
     setRows(null);
+    if (shown === null) return;
+    const ctl = new AbortController();
     void poll(
       REFRESH_MS,
       ctl.signal,
       async (signal) => {
-        const r = await listAll(namespace, selector, signal);
+        const r = await listAll(shown, selector, signal);
         if (signal.aborted) return;
         setRows(r);
         setNow(Date.now());
@@ -93,7 +106,7 @@ export function WorkflowListPage({ namespace, selector }: { namespace: string; s
       (e) => reportError("list", e, "Listing workflows: "),
     );
     return () => ctl.abort();
-  }, [namespace, selector]);
+  }, [shown, selector]);
 
   const open = (r: Row) => navigate(workflowHref(r.namespace, r.name));
 
@@ -101,15 +114,27 @@ export function WorkflowListPage({ namespace, selector }: { namespace: string; s
     <main className="page list-page">
       <div className="toolbar">
         <h1>Workflows</h1>
-        <label>
-          Namespace
-          <input
-            value={f.ns}
-            placeholder="all namespaces"
-            onChange={(e) => f.setNs(e.target.value.trim())}
-            data-testid="namespace-filter"
+        {namespaces.state === "failed" ? (
+          <label>
+            Namespace
+            <input
+              value={f.ns}
+              placeholder="all namespaces"
+              onChange={(e) => f.setNs(e.target.value.trim())}
+              data-testid="namespace-filter"
+            />
+          </label>
+        ) : (
+          <NamespacePicker
+            value={shown ?? namespace}
+            namespaces={listed(namespaces)}
+            emptyLabel="all namespaces"
+            onChange={(ns) => {
+              f.setNs(ns);
+              navigate(listHref(ns, f.sel));
+            }}
           />
-        </label>
+        )}
         <label className="grow">
           Labels
           <input

@@ -34,7 +34,7 @@ impl AdminService {
                 "id: namespace and name are required",
             ));
         }
-        self.authorize(caller, Some(&id.namespace))?;
+        self.authorize(caller, Some(&id.namespace)).await?;
         let api: Api<Workflow> = Api::namespaced(self.client.clone(), &id.namespace);
         let wf = api
             .get(&id.name)
@@ -55,7 +55,7 @@ impl AdminService {
         if req.namespace.is_empty() {
             return Err(Status::invalid_argument("namespace: required"));
         }
-        self.authorize(&caller, Some(&req.namespace))?;
+        self.authorize(&caller, Some(&req.namespace)).await?;
         let name = match (req.name.is_empty(), req.generate_name.is_empty()) {
             (false, true) => Some(req.name.clone()),
             (true, false) => None,
@@ -115,7 +115,7 @@ impl AdminService {
         req: pb::ListExecutionsRequest,
     ) -> Result<pb::ListExecutionsResponse, Status> {
         let ns = (!req.namespace.is_empty()).then_some(req.namespace.as_str());
-        self.authorize(&caller, ns)?;
+        self.authorize(&caller, ns).await?;
         let api: Api<Workflow> = match ns {
             Some(ns) => Api::namespaced(self.client.clone(), ns),
             None => Api::all(self.client.clone()),
@@ -196,7 +196,7 @@ impl AdminService {
                 "id: namespace and name are required",
             ));
         }
-        self.authorize(&caller, Some(&id.namespace))?;
+        self.authorize(&caller, Some(&id.namespace)).await?;
         let by = format!(
             "{} through the admin API",
             caller.principal.as_deref().unwrap_or("anonymous")

@@ -131,7 +131,7 @@ impl AdminService {
         req: pb::ListExecutionsRequest,
     ) -> Result<pb::ListExecutionsResponse, Status> {
         let ns = (!req.namespace.is_empty()).then_some(req.namespace.as_str());
-        self.authorize(&caller, ns)?;
+        self.authorize(&caller, ns).await?;
         let h = self.history()?;
         let f = filter(&req)?;
         let limit = match req.limit {
@@ -206,7 +206,7 @@ impl AdminService {
                 "id: namespace and a name or uid are required",
             ));
         }
-        self.authorize(caller, Some(&id.namespace))?;
+        self.authorize(caller, Some(&id.namespace)).await?;
         let uid = (!id.uid.is_empty()).then_some(id.uid.as_str());
         let found = self.history()?.get(uid, &id.namespace, &id.name).await;
         let what = match uid {

@@ -44,7 +44,7 @@ impl AdminService {
         req: pb::CreateUploadLocationRequest,
     ) -> Result<pb::CreateUploadLocationResponse, Status> {
         namespace(&req.namespace)?;
-        self.authorize(&caller, Some(&req.namespace))?;
+        self.authorize(&caller, Some(&req.namespace)).await?;
         filename(&req.filename)?;
         within(&req, &self.data_proxy)?;
         let ttl = expiry(req.expires_in_seconds)?;

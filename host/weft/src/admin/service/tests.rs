@@ -16,6 +16,7 @@ fn authorization_names_the_principal_and_the_namespace() {
             ("admin".to_string(), vec!["*".to_string()]),
         ]
         .into(),
+        kubernetes: None,
     };
     assert!(a.check(&caller(Some("alice")), Some("team-a")).is_ok());
     let e = a.check(&caller(Some("alice")), Some("team-b")).unwrap_err();
