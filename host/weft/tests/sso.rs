@@ -33,6 +33,11 @@ struct World {
 
 impl World {
     async fn start(identity: &str) -> World {
+        Self::start_with_ttl(identity, 3600).await
+    }
+
+    /// A world whose provider issues ID tokens valid for `id_token_secs`.
+    async fn start_with_ttl(identity: &str, id_token_secs: u64) -> World {
         let bed = Bed::start_rbac().await;
         let (admin_port, oidc_port) = (free_port(), free_port());
         let secret = bed.path("console-secret");
@@ -67,7 +72,8 @@ authorization:
             registry.to_str().unwrap(),
         ];
         let controller = bed.controller(identity, &args);
-        let provider = Provider::start(bed.dir.path(), oidc_port, admin_port).await;
+        let provider =
+            Provider::start_with_ttl(bed.dir.path(), oidc_port, admin_port, id_token_secs).await;
         common::admin_client(admin_port).await;
         World {
             admin: format!("http://127.0.0.1:{admin_port}"),
@@ -583,4 +589,54 @@ async fn the_console_signs_alice_in_through_the_provider_in_chromium() {
 
 fn text_of(o: &std::process::Output) -> String {
     text(o)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_cli_refreshes_a_token_about_to_expire_and_keeps_the_new_pair() {
+    // ID tokens of 30 s: the CLI refreshes any that expires within 60 s.
+    let w = World::start_with_ttl("sso-5", 30).await;
+    grant(&w.bed, &w.bed.ns, "team-a-runs", "Group:team-a").await;
+    let home = w.login(ALICE).await;
+    let read = || {
+        let file = home.join("weft/credentials.json");
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
+        v["admins"][&w.admin].clone()
+    };
+    let before = read();
+    assert!(before["refreshToken"].is_string(), "{before}");
+    let file = workflow_file(w.bed.dir.path());
+    let out = w
+        .weft(
+            &home,
+            &[
+                "submit",
+                "--via-admin",
+                "-n",
+                &w.bed.ns,
+                file.to_str().unwrap(),
+            ],
+        )
+        .await;
+    assert!(out.status.success(), "{}", text(&out));
+    let after = read();
+    assert_ne!(
+        after["idToken"], before["idToken"],
+        "the ID token was not refreshed"
+    );
+    // The provider rotates refresh tokens: the new one is kept (the old is void).
+    assert_ne!(after["refreshToken"], before["refreshToken"]);
+    let out = w
+        .weft(
+            &home,
+            &[
+                "submit",
+                "--via-admin",
+                "-n",
+                &w.bed.ns,
+                file.to_str().unwrap(),
+            ],
+        )
+        .await;
+    assert!(out.status.success(), "a second refresh: {}", text(&out));
+    w.stop().await;
 }

@@ -35,9 +35,20 @@ impl Provider {
     /// `/auth/callback`) and `weft-cli` (public, native: loopback redirect
     /// and the device flow); users alice (team-a) and bob (team-b).
     pub async fn start(dir: &Path, port: u16, admin_port: u16) -> Provider {
+        Self::start_with_ttl(dir, port, admin_port, 3600).await
+    }
+
+    /// [`Provider::start`] with ID tokens valid for `id_token_secs`.
+    pub async fn start_with_ttl(
+        dir: &Path,
+        port: u16,
+        admin_port: u16,
+        id_token_secs: u64,
+    ) -> Provider {
         let console = format!("http://127.0.0.1:{admin_port}");
         let config = json!({
             "port": port,
+            "idTokenTtlSeconds": id_token_secs,
             "keysFile": "keys.json",
             "users": [
                 {"username": ALICE.0, "password": ALICE.1, "email": "alice@example.com", "groups": ["team-a"]},
