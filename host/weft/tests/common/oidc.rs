@@ -16,6 +16,9 @@ use super::root;
 pub const ALICE: (&str, &str) = ("alice", "alice-pw");
 /// bob: group team-b.
 pub const BOB: (&str, &str) = ("bob", "bob-pw");
+/// carol: group team-c, which only the console test binds (the real
+/// control plane is shared by the tests of a file).
+pub const CAROL: (&str, &str) = ("carol", "carol-pw");
 /// The console's client secret.
 pub const CONSOLE_SECRET: &str = "console-client-secret";
 
@@ -53,6 +56,7 @@ impl Provider {
             "users": [
                 {"username": ALICE.0, "password": ALICE.1, "email": "alice@example.com", "groups": ["team-a"]},
                 {"username": BOB.0, "password": BOB.1, "email": "bob@example.com", "groups": ["team-b"]},
+                {"username": CAROL.0, "password": CAROL.1, "email": "carol@example.com", "groups": ["team-c"]},
             ],
             "clients": [
                 {"client_id": "weft-console", "client_secret": CONSOLE_SECRET,
