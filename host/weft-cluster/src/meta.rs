@@ -172,6 +172,35 @@ pub(crate) fn random_suffix() -> String {
         .collect()
 }
 
+/// The fields of `ObjectMeta`, in Go's order (which its JSON keeps);
+/// anything else under `metadata` is unknown.
+pub(crate) const OBJECT_META: &[&str] = &[
+    "name",
+    "generateName",
+    "namespace",
+    "selfLink",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
+    "managedFields",
+];
+
+/// The strings of a JSON array (others ignored).
+pub(crate) fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s.as_str().map(String::from))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -138,9 +138,23 @@ authorization:
 
     /// The ID token `weft login` kept in `home`.
     fn id_token(home: &Path, admin: &str) -> String {
+        Self::credentials(home, admin)["idToken"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    /// The sign-in `weft login` kept in `home` for `admin`.
+    fn credentials(home: &Path, admin: &str) -> serde_json::Value {
         let file = home.join("weft/credentials.json");
         let v: serde_json::Value = serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
-        v["admins"][admin]["idToken"].as_str().unwrap().to_string()
+        v["admins"][admin].clone()
+    }
+
+    /// `weft submit --via-admin -n NS FILE` as the person of `home`.
+    async fn submit(&self, home: &Path, ns: &str, file: &str) -> std::process::Output {
+        self.weft(home, &["submit", "--via-admin", "-n", ns, file])
+            .await
     }
 
     async fn stop(self) {
@@ -243,9 +257,7 @@ async fn alice_signs_in_runs_in_her_namespace_and_a_rolebinding_opens_another() 
     // watched to its end through the admin API.
     let file = workflow_file(w.bed.dir.path());
     let file = file.to_str().unwrap();
-    let out = w
-        .weft(&home, &["submit", "--via-admin", "-n", &ns_a, file])
-        .await;
+    let out = w.submit(&home, &ns_a, file).await;
     assert!(out.status.success(), "{}", text(&out));
     let name = text(&out)
         .split("workflow.weft.dev/")
@@ -267,9 +279,7 @@ async fn alice_signs_in_runs_in_her_namespace_and_a_rolebinding_opens_another() 
 
     // team-b: refused, naming her, the verb and the namespace; kubectl agrees.
     assert!(!can_i(&w.bed, "create", &ns_b, "alice@example.com", "team-a").await);
-    let out = w
-        .weft(&home, &["submit", "--via-admin", "-n", &ns_b, file])
-        .await;
+    let out = w.submit(&home, &ns_b, file).await;
     assert!(!out.status.success());
     let refusal = text(&out);
     for word in ["alice@example.com", "create", "workflows.weft.dev", &ns_b] {
@@ -281,9 +291,7 @@ async fn alice_signs_in_runs_in_her_namespace_and_a_rolebinding_opens_another() 
     assert!(can_i(&w.bed, "create", &ns_b, "alice@example.com", "team-a").await);
     let granted = Instant::now();
     loop {
-        let out = w
-            .weft(&home, &["submit", "--via-admin", "-n", &ns_b, file])
-            .await;
+        let out = w.submit(&home, &ns_b, file).await;
         if out.status.success() {
             break;
         }
@@ -312,9 +320,7 @@ async fn alice_signs_in_runs_in_her_namespace_and_a_rolebinding_opens_another() 
     // Signed out: the CLI sends nothing, and the admin API asks for a sign-in.
     let out = w.weft(&home, &["logout"]).await;
     assert!(out.status.success(), "{}", text(&out));
-    let out = w
-        .weft(&home, &["submit", "--via-admin", "-n", &ns_a, file])
-        .await;
+    let out = w.submit(&home, &ns_a, file).await;
     assert!(
         text(&out).contains("sign in with weft login"),
         "{}",
@@ -586,26 +592,11 @@ async fn the_cli_refreshes_a_token_about_to_expire_and_keeps_the_new_pair() {
     let w = World::start_with_ttl("sso-5", 30).await;
     grant(&w.bed, &w.bed.ns, "team-a-runs", "Group:team-a").await;
     let home = w.login(ALICE).await;
-    let read = || {
-        let file = home.join("weft/credentials.json");
-        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
-        v["admins"][&w.admin].clone()
-    };
+    let read = || World::credentials(&home, &w.admin);
     let before = read();
     assert!(before["refreshToken"].is_string(), "{before}");
     let file = workflow_file(w.bed.dir.path());
-    let out = w
-        .weft(
-            &home,
-            &[
-                "submit",
-                "--via-admin",
-                "-n",
-                &w.bed.ns,
-                file.to_str().unwrap(),
-            ],
-        )
-        .await;
+    let out = w.submit(&home, &w.bed.ns, file.to_str().unwrap()).await;
     assert!(out.status.success(), "{}", text(&out));
     let after = read();
     assert_ne!(
@@ -614,18 +605,7 @@ async fn the_cli_refreshes_a_token_about_to_expire_and_keeps_the_new_pair() {
     );
     // The provider rotates refresh tokens: the new one is kept (the old is void).
     assert_ne!(after["refreshToken"], before["refreshToken"]);
-    let out = w
-        .weft(
-            &home,
-            &[
-                "submit",
-                "--via-admin",
-                "-n",
-                &w.bed.ns,
-                file.to_str().unwrap(),
-            ],
-        )
-        .await;
+    let out = w.submit(&home, &w.bed.ns, file.to_str().unwrap()).await;
     assert!(out.status.success(), "a second refresh: {}", text(&out));
     w.stop().await;
 }

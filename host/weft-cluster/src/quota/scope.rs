@@ -7,6 +7,7 @@
 use serde_json::Value;
 
 use super::quantity::Quantity;
+use crate::meta::strings;
 
 /// Whether every scope of `quota` matches `pod` (true without scopes).
 pub(super) fn matches(quota: &Value, pod: &Value) -> bool {
@@ -20,14 +21,6 @@ pub(super) fn matches(quota: &Value, pod: &Value) -> bool {
             let op = e["operator"].as_str().unwrap_or("");
             scope_matches(scope, op, &strings(&e["values"]), pod)
         })
-}
-
-fn strings(v: &Value) -> Vec<String> {
-    v.as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|s| s.as_str().map(String::from))
-        .collect()
 }
 
 fn scope_matches(scope: &str, op: &str, values: &[String], pod: &Value) -> bool {

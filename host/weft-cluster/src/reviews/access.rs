@@ -7,8 +7,9 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{answer_metadata, invalid, json_string, metadata_error, quoted, string, strings};
+use super::{answer_metadata, invalid, json_string, metadata_error, quoted, string};
 use crate::api::Cluster;
+use crate::meta::strings;
 use crate::rbac::{Attributes, PolicyRule};
 use crate::registry::ResourceType;
 use crate::status::{ApiError, ApiResult, FieldError};

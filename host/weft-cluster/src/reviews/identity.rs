@@ -6,7 +6,8 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{answer_metadata, string, strings};
+use super::{answer_metadata, string};
+use crate::meta::strings;
 use crate::status::{ApiError, ApiResult};
 use crate::user::UserInfo;
 

@@ -16,6 +16,7 @@ mod identity;
 use serde_json::{Map, Value};
 
 use crate::api::Cluster;
+use crate::meta::OBJECT_META;
 use crate::registry::ResourceType;
 use crate::status::{ApiError, ApiResult, FieldError};
 use crate::user::UserInfo;
@@ -43,25 +44,6 @@ pub(crate) fn create(
         _ => Err(ApiError::no_route()),
     }
 }
-
-/// ObjectMeta's fields in Go's order (which its JSON keeps).
-const OBJECT_META: &[&str] = &[
-    "name",
-    "generateName",
-    "namespace",
-    "selfLink",
-    "uid",
-    "resourceVersion",
-    "generation",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
-    "labels",
-    "annotations",
-    "ownerReferences",
-    "finalizers",
-    "managedFields",
-];
 
 fn is_empty(v: &Value) -> bool {
     match v {
@@ -155,15 +137,6 @@ fn metadata_error(m: &Map<String, Value>, allowed: &[&str], detail: &str) -> Opt
         &format!("{{{}}}", fields.join(",")),
         detail,
     ))
-}
-
-/// The strings of a JSON array (others ignored).
-fn strings(v: &Value) -> Vec<String> {
-    v.as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|s| s.as_str().map(String::from))
-        .collect()
 }
 
 fn string(v: &Value, key: &str) -> String {

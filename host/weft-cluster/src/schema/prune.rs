@@ -5,25 +5,7 @@
 use serde_json::{Map, Value};
 
 use super::child;
-
-/// The fields of `ObjectMeta`; anything else under `metadata` is unknown.
-const OBJECT_META: &[&str] = &[
-    "name",
-    "generateName",
-    "namespace",
-    "selfLink",
-    "uid",
-    "resourceVersion",
-    "generation",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
-    "labels",
-    "annotations",
-    "ownerReferences",
-    "finalizers",
-    "managedFields",
-];
+use crate::meta::OBJECT_META;
 
 /// Prunes a whole custom resource (apiVersion, kind and metadata are
 /// always known). Returns the pruned paths, sorted, as

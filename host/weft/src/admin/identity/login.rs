@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use tonic::body::Body;
 
 use super::oidc::{Discovery, unverified_claims};
-use super::{Authenticator, SESSION_COOKIE, Via, session_cookie};
+use super::{Authenticator, SESSION_COOKIE, Via, cookie_value, session_cookie};
 
 /// The login state cookie, between `/auth/login` and `/auth/callback`.
 const LOGIN_COOKIE: &str = "weft_login";
@@ -399,13 +399,6 @@ fn query(q: &str, key: &str) -> Option<String> {
     form_urlencoded::parse(q.as_bytes())
         .find(|(k, _)| k == key)
         .map(|(_, v)| v.into_owned())
-}
-
-fn cookie_value(header: &str, name: &str) -> Option<String> {
-    header.split(';').find_map(|kv| {
-        let (k, v) = kv.trim().split_once('=')?;
-        (k == name && !v.is_empty()).then(|| v.to_string())
-    })
 }
 
 fn cookie(auth: &Authenticator, name: &str, value: &str, path: &str, max_age: u64) -> String {

@@ -116,6 +116,7 @@ pub struct Authenticator {
     config: AuthenticationConfig,
     oidc: Option<Arc<Oidc>>,
     client: kube::Client,
+    reviews: review::Reviews,
 }
 
 impl Authenticator {
@@ -126,6 +127,7 @@ impl Authenticator {
             config,
             oidc,
             client,
+            reviews: review::Reviews::default(),
         }
     }
 
@@ -172,7 +174,9 @@ impl Authenticator {
         }
         if self.config.token_review && oidc::unverified_claims(token).is_some() {
             let audiences = &self.config.token_review_audiences;
-            return review::review(&self.client, token, audiences)
+            return self
+                .reviews
+                .review(&self.client, token, audiences)
                 .await
                 .map_err(Status::unavailable);
         }
@@ -211,9 +215,14 @@ impl MapMessage for Status {
 
 /// The session cookie's value in a `cookie` header.
 pub fn session_cookie(header: &str) -> Option<String> {
+    cookie_value(header, SESSION_COOKIE)
+}
+
+/// The value of cookie `name` in a `cookie` header (none when empty).
+pub fn cookie_value(header: &str, name: &str) -> Option<String> {
     header.split(';').find_map(|kv| {
         let (k, v) = kv.trim().split_once('=')?;
-        (k == SESSION_COOKIE && !v.is_empty()).then(|| v.to_string())
+        (k == name && !v.is_empty()).then(|| v.to_string())
     })
 }
 
