@@ -5,6 +5,11 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := run
 
 EXAMPLE ?= examples/hello.yaml
+# Cargo target directories that outlive a clone (the guests', the plugins'
+# native tests', the CLI scaffold tests'): a clean clone on a machine that
+# built before compiles only what changed, as cargo itself decides.
+export WEFT_BUILD_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/weft/build
+BUILD_CACHE := $(WEFT_BUILD_CACHE)
 
 .PHONY: run test plugin-tests plugins k8s fresh-setup toolchain helm-tools grpc-tools browser ray s3 postgres oidc guests host lint bench bench-peers fuzz clean-guests
 
@@ -77,7 +82,10 @@ run: plugins host
 ## The end-to-end suites that run on the real control plane too (tests/k8s/README.md);
 ## `cargo test` runs them on the dev cluster, tests/real_cluster.rs always on kube-apiserver.
 ## K8S_SUITES give each test a namespace of its own (side by side); K8S_SERIAL's
-## tests use the cluster's default namespace, one at a time.
+## tests use the cluster's default namespace, one at a time. They build with
+## `--workspace` as the step before them does: with `-p weft` cargo resolves
+## the dependencies' features for weft alone, which compiled weft and its
+## test binaries a second time on a clean clone.
 K8S_SUITES := controller lifecycle subworkflows templates admin http_task hotload plugin_rbac artifacts artifact_gc data_proxy history sync sso
 K8S_SERIAL := crash ha ttl cron
 
@@ -108,16 +116,16 @@ test: guests helm-tools grpc-tools browser ray s3 postgres oidc k8s fresh-setup
 	python3 .ci/file-sizes.py --max 800
 	$(LINTED) cargo test --locked --workspace --benches --no-run
 	$(LINTED) cargo test --locked --workspace
-	$(LINTED) WEFT_TEST_CLUSTER=k8s cargo test --locked -p weft $(addprefix --test ,$(K8S_SUITES))
-	$(LINTED) WEFT_TEST_CLUSTER=k8s cargo test --locked -p weft $(addprefix --test ,$(K8S_SERIAL)) -- --test-threads=1
+	$(LINTED) WEFT_TEST_CLUSTER=k8s cargo test --locked --workspace $(addprefix --test ,$(K8S_SUITES))
+	$(LINTED) WEFT_TEST_CLUSTER=k8s cargo test --locked --workspace $(addprefix --test ,$(K8S_SERIAL)) -- --test-threads=1
 	$(MAKE) plugin-tests
 	WEFT_IMAGE_BIN=target/debug/weft bash .ci/check-image.sh
 
 ## The plugins' and SDK examples' own logic, natively (the host's tests run the components), the console's unit tests (vitest), and byte-reproducible Python and JS SDK builds.
 plugin-tests:
 	cd plugins && cargo fmt --all --check
-	cd plugins && CARGO_TARGET_DIR=target-native cargo test --locked -q $(addprefix -p weft-plugin-,pod auth-token request-id rate-limit audit spark k8s-resource ray-job http)
-	cd sdk/rust && CARGO_TARGET_DIR=../../plugins/target-native cargo test --locked -q --all-features
+	cd plugins && CARGO_TARGET_DIR=$(BUILD_CACHE)/plugins-native cargo test --locked -q $(addprefix -p weft-plugin-,pod auth-token request-id rate-limit audit spark k8s-resource ray-job http)
+	cd sdk/rust && CARGO_TARGET_DIR=$(BUILD_CACHE)/plugins-native cargo test --locked -q --all-features
 	bash sdk/c/test.sh
 	cd sdk/python/examples/rayjob && PYTHONPATH=../.. python3 -m unittest -q
 	cd sdk/python/examples/http-job && PYTHONPATH=../.. python3 -m unittest -q
@@ -161,4 +169,4 @@ fuzz:
 	done
 
 clean-guests:
-	rm -rf plugins/target target/plugins target/test-guests
+	rm -rf $(BUILD_CACHE)/guests target/plugins target/test-guests target/guest-stamps

@@ -5,8 +5,12 @@
 # <name> and the .yaml are the crate's weft-plugin.yaml manifest.
 #
 # Every guest builds for wasm32-unknown-unknown, so std (built from source
-# on the Debian route) is compiled once per run and cached in
-# plugins/target; web-API plugins (world webapi-task-plugin) get a cargo
+# on the Debian route) is compiled once per run and cached in cargo's
+# target directory, which lives outside the work tree
+# ($WEFT_BUILD_CACHE/guests, default ~/.cache/weft/build/guests): a clean
+# clone on a machine that built the guests before compiles only what
+# changed, as cargo decides (CI's clean clones spent 4-5 minutes here
+# rebuilding std and every dependency); web-API plugins (world webapi-task-plugin) get a cargo
 # invocation of their own, so the SDK's `webapi` feature they enable is not
 # unified into the 0.1 components (which stay byte-for-byte what they were
 # without it).
@@ -35,7 +39,9 @@ if [ -z "${WEFT_ROUTE_WASM32_UNKNOWN_UNKNOWN:-}" ]; then
   source target/guest-toolchain.env
 fi
 wasm_tools=${WEFT_WASM_TOOLS:-wasm-tools}
-export CARGO_TARGET_DIR="$root/plugins/target"
+cache=${WEFT_BUILD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/weft/build}
+export CARGO_TARGET_DIR="$cache/guests"
+mkdir -p "$CARGO_TARGET_DIR"
 
 # The cargo command line, per the chosen route.
 target=wasm32-unknown-unknown
@@ -92,12 +98,12 @@ done
 mkdir -p target/plugins target/test-guests
 status=0
 while read -r wasi pkg crate out name world; do
-  core="plugins/target/$target/release/${pkg//-/_}.wasm"
+  core="$CARGO_TARGET_DIR/$target/release/${pkg//-/_}.wasm"
   dest="target/$out/$name"
   note=$world
   [ "$wasi" = wasi ] && note="$world, imports WASI"
   # Re-wrap when the core module is newer or its path changed.
-  stamp="plugins/target/components/$out-$name.stamp"
+  stamp="target/guest-stamps/$out-$name"
   if [ ! -f "$dest.wasm" ] || [ "$core" -nt "$dest.wasm" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$core" ]; then
     "$wasm_tools" component new "$core" -o "$dest.wasm.tmp"
     "$wasm_tools" validate "$dest.wasm.tmp"

@@ -8,12 +8,18 @@
 # plus wit-bindgen-cli from crates.io for C; componentize-py from PyPI;
 # componentize-js from npm) and returns at once when it is there. An
 # example is rebuilt only when its sources or its SDK changed (a stamp of
-# their contents), so a second run takes seconds.
+# their contents, the SDK's setup.sh with its pinned tool versions
+# included), so a second run takes seconds. Each build is also kept under
+# its stamp in $WEFT_BUILD_CACHE/sdk-examples (default
+# ~/.cache/weft/build): the builds are byte-reproducible
+# (.ci/check-reproducible.sh checks it), so a clean clone takes an earlier
+# build of the same sources instead of spending ~20 s per component again.
 set -euo pipefail
 # Any failing command says where it failed, whoever hides this script's stdout.
 trap 'echo "$0: line $LINENO: \`$BASH_COMMAND\` failed (status $?)" >&2' ERR
 cd "$(dirname "$0")/.."
 out=target/sdk-examples
+cache=${WEFT_BUILD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/weft/build}/sdk-examples
 mkdir -p "$out"
 start=$(date +%s)
 
@@ -40,9 +46,22 @@ while read -r lang dir name engine; do
     printf '  %-44s %9d bytes  (up to date)\n' "$dest/$name.wasm" "$(stat -c %s "$dest/$name.wasm")"
     continue
   fi
-  QUIET=1 bash "sdk/$lang/setup.sh" >/dev/null
-  WEFT_JS_ENGINE=${engine:-} bash "sdk/$lang/build.sh" "$dir" "$dest" >/dev/null
+  kept=$cache/$name${engine:+-$engine}-$stamp
+  how="built"
+  if [ -f "$kept/$name.wasm" ] && [ -f "$kept/$name.yaml" ]; then
+    how="kept build of the same sources"
+  else
+    QUIET=1 bash "sdk/$lang/setup.sh" >/dev/null
+    rm -rf "$kept.tmp" && mkdir -p "$kept.tmp"
+    WEFT_JS_ENGINE=${engine:-} bash "sdk/$lang/build.sh" "$dir" "$kept.tmp" >/dev/null
+    rm -rf "$kept" && mv "$kept.tmp" "$kept"
+  fi
+  cp "$kept/$name.wasm" "$kept/$name.yaml" "$dest/"
+  # Older builds of this example not used for two weeks go.
+  touch "$kept"
+  find "$cache" -maxdepth 1 -type d -regextype posix-extended \
+    -regex ".*/$name${engine:+-$engine}-[0-9a-f]{64}" -mtime +14 -exec rm -rf {} +
   echo "$stamp" >"$stamp_file"
-  printf '  %-44s %9d bytes\n' "$dest/$name.wasm" "$(stat -c %s "$dest/$name.wasm")"
+  printf '  %-44s %9d bytes  (%s)\n' "$dest/$name.wasm" "$(stat -c %s "$dest/$name.wasm")" "$how"
 done <<<"$examples"
 echo "sdk examples: built in $(($(date +%s) - start))s"

@@ -8,6 +8,20 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// The cargo target directory of the scaffolded Rust plugins' own tests:
+/// one for every run, outside the work tree (the Makefile's
+/// `WEFT_BUILD_CACHE`), so that a later run, from a clean clone too,
+/// compiles only the new crate and not its dependencies again.
+fn scaffold_target() -> PathBuf {
+    let cache = std::env::var_os("WEFT_BUILD_CACHE").map(PathBuf::from);
+    let home = || {
+        let xdg = std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from);
+        xdg.unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache"))
+            .join("weft/build")
+    };
+    cache.unwrap_or_else(home).join("scaffold")
+}
+
 fn pod() -> PathBuf {
     let p = root().join("target/plugins/pod.wasm");
     assert!(p.is_file(), "{} missing: run `make guests`", p.display());
@@ -492,7 +506,7 @@ fn plugin_new_webapi_scaffolds_plugins_that_run_a_job() {
         &rs,
         env!("CARGO"),
         &["test", "-q"],
-        &[("CARGO_TARGET_DIR", &root().join("target/scaffold-test"))],
+        &[("CARGO_TARGET_DIR", &scaffold_target())],
     );
     assert!(log.contains("3 passed"), "{log}");
 
@@ -695,7 +709,7 @@ fn plugin_new_scaffolds_a_plugin_that_builds_and_passes_conformance() {
     let rs = new("rust", "rs-task");
     let cargo_toml = std::fs::read_to_string(rs.join("Cargo.toml")).unwrap();
     assert!(cargo_toml.contains("name = \"rs-task\""), "{cargo_toml}");
-    let shared = root().join("target/scaffold-test");
+    let shared = scaffold_target();
     let log = run_ok(
         &rs,
         env!("CARGO"),
