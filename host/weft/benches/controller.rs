@@ -31,7 +31,7 @@ async fn main() -> anyhow::Result<()> {
     let profile = match std::env::var("PROFILE_SECONDS") {
         Ok(secs) => Some(tokio::spawn(common::cpu_profile(
             secs.parse()?,
-            "controller",
+            "controller".into(),
         ))),
         Err(_) => None,
     };

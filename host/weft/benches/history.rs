@@ -81,12 +81,12 @@ async fn throughput(db: &Db) -> anyhow::Result<()> {
     let spec: weft_dag::WorkflowSpec = serde_json::from_value(serde_json::json!({
         "nodes": [{"id": "task", "task": common::simulated_task()}]}))?;
     let mut off = Vec::new();
-    let (cpu, counted) = (Cpu::now(), counters(&sim.ctx));
+    let (cpu, counted) = (Cpu::now(), common::counters(&sim.ctx));
     for round in 0..2 {
         off.push(common::one_node_run(&api, &format!("off{round}"), WORKFLOWS, &spec).await?);
     }
     let cpu_off = cpu.since();
-    let counts_off = since(&counters(&sim.ctx), &counted);
+    let counts_off = common::since(&common::counters(&sim.ctx), &counted);
     let h = History::start(db.clone(), sim.ctx.metrics.clone(), Retention::default());
     while h.health().is_err() {
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -94,15 +94,18 @@ async fn throughput(db: &Db) -> anyhow::Result<()> {
     sim.ctx.set_history(h.clone());
     let mut on = Vec::new();
     let profile = match std::env::var("PROFILE_SECONDS") {
-        Ok(secs) => Some(tokio::spawn(common::cpu_profile(secs.parse()?, "history"))),
+        Ok(secs) => Some(tokio::spawn(common::cpu_profile(
+            secs.parse()?,
+            "history".into(),
+        ))),
         Err(_) => None,
     };
-    let (start, cpu, counted) = (Instant::now(), Cpu::now(), counters(&sim.ctx));
+    let (start, cpu, counted) = (Instant::now(), Cpu::now(), common::counters(&sim.ctx));
     for round in 0..2 {
         on.push(common::one_node_run(&api, &format!("on{round}"), WORKFLOWS, &spec).await?);
     }
     let cpu_on = cpu.since();
-    let counts_on = since(&counters(&sim.ctx), &counted);
+    let counts_on = common::since(&common::counters(&sim.ctx), &counted);
     if let Some(p) = profile {
         p.await??;
     }
@@ -139,29 +142,6 @@ async fn throughput(db: &Db) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The controller's reconciles and API writes so far, by series.
-fn counters(ctx: &weft::controller::Context) -> std::collections::BTreeMap<String, f64> {
-    let keep = ["weft_reconciles_total", "weft_api_writes_total"];
-    ctx.metrics
-        .render()
-        .lines()
-        .filter(|l| keep.iter().any(|k| l.starts_with(k)))
-        .filter_map(|l| {
-            let (k, v) = l.rsplit_once(' ')?;
-            Some((k.to_string(), v.parse().ok()?))
-        })
-        .collect()
-}
-
-fn since(
-    now: &std::collections::BTreeMap<String, f64>,
-    then: &std::collections::BTreeMap<String, f64>,
-) -> std::collections::BTreeMap<String, f64> {
-    now.iter()
-        .map(|(k, v)| (k.clone(), v - then.get(k).copied().unwrap_or(0.0)))
-        .collect()
-}
-
 /// CPU seconds used so far by this process and by every `postgres`
 /// process (from /proc; a backend that exited is not counted).
 struct Cpu(f64, f64);
@@ -172,27 +152,16 @@ impl Cpu {
         for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
             let comm = std::fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
             if comm.trim() == "postgres" {
-                pg += cpu_of(&entry.path());
+                pg += common::cpu_of(&entry.path());
             }
         }
-        Cpu(cpu_of(std::path::Path::new("/proc/self")), pg)
+        Cpu(common::cpu_of(std::path::Path::new("/proc/self")), pg)
     }
 
     fn since(&self) -> (f64, f64) {
         let now = Cpu::now();
         (now.0 - self.0, now.1 - self.1)
     }
-}
-
-/// utime + stime of a /proc/<pid> directory, in seconds (USER_HZ 100).
-fn cpu_of(proc_dir: &std::path::Path) -> f64 {
-    let stat = std::fs::read_to_string(proc_dir.join("stat")).unwrap_or_default();
-    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let fields: Vec<f64> = after
-        .split_whitespace()
-        .map(|f| f.parse().unwrap_or(0.0))
-        .collect();
-    (fields.get(11).unwrap_or(&0.0) + fields.get(12).unwrap_or(&0.0)) / 100.0
 }
 
 async fn count(db: &Db, sql: &'static str) -> anyhow::Result<i64> {

@@ -247,6 +247,128 @@ async fn ten_workflows_on_one_mutex_never_overlap_across_three_controller_kills(
     bed.stop().await;
 }
 
+/// What the sampler saw of a lock: the most holders, the most waiters
+/// the object listed, and the most it said were kept beyond them.
+#[derive(Debug, Default, Clone, Copy)]
+struct Seen {
+    holders: usize,
+    listed: usize,
+    beyond: u32,
+}
+
+/// Samples the Lock `name` every 20 ms into `seen` until `stop`.
+async fn sample(
+    locks: Api<Lock>,
+    name: String,
+    seen: std::sync::Arc<std::sync::Mutex<Seen>>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) {
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        if let Ok(Some(l)) = locks.get_opt(&name).await {
+            let mut s = seen.lock().unwrap();
+            s.holders = s.holders.max(l.spec.holders.len());
+            s.listed = s.listed.max(l.spec.waiters.len());
+            s.beyond = s.beyond.max(l.spec.beyond);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A line longer than a Lock lists (its limit, at least 16): the object
+/// keeps its head and says how many more wait (`beyond`), kubectl and
+/// `weft sync list` count them, and after a SIGKILL of the controller,
+/// which held the rest of the line in memory, every workflow still runs,
+/// never more than the limit at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_line_keeps_its_head_in_the_lock_and_survives_a_controller_kill() {
+    let bed = Bed::start().await;
+    let log = bed.path("runs.log");
+    let mut controller = bed.controller("sync-5", &[]);
+    // Every run holds on until the test lets go, so the line is as long
+    // as the workflows created, however fast the machine.
+    let go = bed.path("go");
+    let names: Vec<String> = (0..24).map(|i| format!("line-{i:02}")).collect();
+    for name in &names {
+        let task = format!(
+            "{{type: pod, config: {{image: busybox, command: [sh, -c, 'echo start {name} $(date +%s%N) >> {log}; until [ -e {go} ]; do sleep 0.05; done; sleep 0.1; echo end {name} $(date +%s%N) >> {log}']}}}}",
+            log = log.display(),
+            go = go.display()
+        );
+        let spec = format!(
+            "  synchronization: {{semaphore: {{name: line, limit: 2}}}}\n  nodes:\n    - {{id: a, task: {task}}}\n"
+        );
+        create(&bed, &workflow(name, &spec)).await;
+    }
+    let api: Api<Workflow> = Api::namespaced(bed.client.clone(), &bed.ns);
+    let locks: Api<Lock> = Api::namespaced(bed.client.clone(), &bed.ns);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Seen::default()));
+    let sampler = tokio::spawn(sample(
+        locks.clone(),
+        "semaphore.line".into(),
+        seen.clone(),
+        stop.clone(),
+    ));
+    // Wait for a long line, and read it as users do.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let lock = loop {
+        if let Ok(Some(l)) = locks.get_opt("semaphore.line").await
+            && l.spec.beyond > 0
+        {
+            break l;
+        }
+        assert!(Instant::now() < deadline, "no line beyond the Lock's");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(lock.spec.waiters.len(), 16, "{:?}", lock.spec);
+    let wide = kubectl(
+        &bed.kubeconfig,
+        &["get", "locks", "-n", &bed.ns, "-o", "wide"],
+        None,
+    )
+    .await;
+    let wide = String::from_utf8_lossy(&wide.stdout).to_string();
+    assert!(wide.contains("BEYOND"), "{wide}");
+    let out = weft(&bed.kubeconfig, &["sync", "list", "-n", &bed.ns]).await;
+    let listed = String::from_utf8_lossy(&out.stdout).to_string();
+    let row = listed
+        .lines()
+        .find(|l| l.contains("semaphore/line"))
+        .unwrap_or_else(|| panic!("{listed}"));
+    let waiting: usize = row.split_whitespace().nth(4).unwrap().parse().unwrap();
+    assert!(
+        waiting > 16,
+        "the line beyond the object is counted: {listed}"
+    );
+
+    // The controller that held the rest of the line goes; its successor
+    // rebuilds the line from the waiting workflows.
+    controller.kill();
+    controller = bed.controller("sync-5", &[]);
+    std::fs::write(&go, "").unwrap();
+    let done = wait_all(&api, &names, 120).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    sampler.await.unwrap();
+    for wf in &done {
+        let s = wf.status.as_ref().unwrap();
+        assert_eq!(s.phase, WorkflowPhase::Succeeded, "{:?}", s.message);
+    }
+    let runs = intervals(&log);
+    assert_eq!(runs.len(), 24, "each ran once: {runs:?}");
+    assert!(most_at_once(&runs) <= 2, "{runs:?}");
+    let seen = *seen.lock().unwrap();
+    assert!(seen.holders <= 2 && seen.listed <= 16, "{seen:?}");
+    assert!(seen.beyond > 0, "{seen:?}");
+    let l = locks.get("semaphore.line").await.unwrap();
+    assert!(
+        l.spec.holders.is_empty() && l.spec.waiters.is_empty() && l.spec.beyond == 0,
+        "{:?}",
+        l.spec
+    );
+    controller.kill();
+    bed.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_semaphore_of_three_runs_twelve_nodes_at_most_three_at_once() {
     let bed = Bed::start().await;
@@ -396,14 +518,19 @@ async fn with_parallelism_one_queued_workflows_start_by_priority_then_creation()
     let bed = Bed::start().await;
     let log = bed.path("runs.log");
     let mut controller = bed.controller("sync-3", &["--parallelism", "1"]);
-    let spec = |who: &str, priority: i32, secs: f64| {
-        format!(
-            "  priority: {priority}\n  nodes:\n    - {{id: a, task: {}}}\n",
-            recorded(who, &log, secs)
-        )
+    let spec = |priority: i32, task: String| {
+        format!("  priority: {priority}\n  nodes:\n    - {{id: a, task: {task}}}\n")
     };
-    // The first takes the only slot; the five queue behind it.
-    create(&bed, &workflow("first", &spec("first", 0, 2.0))).await;
+    // The first takes the only slot and keeps it until the five are in
+    // line behind it (how long that takes is the machine's business, not
+    // the test's).
+    let release = bed.path("release-first");
+    let first = format!(
+        "{{type: pod, config: {{image: busybox, command: [sh, -c, 'echo start first $(date +%s%N) >> {log}; until [ -e {release} ]; do sleep 0.05; done; echo end first $(date +%s%N) >> {log}']}}}}",
+        log = log.display(),
+        release = release.display()
+    );
+    create(&bed, &workflow("first", &spec(0, first))).await;
     let deadline = Instant::now() + Duration::from_secs(60);
     while !std::fs::read_to_string(&log)
         .unwrap_or_default()
@@ -423,10 +550,28 @@ async fn with_parallelism_one_queued_workflows_start_by_priority_then_creation()
         ("high-2", 3),
     ];
     for (name, priority) in queued {
-        create(&bed, &workflow(name, &spec(name, priority, 0.2))).await;
+        let task = recorded(name, &log, 0.2);
+        create(&bed, &workflow(name, &spec(priority, task))).await;
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
     let api: Api<Workflow> = Api::namespaced(bed.client.clone(), &bed.ns);
+    let locks: Api<Lock> = Api::all(bed.client.clone());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        // The controller-wide lock lives in the controller's namespace.
+        let all = locks.list(&Default::default()).await.unwrap().items;
+        let waiting = all
+            .into_iter()
+            .filter(|l| l.metadata.name.as_deref() == Some("parallelism.controller"))
+            .flat_map(|l| l.spec.waiters)
+            .filter(|c| queued.iter().any(|(n, _)| *n == c.workflow))
+            .count();
+        if waiting >= queued.len() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{waiting} of the five in line");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let waiting = api.get("low-2").await.unwrap().status.unwrap_or_default();
     assert_eq!(waiting.phase, WorkflowPhase::Pending, "{waiting:?}");
     let message = waiting.message.unwrap_or_default();
@@ -434,6 +579,7 @@ async fn with_parallelism_one_queued_workflows_start_by_priority_then_creation()
         message.starts_with("waiting for parallelism/controller, held by first (1/1)"),
         "{message}"
     );
+    std::fs::write(&release, "").unwrap();
     let names: Vec<String> = std::iter::once("first")
         .chain(queued.iter().map(|(n, _)| *n))
         .map(String::from)

@@ -99,7 +99,7 @@ pub async fn run_to_success(
 /// Takes a CPU profile over `secs` seconds through the profiling server,
 /// saves it and prints the Weft functions most often on a sampled stack.
 #[allow(dead_code, reason = "only some benches profile")]
-pub async fn cpu_profile(secs: u64, label: &str) -> anyhow::Result<()> {
+pub async fn cpu_profile(secs: u64, label: String) -> anyhow::Result<()> {
     use std::collections::HashSet;
     use std::io::Read;
     let addr = weft::profiling::serve("127.0.0.1:0".parse()?).await?;
@@ -198,4 +198,41 @@ pub async fn one_node_run(
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
     Ok(per_min)
+}
+
+/// The controller's reconciles and API writes so far, by series.
+#[allow(dead_code, reason = "only some benches count")]
+pub fn counters(ctx: &weft::controller::Context) -> std::collections::BTreeMap<String, f64> {
+    let keep = ["weft_reconciles_total", "weft_api_writes_total"];
+    ctx.metrics
+        .render()
+        .lines()
+        .filter(|l| keep.iter().any(|k| l.starts_with(k)))
+        .filter_map(|l| {
+            let (k, v) = l.rsplit_once(' ')?;
+            Some((k.to_string(), v.parse().ok()?))
+        })
+        .collect()
+}
+
+#[allow(dead_code, reason = "only some benches count")]
+pub fn since(
+    now: &std::collections::BTreeMap<String, f64>,
+    then: &std::collections::BTreeMap<String, f64>,
+) -> std::collections::BTreeMap<String, f64> {
+    now.iter()
+        .map(|(k, v)| (k.clone(), v - then.get(k).copied().unwrap_or(0.0)))
+        .collect()
+}
+
+/// utime + stime of a /proc/<pid> directory, in seconds (USER_HZ 100).
+#[allow(dead_code, reason = "only some benches count")]
+pub fn cpu_of(proc_dir: &std::path::Path) -> f64 {
+    let stat = std::fs::read_to_string(proc_dir.join("stat")).unwrap_or_default();
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<f64> = after
+        .split_whitespace()
+        .map(|f| f.parse().unwrap_or(0.0))
+        .collect();
+    (fields.get(11).unwrap_or(&0.0) + fields.get(12).unwrap_or(&0.0)) / 100.0
 }

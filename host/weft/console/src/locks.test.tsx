@@ -65,13 +65,16 @@ describe("locks page", () => {
           { workflow: "urgent", priority: 5, since: "2024-05-01T11:59:30Z" },
           { workflow: "etl-2", since: "2024-05-01T11:58:30Z" },
         ],
+        // A long line: the Lock lists its head, and says how many more.
+        beyond: 40,
       }),
     );
     const db = section(html, "mutex/db");
     const t = text(db);
     expect(t).toContain("mutex/db");
     expect(t).toContain("held 1/1");
-    expect(t).toContain("2 waiting");
+    expect(t).toContain("42 waiting");
+    expect(texts(db, "lock-beyond")[0]).toContain("and 40 more behind them");
     expect(attrs(db, "lock-holder", "data-workflow")).toEqual(["etl-1"]);
     // Held for: from held_since, not the arrival.
     expect(texts(db, "held-for")).toEqual(["59s"]);

@@ -353,6 +353,7 @@ pub async fn locks(client: &Client, namespace: &str) -> Result<pb::ListLocksResp
             limit: l.spec.limit,
             holders: l.spec.holders.iter().map(claim).collect(),
             waiters: l.spec.waiters.iter().map(claim).collect(),
+            beyond: l.spec.beyond,
         })
         .collect();
     Ok(pb::ListLocksResponse { locks })

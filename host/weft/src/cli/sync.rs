@@ -75,10 +75,13 @@ fn display(l: &Lock) -> String {
     }
 }
 
-fn names(claims: &[Claim], most: usize) -> String {
+/// The first `most` of `claims`, then how many more (`beyond` included:
+/// those the controller keeps out of a long line).
+fn names(claims: &[Claim], most: usize, beyond: u32) -> String {
     let mut v: Vec<String> = claims.iter().take(most).map(Claim::who).collect();
-    if claims.len() > most {
-        v.push(format!("+{}", claims.len() - most));
+    let more = claims.len().saturating_sub(most) + beyond as usize;
+    if more > 0 {
+        v.push(format!("+{more}"));
     }
     match v.is_empty() {
         true => "-".into(),
@@ -98,9 +101,9 @@ fn summary(locks: &[Lock]) -> String {
             l.namespace().unwrap_or_default(),
             display(l),
             format!("{}/{}", l.spec.holders.len(), l.spec.limit),
-            names(&l.spec.holders, 3),
-            l.spec.waiters.len().to_string(),
-            names(&l.spec.waiters, 3),
+            names(&l.spec.holders, 3, 0),
+            (l.spec.waiters.len() + l.spec.beyond as usize).to_string(),
+            names(&l.spec.waiters, 3, l.spec.beyond),
         ]);
     }
     table(&rows)
@@ -140,6 +143,20 @@ fn wide(locks: &[Lock], now: SystemTime) -> String {
                 ago(c.held_since.as_deref()),
             ]);
         }
+        if l.spec.beyond > 0 {
+            let more = format!("+{} more (kept by the controller)", l.spec.beyond);
+            let row = [
+                l.namespace().unwrap_or_default(),
+                display(l),
+                "waits".into(),
+                more,
+            ];
+            rows.push(
+                row.into_iter()
+                    .chain(["-".into(), "-".into(), "-".into()])
+                    .collect(),
+            );
+        }
     }
     table(&rows)
 }
@@ -155,6 +172,7 @@ fn json(locks: &[Lock]) -> anyhow::Result<String> {
                 "limit": l.spec.limit,
                 "holders": l.spec.holders,
                 "waiters": l.spec.waiters,
+                "beyond": l.spec.beyond,
             })
         })
         .collect();
@@ -185,6 +203,7 @@ mod tests {
                 limit: 2,
                 holders: vec![claim("a", Some("n1")), claim("b", None)],
                 waiters: (0..5).map(|i| claim(&format!("w{i}"), None)).collect(),
+                beyond: 0,
             },
         );
         l.metadata.namespace = Some("team".into());

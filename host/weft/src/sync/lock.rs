@@ -7,6 +7,16 @@
 //! statuses after a restart, where its users report locks lost or held
 //! forever; here the object is the truth.
 //!
+//! The line in the object is kept short: at most [`LockSpec::line_cap`]
+//! waiters (the limit, at least 16) are listed, and the rest are held by
+//! the controller that wrote the object last (`spill`), which puts them
+//! back in line as it empties (`rejoin`); `beyond` says how many. A
+//! thousand workflows on a semaphore of 50 made every hand-over rewrite
+//! (and every watcher decode) a 150 KB object of 950 waiters; each waiting
+//! Workflow's own status already says what it waits for and its place,
+//! so nothing a user reads is lost, and after a restart every waiting
+//! Workflow asks again as the controller first reconciles it.
+//!
 //! Only the type and pure changes to it live here; `super` reads and
 //! writes the objects.
 
@@ -27,6 +37,7 @@ use serde::{Deserialize, Serialize};
     printcolumn = r#"{"name":"Limit","type":"integer","jsonPath":".spec.limit"}"#,
     printcolumn = r#"{"name":"Holders","type":"string","jsonPath":".spec.holders[*].workflow"}"#,
     printcolumn = r#"{"name":"Waiting","type":"string","jsonPath":".spec.waiters[*].workflow","priority":1}"#,
+    printcolumn = r#"{"name":"Beyond","type":"integer","jsonPath":".spec.beyond","priority":1}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
@@ -39,10 +50,17 @@ pub struct LockSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub holders: Vec<Claim>,
     /// Who waits for it, first first: higher priority, then earlier
-    /// arrival.
+    /// arrival; at most the limit (at least 16) of them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waiters: Vec<Claim>,
+    /// How many more wait behind `waiters`, held by the controller that
+    /// last wrote the lock (their Workflows' statuses say so).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub beyond: u32,
 }
+
+/// The fewest waiters a Lock object lists before it keeps the rest out.
+pub const LINE_MIN: usize = 16;
 
 /// One holder or waiter: a workflow, or one node of it.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
@@ -74,6 +92,10 @@ pub struct Claim {
 }
 
 fn is_zero(n: &i32) -> bool {
+    *n == 0
+}
+
+fn is_zero_u32(n: &u32) -> bool {
     *n == 0
 }
 
@@ -125,10 +147,31 @@ impl LockSpec {
         before != self.holders.len() + self.waiters.len()
     }
 
-    /// Orders the waiters and promotes the first ones while there is
-    /// room; the claims promoted. A lowered limit removes no holder: the
-    /// lock fills again only once they are under it.
-    pub fn settle(&mut self, now: &str) -> Vec<Claim> {
+    /// How many waiters the object lists at most.
+    pub fn line_cap(&self) -> usize {
+        (self.limit as usize).max(LINE_MIN)
+    }
+
+    /// Puts waiters kept out of the object back in line (those not in it
+    /// already, as a holder or a waiter).
+    pub fn rejoin(&mut self, kept: Vec<Claim>) {
+        for c in kept {
+            self.ask(c);
+        }
+    }
+
+    /// Takes the waiters beyond [`Self::line_cap`] out of the object, in
+    /// order, and records how many (`beyond`).
+    pub fn spill(&mut self) -> Vec<Claim> {
+        self.order();
+        let cap = self.line_cap().min(self.waiters.len());
+        let out = self.waiters.split_off(cap);
+        self.beyond = out.len() as u32;
+        out
+    }
+
+    /// Sorts the waiters: higher priority, then earlier arrival.
+    fn order(&mut self) {
         self.waiters.sort_by(|a, b| {
             b.priority
                 .cmp(&a.priority)
@@ -137,6 +180,13 @@ impl LockSpec {
                 .then_with(|| a.uid.cmp(&b.uid))
                 .then_with(|| a.node.cmp(&b.node))
         });
+    }
+
+    /// Orders the waiters and promotes the first ones while there is
+    /// room; the claims promoted. A lowered limit removes no holder: the
+    /// lock fills again only once they are under it.
+    pub fn settle(&mut self, now: &str) -> Vec<Claim> {
+        self.order();
         let room = (self.limit as usize).saturating_sub(self.holders.len());
         let n = room.min(self.waiters.len());
         let mut promoted: Vec<Claim> = self.waiters.drain(..n).collect();
@@ -147,13 +197,28 @@ impl LockSpec {
         promoted
     }
 
-    /// What a waiter reads: the lock, who holds it and its place in line.
-    pub fn describe_wait(&self, display: &str, uid: &str, node: Option<&str>) -> String {
+    /// What a waiter reads: the lock, who holds it and its place in line
+    /// (in the object, else among `kept`, the waiters beyond it).
+    pub fn describe_wait(
+        &self,
+        display: &str,
+        uid: &str,
+        node: Option<&str>,
+        kept: &[Claim],
+    ) -> String {
         let mut holders: Vec<String> = self.holders.iter().take(3).map(Claim::who).collect();
         if self.holders.len() > 3 {
             holders.push(format!("and {} more", self.holders.len() - 3));
         }
-        let place = self.waiters.iter().position(|c| c.is(uid, node));
+        let beyond = || {
+            let i = kept.iter().position(|c| c.is(uid, node))?;
+            Some(self.waiters.len() + i)
+        };
+        let place = self
+            .waiters
+            .iter()
+            .position(|c| c.is(uid, node))
+            .or_else(beyond);
         let held = match self.holders.len() {
             0 => "free".to_string(),
             n => format!("held by {} ({n}/{})", holders.join(", "), self.limit),
@@ -204,7 +269,7 @@ mod tests {
         assert!(l.holds("uid-urgent", None) && !l.holds("uid-late", None));
         assert_eq!(l.holders[0].held_since.as_deref(), Some("t1"));
         assert!(l.settle("t2").is_empty(), "full");
-        let wait = l.describe_wait("semaphore/s", "uid-late", None);
+        let wait = l.describe_wait("semaphore/s", "uid-late", None, &[]);
         assert_eq!(
             wait,
             "waiting for semaphore/s, held by urgent, early (2/2); number 1 in line"
@@ -212,6 +277,51 @@ mod tests {
         assert!(l.release("uid-early", None, false));
         assert_eq!(l.settle("t3")[0].who(), "late");
         assert!(!l.release("uid-early", None, false), "released twice");
+    }
+
+    #[test]
+    fn a_long_line_keeps_its_head_in_the_object_and_the_rest_rejoins_in_order() {
+        let mut l = lock(2);
+        for i in 0..40 {
+            // The later ones have a higher priority: they go first.
+            l.ask(claim(
+                &format!("w{i:02}"),
+                None,
+                i / 20,
+                &format!("t{i:02}"),
+            ));
+        }
+        l.settle("now");
+        let kept = l.spill();
+        assert_eq!(
+            l.holders.iter().map(Claim::who).collect::<Vec<_>>(),
+            ["w20", "w21"]
+        );
+        assert_eq!((l.waiters.len(), kept.len(), l.beyond), (LINE_MIN, 22, 22));
+        assert_eq!(l.waiters[0].who(), "w22");
+        assert_eq!(kept[0].who(), "w38", "the rest in order: {kept:?}");
+        assert_eq!(kept[2].who(), "w00");
+        let wait = l.describe_wait("semaphore/s", "uid-w01", None, &kept);
+        assert!(wait.ends_with("number 20 in line"), "{wait}");
+
+        // Two releases: the next two of the line hold it, and what was
+        // kept out rejoins behind those in the object (asking twice for
+        // one already in line changes nothing).
+        l.release("uid-w20", None, false);
+        l.release("uid-w21", None, false);
+        l.rejoin(kept.clone());
+        l.rejoin(kept);
+        l.settle("later");
+        let kept = l.spill();
+        assert_eq!(
+            l.holders.iter().map(Claim::who).collect::<Vec<_>>(),
+            ["w22", "w23"]
+        );
+        assert_eq!(l.waiters.last().unwrap().who(), "w39");
+        assert_eq!((kept.len(), l.beyond), (20, 20));
+        let mut all = l.clone();
+        all.rejoin(kept);
+        assert_eq!(all.spill().len(), 20, "rejoining is idempotent");
     }
 
     #[test]

@@ -9,7 +9,13 @@
 //! itself. Other replicas and shards conflict through `resourceVersion`,
 //! and the loser reads the lock again and retries. Every write promotes
 //! waiters while there is room (`LockSpec::settle`), so a release hands
-//! the lock over in the same write; the watch then wakes the new holders.
+//! the lock over in the same write, and the new holders are woken from
+//! that write's answer: waiting for the watch to bring the same version
+//! back added its delay to every hand-over. Reads take the newer of the
+//! watch cache and this process's last write (by `resourceVersion`), so
+//! a holder woken that way finds itself holding; the watch wakes only
+//! holders of versions newer than those already seen (other replicas'
+//! writes, and every write after a restart).
 //!
 //! Several locks are taken in one order (the controller's parallelism
 //! first, then kind, then name; `limits.rs`) and a claimant
@@ -35,8 +41,12 @@ use weft_dag::spec::sync::{Limit, LockRef};
 pub use limits::{Limits, Parallelism};
 pub use lock::{Claim, Lock, LockSpec, object_name};
 
-/// The holders last seen of each lock (namespace, name): (uid, node).
-type SeenHolders = HashMap<(String, String), HashSet<(String, Option<String>)>>;
+/// The holders last woken of each lock (namespace, name): the version
+/// they were read from, and their (uid, node).
+type SeenHolders = HashMap<(String, String), (Option<u64>, HashSet<(String, Option<String>)>)>;
+
+/// A lock's key: (namespace, name).
+type Key = (String, String);
 
 /// Puts a Workflow (namespace, name) in the controller's queue.
 pub type Wake = Arc<dyn Fn(&str, &str) + Send + Sync>;
@@ -80,15 +90,21 @@ struct Pending {
 pub struct Locks {
     client: Client,
     store: Store<Lock>,
-    pending: Mutex<HashMap<(String, String), Pending>>,
+    pending: Mutex<HashMap<Key, Pending>>,
     /// The last version of each lock this process wrote.
-    written: Mutex<HashMap<(String, String), Arc<Lock>>>,
-    watch: tokio::task::AbortHandle,
+    written: Mutex<HashMap<Key, Arc<Lock>>>,
+    /// Who was woken as a holder, of which version.
+    seen: Mutex<SeenHolders>,
+    /// Waiters this process keeps out of each lock's object, in order
+    /// (`LockSpec::spill`): the line behind the object's.
+    kept: Mutex<HashMap<Key, Vec<Claim>>>,
+    wake: Wake,
+    watch: Mutex<Option<tokio::task::AbortHandle>>,
 }
 
 impl Drop for Locks {
     fn drop(&mut self) {
-        self.watch.abort();
+        self.stop();
     }
 }
 
@@ -104,6 +120,29 @@ impl Held {
 
     fn of(lock: &Lock) -> Held {
         Held(lock.namespace().unwrap_or_default(), lock.name_any())
+    }
+}
+
+fn key_of(lock: &Lock) -> Key {
+    (lock.namespace().unwrap_or_default(), lock.name_any())
+}
+
+/// A Lock's `resourceVersion` as a number (etcd's revision, which both
+/// kube-apiserver and the dev cluster give), to tell the newer of two
+/// versions; `None` when it is not one.
+fn version(lock: &Lock) -> Option<u64> {
+    lock.metadata.resource_version.as_deref()?.parse().ok()
+}
+
+/// The newer of two versions of a lock (the first when they cannot be
+/// told apart).
+fn newer(a: Option<Arc<Lock>>, b: Option<Arc<Lock>>) -> Option<Arc<Lock>> {
+    match (a, b) {
+        (Some(a), Some(b)) => match (version(&a), version(&b)) {
+            (Some(va), Some(vb)) if vb > va => Some(b),
+            _ => Some(a),
+        },
+        (a, b) => a.or(b),
     }
 }
 
@@ -131,35 +170,123 @@ impl Locks {
         };
         let (store, writer) = reflector::store();
         let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
-            .default_backoff()
-            .applied_objects();
-        let watch = tokio::spawn(async move {
-            let mut holders = SeenHolders::new();
-            futures::pin_mut!(stream);
-            while let Some(ev) = stream.next().await {
-                match ev {
-                    Ok(lock) => wake_new_holders(&lock, &mut holders, &wake),
-                    Err(e) => tracing::warn!("watching Locks: {e}"),
-                }
-            }
-        });
-        Arc::new(Locks {
+            .default_backoff();
+        let locks = Arc::new(Locks {
             client,
             store,
             pending: Mutex::new(HashMap::new()),
             written: Mutex::new(HashMap::new()),
-            watch: watch.abort_handle(),
-        })
+            seen: Mutex::new(SeenHolders::new()),
+            kept: Mutex::new(HashMap::new()),
+            wake,
+            watch: Mutex::new(None),
+        });
+        let me = Arc::downgrade(&locks);
+        let watch = tokio::spawn(async move {
+            futures::pin_mut!(stream);
+            while let Some(ev) = stream.next().await {
+                let Some(locks) = me.upgrade() else { return };
+                match ev {
+                    Ok(watcher::Event::Apply(l) | watcher::Event::InitApply(l)) => {
+                        locks.wake_new_holders(&l);
+                    }
+                    Ok(watcher::Event::Delete(l)) => locks.deleted(&l),
+                    Ok(watcher::Event::Init | watcher::Event::InitDone) => {}
+                    Err(e) => tracing::warn!("watching Locks: {e}"),
+                }
+            }
+        });
+        *locks.watch.lock().unwrap_or_else(|e| e.into_inner()) = Some(watch.abort_handle());
+        locks
     }
 
     /// Stops the watch (the controller is shutting down).
     pub fn stop(&self) {
-        self.watch.abort();
+        if let Some(w) = self.watch.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            w.abort();
+        }
     }
 
+    /// The newest version of a lock known here: the watch cache's, or
+    /// this process's last write when the watch has not brought it yet.
     fn get(&self, ns: &str, r: &LockRef) -> Option<Arc<Lock>> {
-        let key = reflector::ObjectRef::new(&object_name(r.kind, &r.name)).within(home(ns, r));
-        self.store.get(&key)
+        let key = (home(ns, r).to_string(), object_name(r.kind, &r.name));
+        let cached = self
+            .store
+            .get(&reflector::ObjectRef::new(&key.1).within(&key.0));
+        let mine = self.written().get(&key).cloned();
+        newer(cached, mine)
+    }
+
+    /// Every Lock known here, each in its newest version (as [`get`]).
+    ///
+    /// [`get`]: Self::get
+    fn latest(&self) -> Vec<Arc<Lock>> {
+        let mut all: HashMap<Key, Arc<Lock>> = self
+            .store
+            .state()
+            .into_iter()
+            .map(|l| (key_of(&l), l))
+            .collect();
+        for (key, mine) in self.written().iter() {
+            let cached = all.remove(key);
+            if let Some(l) = newer(cached, Some(mine.clone())) {
+                all.insert(key.clone(), l);
+            }
+        }
+        all.into_values().collect()
+    }
+
+    /// A Lock deleted (by a user): what this process wrote of it is no
+    /// longer newer than the watch cache.
+    fn deleted(&self, lock: &Lock) {
+        let key = key_of(lock);
+        self.written().remove(&key);
+        self.seen().remove(&key);
+    }
+
+    fn seen(&self) -> std::sync::MutexGuard<'_, SeenHolders> {
+        self.seen.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn kept(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Vec<Claim>>> {
+        self.kept.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Every holder and waiter of `lock`, those kept out of the object too.
+    fn entries(&self, lock: &Lock) -> Vec<Claim> {
+        let kept = self.kept().get(&key_of(lock)).cloned().unwrap_or_default();
+        let listed = lock.spec.holders.iter().chain(&lock.spec.waiters);
+        listed.cloned().chain(kept).collect()
+    }
+
+    /// Wakes the claims of `lock` that became holders since the version
+    /// last seen; a version older than that one (the watch bringing back
+    /// what this process already wrote and woke) wakes no one.
+    fn wake_new_holders(&self, lock: &Lock) {
+        let (ns, name) = key_of(lock);
+        let v = version(lock);
+        let now: HashSet<(String, Option<String>)> = lock
+            .spec
+            .holders
+            .iter()
+            .map(|c| (c.uid.clone(), c.node.clone()))
+            .collect();
+        let before = {
+            let mut seen = self.seen();
+            let entry = seen.entry((ns.clone(), name)).or_default();
+            if let (Some(v), Some(last)) = (v, entry.0)
+                && v <= last
+            {
+                return;
+            }
+            std::mem::replace(entry, (v, now)).1
+        };
+        for c in &lock.spec.holders {
+            if !before.contains(&(c.uid.clone(), c.node.clone())) {
+                (self.wake)(&ns, &c.workflow);
+            }
+        }
     }
 
     /// Whether the claimant holds every lock; else what it waits for.
@@ -170,7 +297,10 @@ impl Locks {
                 continue;
             }
             let message = match held {
-                Some(l) => l.spec.describe_wait(&r.display(), uid, node),
+                Some(l) => {
+                    let kept = self.kept().get(&key_of(&l)).cloned().unwrap_or_default();
+                    l.spec.describe_wait(&r.display(), uid, node, &kept)
+                }
                 None => format!("waiting for {}", r.display()),
             };
             return LockState::Waiting {
@@ -208,7 +338,7 @@ impl Locks {
         };
         let waits = self
             .get(ns, &r)
-            .is_some_and(|l| l.spec.waiters.iter().any(|w| w.is(c.uid, c.node)));
+            .is_some_and(|l| self.entries(&l).iter().any(|w| w.is(c.uid, c.node)));
         if waits {
             return;
         }
@@ -230,10 +360,11 @@ impl Locks {
     pub fn keep_only(self: &Arc<Self>, uid: &str, keep: &HashSet<(Option<String>, Held)>) {
         for lock in self.of_workflow(uid) {
             let held = Held::of(&lock);
-            let entries = lock.spec.holders.iter().chain(&lock.spec.waiters);
-            let drop: HashSet<Option<String>> = entries
+            let drop: HashSet<Option<String>> = self
+                .entries(&lock)
+                .into_iter()
                 .filter(|c| c.uid == uid && !keep.contains(&(c.node.clone(), held.clone())))
-                .map(|c| c.node.clone())
+                .map(|c| c.node)
                 .collect();
             for node in drop {
                 let (uid, all) = (uid.to_string(), false);
@@ -267,56 +398,36 @@ impl Locks {
         }
     }
 
-    /// Every Lock with an entry of the workflow (uids are unique in the
-    /// cluster; the controller-wide limit lives outside its namespace).
+    /// Every Lock with an entry of the workflow, kept out of the object
+    /// or not (uids are unique in the cluster; the controller-wide limit
+    /// lives outside its namespace).
     pub fn of_workflow(&self, uid: &str) -> Vec<Arc<Lock>> {
-        self.store
-            .state()
+        self.latest()
             .into_iter()
-            .filter(|l| {
-                l.spec
-                    .holders
-                    .iter()
-                    .chain(&l.spec.waiters)
-                    .any(|c| c.uid == uid)
-            })
+            .filter(|l| self.entries(l).iter().any(|c| c.uid == uid))
             .collect()
-    }
-
-    /// Every Lock of `ns` (all namespaces when `None`), for `weft sync list`.
-    pub fn all(&self, ns: Option<&str>) -> Vec<Arc<Lock>> {
-        let mut v: Vec<Arc<Lock>> = self
-            .store
-            .state()
-            .into_iter()
-            .filter(|l| ns.is_none() || l.namespace().as_deref() == ns)
-            .collect();
-        v.sort_by_key(|l| (l.namespace(), l.name_any()));
-        v
     }
 
     /// Entries of Workflows that no longer run (`alive` says which uids
     /// do), released: a Workflow deleted while no controller ran, or one
     /// whose release was lost.
     pub fn sweep(self: &Arc<Self>, alive: &dyn Fn(&str) -> bool) {
-        for lock in self.store.state() {
+        for lock in self.latest() {
             let ns = lock.namespace().unwrap_or_default();
-            let gone: HashSet<&str> = lock
-                .spec
-                .holders
-                .iter()
-                .chain(&lock.spec.waiters)
-                .map(|c| c.uid.as_str())
+            let gone: HashSet<String> = self
+                .entries(&lock)
+                .into_iter()
+                .map(|c| c.uid)
                 .filter(|uid| !alive(uid))
                 .collect();
             for uid in gone {
                 tracing::info!(lock = %lock.name_any(), namespace = %ns, %uid, "releasing the lock of a Workflow that is gone");
-                self.forget(uid);
+                self.forget(&uid);
             }
         }
     }
 
-    fn written(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Arc<Lock>>> {
+    fn written(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Arc<Lock>>> {
         self.written.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -332,7 +443,7 @@ impl Locks {
     }
 
     /// Writes a lock's queued changes until none are left.
-    async fn drain(self: Arc<Self>, key: (String, String)) {
+    async fn drain(self: Arc<Self>, key: Key) {
         let mut failures = 0u32;
         loop {
             let ops = {
@@ -345,7 +456,12 @@ impl Locks {
                 std::mem::take(&mut p.ops)
             };
             match self.write(&key.0, &key.1, &ops).await {
-                Ok(()) => failures = 0,
+                Ok(stored) => {
+                    failures = 0;
+                    if let Some(lock) = stored {
+                        self.wake_new_holders(&lock);
+                    }
+                }
                 Err(e) => {
                     failures += 1;
                     tracing::warn!(lock = %key.1, namespace = %key.0, failures, "cannot update the Lock: {e:#}");
@@ -363,8 +479,8 @@ impl Locks {
     }
 
     /// One update of a lock with `ops` (created when missing), retried
-    /// on conflict with a fresh read.
-    async fn write(&self, ns: &str, name: &str, ops: &[Op]) -> anyhow::Result<()> {
+    /// on conflict with a fresh read; the version stored, if it changed.
+    async fn write(&self, ns: &str, name: &str, ops: &[Op]) -> anyhow::Result<Option<Arc<Lock>>> {
         let api: Api<Lock> = Api::namespaced(self.client.clone(), ns);
         let limit = self.limit(ns, ops).await;
         // What this process last wrote is newer than the watch cache,
@@ -372,8 +488,11 @@ impl Locks {
         // another replica wrote since, reads the lock again).
         let key = (ns.to_string(), name.to_string());
         let mine = self.written().get(&key).cloned();
-        let mut cached =
-            mine.or_else(|| self.store.get(&reflector::ObjectRef::new(name).within(ns)));
+        let mut cached = newer(
+            self.store.get(&reflector::ObjectRef::new(name).within(ns)),
+            mine,
+        );
+        let kept = self.kept().get(&key).cloned().unwrap_or_default();
         for _ in 0..20 {
             let current = match cached.take() {
                 Some(l) => Some((*l).clone()),
@@ -382,11 +501,14 @@ impl Locks {
             let exists = current.is_some();
             let mut lock = current.unwrap_or_else(|| Lock::new(name, LockSpec::default()));
             let before = lock.spec.clone();
+            lock.spec.rejoin(kept.clone());
             change(&mut lock.spec, ops, limit);
             let now = weft_dag::status::timestamp_millis(SystemTime::now());
             lock.spec.settle(&now);
+            let out = lock.spec.spill();
             if exists && lock.spec == before {
-                return Ok(());
+                self.keep_out(key, out);
+                return Ok(None);
             }
             lock.metadata.managed_fields = None;
             let result = match exists {
@@ -395,8 +517,10 @@ impl Locks {
             };
             match result {
                 Ok(stored) => {
-                    self.written().insert(key, Arc::new(stored));
-                    return Ok(());
+                    let stored = Arc::new(stored);
+                    self.written().insert(key.clone(), stored.clone());
+                    self.keep_out(key, out);
+                    return Ok(Some(stored));
                 }
                 // Changed or deleted meanwhile: read it again.
                 Err(kube::Error::Api(e)) if e.code == 409 || (e.code == 404 && exists) => continue,
@@ -404,6 +528,15 @@ impl Locks {
             }
         }
         anyhow::bail!("20 conflicting updates in a row")
+    }
+
+    /// Records the waiters kept out of a lock's object.
+    fn keep_out(&self, key: Key, out: Vec<Claim>) {
+        let mut kept = self.kept();
+        match out.is_empty() {
+            true => kept.remove(&key),
+            false => kept.insert(key, out),
+        };
     }
 
     /// The limit the queued asks give (the last one's), read from its
@@ -451,24 +584,5 @@ fn change(spec: &mut LockSpec, ops: &[Op], limit: Option<u32>) {
     }
     if spec.limit == 0 {
         spec.limit = 1;
-    }
-}
-
-/// Wakes the claims of `lock` that became holders since its last version.
-fn wake_new_holders(lock: &Lock, seen: &mut SeenHolders, wake: &Wake) {
-    let ns = lock.namespace().unwrap_or_default();
-    let now: HashSet<(String, Option<String>)> = lock
-        .spec
-        .holders
-        .iter()
-        .map(|c| (c.uid.clone(), c.node.clone()))
-        .collect();
-    let before = seen
-        .insert((ns.clone(), lock.name_any()), now)
-        .unwrap_or_default();
-    for c in &lock.spec.holders {
-        if !before.contains(&(c.uid.clone(), c.node.clone())) {
-            wake(&ns, &c.workflow);
-        }
     }
 }

@@ -156,9 +156,9 @@ function LockSection({ lock, fallbackNamespace, now }: { lock: LockInfo; fallbac
         <span className={`tag lock-held${full ? " full" : ""}`} data-testid="lock-held">
           {`held ${held}/${lock.limit}`}
         </span>
-        {lock.waiters.length > 0 && (
+        {lock.waiters.length + lock.beyond > 0 && (
           <span className="muted" data-testid="lock-waiting">
-            {`${lock.waiters.length} waiting`}
+            {`${lock.waiters.length + lock.beyond} waiting`}
           </span>
         )}
       </header>
@@ -192,6 +192,11 @@ function LockSection({ lock, fallbackNamespace, now }: { lock: LockInfo; fallbac
             <WaiterItem key={`${w.workflow}/${w.node}`} w={w} position={i + 1} ns={ns} now={now} />
           ))}
         </ol>
+      )}
+      {lock.beyond > 0 && (
+        <p className="muted" data-testid="lock-beyond">
+          {`and ${lock.beyond} more behind them: a long line keeps only its head in the Lock; each waiting workflow's status says its place.`}
+        </p>
       )}
     </section>
   );
