@@ -35,6 +35,19 @@ pub fn node_task(spec: &NodeSpec) -> Option<&crate::spec::TaskSpec> {
         _ => None,
     }
 }
+
+/// The claimant an array node's item is in a lock's line (`node[3]`):
+/// each item of an array takes its own slot of its task type's resource
+/// pool, as each is a task of its own.
+pub fn item_claim(node: &str, idx: usize) -> String {
+    format!("{node}[{idx}]")
+}
+
+/// The node and item of an [`item_claim`], if `claim` is one.
+pub fn claim_item(claim: &str) -> Option<(&str, usize)> {
+    let (node, rest) = claim.strip_suffix(']')?.rsplit_once('[')?;
+    Some((node, rest.parse().ok()?))
+}
 use crate::spec::{NodeSpec, WorkflowSpec};
 use crate::status::{
     ExitStatus, NodePhase, NodeStatus, WorkflowPhase, WorkflowStatus, parse_timestamp, timestamp,
@@ -655,7 +668,8 @@ impl<E: Executor> Round<'_, E> {
             .as_ref()
             .map(|s| s.locks())
             .unwrap_or_default();
-        if let Some(task) = node_task(spec) {
+        // An array's items take the pool's slots one each (nodes/array.rs).
+        if let Some(task) = node_task(spec).filter(|_| spec.array.is_none()) {
             refs.extend(self.exec.pools(task));
         }
         if refs.is_empty() {

@@ -92,12 +92,16 @@ async fn wait_all(api: &Api<Workflow>, names: &[String], secs: u64) -> Vec<Workf
         if done.len() == names.len() {
             return done;
         }
-        assert!(
-            Instant::now() < deadline,
-            "only {} of {} finished",
-            done.len(),
-            names.len()
-        );
+        if Instant::now() > deadline {
+            let mut open = Vec::new();
+            for n in names {
+                let wf = api.get(n).await.unwrap();
+                if !wf.status.as_ref().is_some_and(|s| s.phase.is_terminal()) {
+                    open.push(serde_json::to_string(&wf.status).unwrap());
+                }
+            }
+            panic!("only {} of {} finished: {open:?}", done.len(), names.len());
+        }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
@@ -616,6 +620,16 @@ async fn a_resource_pool_caps_a_task_type_across_workflows_of_a_namespace() {
             .collect();
         create(&bed, &workflow(w, &format!("  nodes:\n{nodes}"))).await;
     }
+    // And an array of four pod items: each item is a task of its own,
+    // with its own slot (the array sets no parallelism of its own).
+    let item = format!(
+        "{{type: pod, config: {{image: busybox, command: [sh, -c, 'echo start pool-c/$WEFT_INPUT_WHO $(date +%s%N) >> {log}; sleep 0.4; echo end pool-c/$WEFT_INPUT_WHO $(date +%s%N) >> {log}']}}}}",
+        log = log.display()
+    );
+    let array = format!(
+        "  nodes:\n    - id: each\n      inputs: {{who: '${{item}}'}}\n      array: {{over: [i0, i1, i2, i3], task: {item}}}\n"
+    );
+    create(&bed, &workflow("pool-c", &array)).await;
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let out = weft(&bed.kubeconfig, &["get", "pool-b", "-n", &bed.ns]).await;
@@ -632,7 +646,7 @@ async fn a_resource_pool_caps_a_task_type_across_workflows_of_a_namespace() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let api: Api<Workflow> = Api::namespaced(bed.client.clone(), &bed.ns);
-    let names = ["pool-a".to_string(), "pool-b".to_string()];
+    let names = ["pool-a", "pool-b", "pool-c"].map(String::from);
     for wf in wait_all(&api, &names, 120).await {
         let status = wf.status.unwrap();
         assert_eq!(
@@ -648,7 +662,8 @@ async fn a_resource_pool_caps_a_task_type_across_workflows_of_a_namespace() {
         );
     }
     let runs = intervals(&log);
-    assert_eq!(runs.len(), 6, "{runs:?}");
+    assert_eq!(runs.len(), 10, "{runs:?}");
+    assert!(runs.iter().any(|(who, ..)| who == "pool-c/i3"), "{runs:?}");
     assert_eq!(most_at_once(&runs), 2, "{runs:?}");
     controller.kill();
     bed.stop().await;

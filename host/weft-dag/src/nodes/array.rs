@@ -7,7 +7,8 @@ use crate::compiled::{CheckContext, CompiledNode, Kind};
 use crate::expr::{self, Scope};
 use crate::nodes::{Handler, task};
 use crate::problem::Problems;
-use crate::round::{Executor, NodeCx, Round, TaskObservation, TaskRequest, TaskState};
+use crate::round::{Executor, LockState, NodeCx, Round, TaskObservation, TaskRequest, TaskState};
+
 use crate::spec::{ArraySpec, NodeSpec};
 use crate::status::{ItemStatus, NodePhase, NodeStatus, parse_timestamp, timestamp_millis};
 
@@ -181,6 +182,8 @@ pub(crate) fn drive_array<E: Executor>(
         .count();
     let plugin = st.plugin.clone();
     let mut pinned = None;
+    let pools = r.exec.pools(&array.task);
+    let mut waiting: Option<(usize, String)> = None;
     for idx in 0..total {
         let item = &mut st.items[idx];
         let start = match item.phase {
@@ -197,6 +200,15 @@ pub(crate) fn drive_array<E: Executor>(
         };
         if !start && item.phase != NodePhase::Running {
             continue;
+        }
+        // Each item holds a slot of its task type's pool while it runs.
+        if start && !pools.is_empty() {
+            let claim = crate::schedule::item_claim(&n.id, idx);
+            if let LockState::Waiting { message, .. } = r.exec.acquire(&claim, &pools) {
+                let (count, _) = waiting.get_or_insert((0, message));
+                *count += 1;
+                continue;
+            }
         }
         let mut item_scope = scope.clone();
         item_scope.item = over.get(idx).cloned();
@@ -292,6 +304,7 @@ pub(crate) fn drive_array<E: Executor>(
     if pinned.is_some() && st.plugin.is_none() {
         st.plugin = pinned;
     }
+    note_waiting(st, waiting);
     let succeeded = st
         .items
         .iter()
@@ -338,5 +351,20 @@ pub(crate) fn drive_array<E: Executor>(
             r.transition(&n.id, st, NodePhase::Failed, Some(msg.clone()));
             r.node_failed(&n.id, &msg);
         }
+    }
+}
+
+/// What a running array says while items wait for their pool's slots
+/// (`3 items waiting for pool/pod, ...`), cleared once none waits.
+fn note_waiting(st: &mut NodeStatus, waiting: Option<(usize, String)>) {
+    const MARK: &str = " waiting for pool/";
+    let ours = st.message.as_deref().is_some_and(|m| m.contains(MARK));
+    match waiting {
+        Some((count, message)) => {
+            let what = if count == 1 { "item" } else { "items" };
+            st.message = Some(format!("{count} {what} {message}"));
+        }
+        None if ours => st.message = None,
+        None => {}
     }
 }

@@ -13,7 +13,9 @@ use std::time::{Duration, SystemTime};
 
 use kube::ResourceExt;
 use kube::runtime::reflector::Store;
-use weft_dag::schedule::{LockState, WAITING_FOR_LOCK, WAITING_FOR_RESOURCES};
+use weft_dag::schedule::{
+    LockState, WAITING_FOR_LOCK, WAITING_FOR_RESOURCES, claim_item, item_claim,
+};
 use weft_dag::spec::sync::LockRef;
 use weft_dag::status::{NodeStatus, SyncStatus, timestamp_millis};
 use weft_dag::{NodePhase, WorkflowSpec, WorkflowStatus};
@@ -53,11 +55,13 @@ pub(super) async fn sweep(locks: Arc<Locks>, store: Store<Workflow>) {
     }
 }
 
-/// The locks a workflow's spec names: its own, and its nodes' by id.
+/// The locks a workflow's spec names: its own, its nodes' by id, and
+/// the pool each item of an array node takes (by the array's id).
 #[derive(Debug, Default)]
 pub(super) struct Plan {
     own: Vec<LockRef>,
     nodes: HashMap<String, Vec<LockRef>>,
+    items: HashMap<String, Vec<LockRef>>,
 }
 
 impl Plan {
@@ -75,23 +79,26 @@ impl Plan {
             let ns = wf.namespace().unwrap_or_default();
             own.extend(ctx.parallelism.locks(&ctx.client, &ns).await);
         }
-        let nodes = spec
-            .nodes
-            .iter()
-            .chain(&spec.on_exit)
-            .filter_map(|n| {
-                let mut refs = n
-                    .synchronization
-                    .as_ref()
-                    .map(|s| s.locks())
-                    .unwrap_or_default();
-                let task = weft_dag::schedule::node_task(n);
-                let pool = task.and_then(|t| ctx.parallelism.pool(&t.task_type));
-                refs.extend(pool);
-                (!refs.is_empty()).then(|| (n.id.clone(), refs))
-            })
-            .collect();
-        Plan { own, nodes }
+        let (mut nodes, mut items) = (HashMap::new(), HashMap::new());
+        for n in spec.nodes.iter().chain(&spec.on_exit) {
+            let mut refs = n
+                .synchronization
+                .as_ref()
+                .map(|s| s.locks())
+                .unwrap_or_default();
+            let task = weft_dag::schedule::node_task(n);
+            let pool = task.and_then(|t| ctx.parallelism.pool(&t.task_type));
+            match pool {
+                Some(p) if n.array.is_some() => {
+                    items.insert(n.id.clone(), vec![p]);
+                }
+                pool => refs.extend(pool),
+            }
+            if !refs.is_empty() {
+                nodes.insert(n.id.clone(), refs);
+            }
+        }
+        Plan { own, nodes, items }
     }
 }
 
@@ -198,6 +205,22 @@ fn keep(ns: &str, plan: &Plan, status: &WorkflowStatus) -> HashSet<(Option<Strin
             keep.extend(refs.iter().map(|r| (Some(id.clone()), Held::of_ref(ns, r))));
         }
     }
+    // An array's items that have not ended keep their pool's slot (or
+    // their place in its line).
+    for (id, refs) in &plan.items {
+        let Some(n) = node(status, id).filter(|n| !n.phase.is_terminal()) else {
+            continue;
+        };
+        for (idx, _) in n
+            .items
+            .iter()
+            .enumerate()
+            .filter(|(_, i)| !i.phase.is_terminal())
+        {
+            let claim = Some(item_claim(id, idx));
+            keep.extend(refs.iter().map(|r| (claim.clone(), Held::of_ref(ns, r))));
+        }
+    }
     keep
 }
 
@@ -237,13 +260,19 @@ pub(super) fn after_round(
     }
     // Every reconcile passes here: a workflow that names no lock has no
     // claim to keep or ask for, so it does not scan every Lock's entries.
-    if plan.own.is_empty() && plan.nodes.is_empty() {
+    if plan.own.is_empty() && plan.nodes.is_empty() && plan.items.is_empty() {
         return;
     }
     locks.keep_only(&uid, &keep(&ns, plan, status));
     let now = timestamp_millis(SystemTime::now());
     for (id, refs) in asks {
-        let waiting = node(status, id).is_some_and(waits);
+        let waiting = match claim_item(id) {
+            // An item that did not start waits for its pool.
+            Some((array, idx)) => node(status, array)
+                .and_then(|n| n.items.get(idx))
+                .is_some_and(|i| matches!(i.phase, NodePhase::Pending | NodePhase::Retrying)),
+            None => node(status, id).is_some_and(waits),
+        };
         if waiting {
             locks.ask(&ns, &claimant(wf, Some(id), now.clone()), refs);
         }
@@ -283,6 +312,7 @@ mod tests {
     #[test]
     fn running_and_waiting_nodes_keep_their_claims_and_finished_ones_do_not() {
         let plan = Plan {
+            items: HashMap::from([("arr".to_string(), vec![lock("pool", "pod")])]),
             own: vec![lock("mutex", "w")],
             nodes: ["run", "retry", "lock", "pool", "done", "later"]
                 .into_iter()
@@ -303,6 +333,14 @@ mod tests {
         ] {
             status.nodes.insert(id.into(), n);
         }
+        let mut arr = node(NodePhase::Running, None);
+        arr.items = [NodePhase::Running, NodePhase::Succeeded, NodePhase::Pending]
+            .map(|phase| weft_dag::status::ItemStatus {
+                phase,
+                ..Default::default()
+            })
+            .to_vec();
+        status.nodes.insert("arr".into(), arr);
         let kept = keep("ns", &plan, &status);
         let held = |node: Option<&str>, name: &str| {
             kept.contains(&(node.map(String::from), Held("ns".into(), name.into())))
@@ -311,8 +349,12 @@ mod tests {
         for id in ["run", "retry", "lock", "pool"] {
             assert!(held(Some(id), "pool.pod"), "{id} released: {kept:?}");
         }
-        for id in ["done", "later"] {
+        for id in ["done", "later", "arr", "arr[1]"] {
             assert!(!held(Some(id), "pool.pod"), "{id} kept: {kept:?}");
         }
+        // An array's items hold the pool one each, until they end.
+        assert!(held(Some("arr[0]"), "pool.pod") && held(Some("arr[2]"), "pool.pod"));
+        assert_eq!(claim_item("arr[2]"), Some(("arr", 2)));
+        assert_eq!(claim_item("arr"), None);
     }
 }

@@ -20,6 +20,8 @@
 //! Only the type and pure changes to it live here; `super` reads and
 //! writes the objects.
 
+use std::collections::HashSet;
+
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -153,11 +155,24 @@ impl LockSpec {
     }
 
     /// Puts waiters kept out of the object back in line (those not in it
-    /// already, as a holder or a waiter).
+    /// already, as a holder or a waiter). Linear: it runs on every write
+    /// of a lock with a long line.
     pub fn rejoin(&mut self, kept: Vec<Claim>) {
-        for c in kept {
-            self.ask(c);
-        }
+        let fresh: Vec<bool> = {
+            let known: HashSet<(&str, Option<&str>)> = self
+                .holders
+                .iter()
+                .chain(&self.waiters)
+                .map(|c| (c.uid.as_str(), c.node.as_deref()))
+                .collect();
+            let is_new = |c: &Claim| !known.contains(&(c.uid.as_str(), c.node.as_deref()));
+            kept.iter().map(is_new).collect()
+        };
+        let new = kept
+            .into_iter()
+            .zip(fresh)
+            .filter_map(|(c, f)| f.then_some(c));
+        self.waiters.extend(new);
     }
 
     /// Takes the waiters beyond [`Self::line_cap`] out of the object, in

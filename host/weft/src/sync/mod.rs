@@ -253,11 +253,14 @@ impl Locks {
         self.kept.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Every holder and waiter of `lock`, those kept out of the object too.
-    fn entries(&self, lock: &Lock) -> Vec<Claim> {
-        let kept = self.kept().get(&key_of(lock)).cloned().unwrap_or_default();
+    /// The holders and waiters of `lock`, those kept out of the object
+    /// too, that `keep` picks (cloned: a long line is not copied to be
+    /// searched; every reconcile of a locked workflow searches it).
+    fn entries(&self, lock: &Lock, keep: impl Fn(&Claim) -> bool) -> Vec<Claim> {
+        let kept = self.kept();
+        let beyond = kept.get(&key_of(lock)).into_iter().flatten();
         let listed = lock.spec.holders.iter().chain(&lock.spec.waiters);
-        listed.cloned().chain(kept).collect()
+        listed.chain(beyond).filter(|c| keep(c)).cloned().collect()
     }
 
     /// Wakes the claims of `lock` that became holders since the version
@@ -298,8 +301,9 @@ impl Locks {
             }
             let message = match held {
                 Some(l) => {
-                    let kept = self.kept().get(&key_of(&l)).cloned().unwrap_or_default();
-                    l.spec.describe_wait(&r.display(), uid, node, &kept)
+                    let kept = self.kept();
+                    let beyond = kept.get(&key_of(&l)).map(Vec::as_slice).unwrap_or_default();
+                    l.spec.describe_wait(&r.display(), uid, node, beyond)
                 }
                 None => format!("waiting for {}", r.display()),
             };
@@ -338,7 +342,7 @@ impl Locks {
         };
         let waits = self
             .get(ns, &r)
-            .is_some_and(|l| self.entries(&l).iter().any(|w| w.is(c.uid, c.node)));
+            .is_some_and(|l| !self.entries(&l, |w| w.is(c.uid, c.node)).is_empty());
         if waits {
             return;
         }
@@ -361,9 +365,9 @@ impl Locks {
         for lock in self.of_workflow(uid) {
             let held = Held::of(&lock);
             let drop: HashSet<Option<String>> = self
-                .entries(&lock)
+                .entries(&lock, |c| c.uid == uid)
                 .into_iter()
-                .filter(|c| c.uid == uid && !keep.contains(&(c.node.clone(), held.clone())))
+                .filter(|c| !keep.contains(&(c.node.clone(), held.clone())))
                 .map(|c| c.node)
                 .collect();
             for node in drop {
@@ -404,7 +408,7 @@ impl Locks {
     pub fn of_workflow(&self, uid: &str) -> Vec<Arc<Lock>> {
         self.latest()
             .into_iter()
-            .filter(|l| self.entries(l).iter().any(|c| c.uid == uid))
+            .filter(|l| !self.entries(l, |c| c.uid == uid).is_empty())
             .collect()
     }
 
@@ -415,10 +419,9 @@ impl Locks {
         for lock in self.latest() {
             let ns = lock.namespace().unwrap_or_default();
             let gone: HashSet<String> = self
-                .entries(&lock)
+                .entries(&lock, |c| !alive(&c.uid))
                 .into_iter()
                 .map(|c| c.uid)
-                .filter(|uid| !alive(uid))
                 .collect();
             for uid in gone {
                 tracing::info!(lock = %lock.name_any(), namespace = %ns, %uid, "releasing the lock of a Workflow that is gone");
