@@ -78,6 +78,9 @@ enum Op {
         node: Option<String>,
         all: bool,
     },
+    /// Nothing but a write: the line kept here moves into the object,
+    /// which another controller's writes emptied.
+    Refill,
 }
 
 #[derive(Default)]
@@ -189,6 +192,7 @@ impl Locks {
                 match ev {
                     Ok(watcher::Event::Apply(l) | watcher::Event::InitApply(l)) => {
                         locks.wake_new_holders(&l);
+                        locks.refill(&l);
                     }
                     Ok(watcher::Event::Delete(l)) => locks.deleted(&l),
                     Ok(watcher::Event::Init | watcher::Event::InitDone) => {}
@@ -533,6 +537,18 @@ impl Locks {
         anyhow::bail!("20 conflicting updates in a row")
     }
 
+    /// Another controller (a shard) wrote the lock and its listed line
+    /// ran short while this one keeps waiters out of it: they move in,
+    /// or they would wait for this controller's next write of the lock,
+    /// which its waiting workflows alone never make.
+    fn refill(self: &Arc<Self>, lock: &Lock) {
+        let short = lock.spec.waiters.len() < lock.spec.line_cap();
+        let key = key_of(lock);
+        if short && self.kept().get(&key).is_some_and(|k| !k.is_empty()) {
+            self.submit(&key.0, &key.1, Op::Refill);
+        }
+    }
+
     /// Records the waiters kept out of a lock's object.
     fn keep_out(&self, key: Key, out: Vec<Claim>) {
         let mut kept = self.kept();
@@ -547,7 +563,7 @@ impl Locks {
     async fn limit(&self, ns: &str, ops: &[Op]) -> Option<u32> {
         let r = ops.iter().rev().find_map(|op| match op {
             Op::Ask(ask) => Some(&ask.1),
-            Op::Release { .. } => None,
+            Op::Release { .. } | Op::Refill => None,
         })?;
         match &r.limit {
             Limit::Fixed(n) => Some(*n),
@@ -580,6 +596,7 @@ fn change(spec: &mut LockSpec, ops: &[Op], limit: Option<u32>) {
             Op::Release { uid, node, all } => {
                 spec.release(uid, node.as_deref(), *all);
             }
+            Op::Refill => {}
         }
     }
     if let Some(n) = limit {
