@@ -4,7 +4,11 @@
 //! CRD cleanup (a CRD's custom resources go before it does).
 //!
 //! Each pass scans every object; this is a dev cluster, and a scan of tens of
-//! thousands of objects in memory takes milliseconds.
+//! thousands of objects in memory takes milliseconds. It runs when a write
+//! may have given it work (`Cluster::concerns_gc`: a deletion, or owner
+//! references naming an owner that is not there), and every 5 s: woken by
+//! every write of an owned object, it scanned after each pod status update
+//! and held a third of a busy benchmark's CPU.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

@@ -353,6 +353,46 @@ async fn owner_reference_garbage_collection() {
     .await;
     let kid = cms.get("orph-child").await.unwrap();
     assert!(kid.owner_references().is_empty());
+
+    // Owners that are not there: a dependent created naming one that never
+    // existed, one naming a name whose object has another uid, and an
+    // object given such a reference by an update, are all collected;
+    // dependents of a live owner stay, however often they are written.
+    let live = cms.create(&pp, &cm("live", &[])).await.unwrap();
+    let mut ghost = live.clone();
+    ghost.metadata.name = Some("never".into());
+    ghost.metadata.uid = Some("00000000-0000-0000-0000-000000000001".into());
+    cms.create(&pp, &owned_by("of-never", &ghost))
+        .await
+        .unwrap();
+    let mut renamed = live.clone();
+    renamed.metadata.uid = Some("00000000-0000-0000-0000-000000000002".into());
+    cms.create(&pp, &owned_by("of-other-uid", &renamed))
+        .await
+        .unwrap();
+    cms.create(&pp, &owned_by("of-live", &live)).await.unwrap();
+    cms.create(&pp, &cm("adopted-by-ghost", &[])).await.unwrap();
+    let refs = json!({"metadata": {"ownerReferences": [ghost.controller_owner_ref(&()).unwrap()]}});
+    cms.patch(
+        "adopted-by-ghost",
+        &PatchParams::default(),
+        &Patch::Merge(refs),
+    )
+    .await
+    .unwrap();
+    for i in 0..5 {
+        let data = json!({"data": {"n": i.to_string()}});
+        cms.patch("of-live", &PatchParams::default(), &Patch::Merge(data))
+            .await
+            .unwrap();
+    }
+    for name in ["of-never", "of-other-uid", "adopted-by-ghost"] {
+        eventually(name, || async {
+            cms.get_opt(name).await.unwrap().is_none().then_some(())
+        })
+        .await;
+    }
+    assert!(cms.get_opt("of-live").await.unwrap().is_some());
     t.cluster.shutdown().await;
 }
 

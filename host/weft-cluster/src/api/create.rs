@@ -175,7 +175,7 @@ impl Cluster {
             return Ok(Some(Arc::new(obj)));
         }
         let stored = txn.put(&rt.gr(), key_ns, &name, obj);
-        self.after_write(rt, &stored);
+        self.after_write(txn, rt, None, &stored);
         if quotas {
             self.sync_quotas_in(txn, ns);
         }

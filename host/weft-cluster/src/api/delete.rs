@@ -121,7 +121,7 @@ impl Cluster {
                     return Ok(last);
                 }
                 let stored = txn.put(&gr, key_ns, name, new);
-                self.after_write(rt, &stored);
+                self.after_write(txn, rt, Some(&old), &stored);
                 return Ok(stored);
             }
             return Ok(old);
@@ -166,7 +166,7 @@ impl Cluster {
             new["status"]["phase"] = "Terminating".into();
         }
         let stored = txn.put(&gr, key_ns, name, new);
-        self.after_write(rt, &stored);
+        self.after_write(txn, rt, Some(&old), &stored);
         Ok(stored)
     }
 

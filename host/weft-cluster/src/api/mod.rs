@@ -28,7 +28,7 @@ use crate::patch::Scope;
 use crate::registry::{Registry, ResourceType};
 use crate::schema::FieldValidation;
 use crate::status::ApiError;
-use crate::store::Store;
+use crate::store::{Store, Txn};
 
 /// Finalizer that makes a CRD's deletion remove its custom resources first.
 pub(crate) const CRD_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
@@ -135,18 +135,61 @@ impl Cluster {
         Arc::new(o)
     }
 
-    /// Side effects of a stored write that live outside the store.
-    fn after_write(&self, rt: &ResourceType, stored: &Value) {
+    /// Side effects of a stored write that live outside the store
+    /// (`old`: the version it replaced, `None` for a create).
+    fn after_write(&self, txn: &Txn<'_>, rt: &ResourceType, old: Option<&Value>, stored: &Value) {
         if rt.group == "apiextensions.k8s.io"
             && stored["metadata"]["deletionTimestamp"].is_null()
             && let Ok(t) = ResourceType::from_crd(stored)
         {
             self.registry.register(t);
         }
-        let m = &stored["metadata"];
-        if m["deletionTimestamp"].is_string() || m["ownerReferences"].is_array() {
+        if self.concerns_gc(txn, old, stored) {
             self.gc.notify_one();
         }
+    }
+
+    /// Whether a write may give the garbage collector work: an object
+    /// being deleted, or owner references (new or changed) of which one
+    /// names an owner that is not there (or is a different object of that
+    /// name, or is leaving). Each pass of the collector scans every
+    /// object, so waking it for every write of an owned object (every pod
+    /// status update of a busy cluster) kept a core scanning; the real
+    /// collector, too, acts on owner references that change.
+    fn concerns_gc(&self, txn: &Txn<'_>, old: Option<&Value>, stored: &Value) -> bool {
+        let m = &stored["metadata"];
+        if m["deletionTimestamp"].is_string() {
+            return true;
+        }
+        let Some(refs) = m["ownerReferences"].as_array() else {
+            return false;
+        };
+        if old.is_some_and(|o| o["metadata"]["ownerReferences"] == m["ownerReferences"]) {
+            return false;
+        }
+        let ns = m["namespace"].as_str().unwrap_or_default();
+        !refs.iter().all(|r| self.owner_present(txn, ns, r))
+    }
+
+    /// Whether the owner an owner reference names exists, is the object
+    /// of that uid, and is not being deleted.
+    fn owner_present(&self, txn: &Txn<'_>, ns: &str, r: &Value) -> bool {
+        let group = r["apiVersion"].as_str().and_then(|v| v.rsplit_once('/'));
+        let group = group.map_or("", |(g, _)| g);
+        let kind = r["kind"].as_str().unwrap_or_default();
+        let rt = self
+            .registry
+            .read()
+            .iter()
+            .find(|t| t.group == group && t.kind == kind)
+            .cloned();
+        let (Some(rt), Some(name)) = (rt, r["name"].as_str()) else {
+            return false;
+        };
+        let key_ns = if rt.namespaced { ns } else { "" };
+        txn.get(&rt.gr(), key_ns, name).is_some_and(|o| {
+            o["metadata"]["uid"] == r["uid"] && o["metadata"]["deletionTimestamp"].is_null()
+        })
     }
 
     fn after_delete(&self, rt: &ResourceType, last: &Value) {

@@ -233,7 +233,7 @@ impl Cluster {
             return Ok(last);
         }
         let stored = txn.put(&rt.gr(), key_ns, &name, new);
-        self.after_write(rt, &stored);
+        self.after_write(txn, rt, Some(old), &stored);
         Ok(stored)
     }
 
