@@ -278,7 +278,7 @@ async fn sample(
     }
 }
 
-/// A line longer than a Lock lists (its limit, at least 16): the object
+/// A line longer than a Lock lists (16 waiters): the object
 /// keeps its head and says how many more wait (`beyond`), kubectl and
 /// `weft sync list` count them, and after a SIGKILL of the controller,
 /// which held the rest of the line in memory, every workflow still runs,

@@ -30,7 +30,7 @@ pub(super) fn start(ctx: &Context, namespace: Option<&str>) -> Arc<Locks> {
         .get_or_init(|| {
             let children = ctx.children.clone();
             let wake = Arc::new(move |ns: &str, name: &str| children.wake(ns, name));
-            Locks::start(ctx.client.clone(), namespace, wake)
+            Locks::start(ctx.client.clone(), namespace, wake, ctx.metrics.clone())
         })
         .clone()
 }

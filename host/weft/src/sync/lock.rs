@@ -7,8 +7,8 @@
 //! statuses after a restart, where its users report locks lost or held
 //! forever; here the object is the truth.
 //!
-//! The line in the object is kept short: at most [`LockSpec::line_cap`]
-//! waiters (the limit, at least 16) are listed, and the rest are held by
+//! The line in the object is kept short: at most [`LINE_CAP`] (16)
+//! waiters are listed, and the rest are held by
 //! the controller that wrote the object last (`spill`), which puts them
 //! back in line as it empties (`rejoin`); `beyond` says how many. A
 //! thousand workflows on a semaphore of 50 made every hand-over rewrite
@@ -52,7 +52,7 @@ pub struct LockSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub holders: Vec<Claim>,
     /// Who waits for it, first first: higher priority, then earlier
-    /// arrival; at most the limit (at least 16) of them.
+    /// arrival; at most [`LINE_CAP`] of them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waiters: Vec<Claim>,
     /// How many more wait behind `waiters`, held by the controller that
@@ -61,8 +61,13 @@ pub struct LockSpec {
     pub beyond: u32,
 }
 
-/// The fewest waiters a Lock object lists before it keeps the rest out.
-pub const LINE_MIN: usize = 16;
+/// The most waiters a Lock object lists; the rest are kept out of it.
+/// Every hand-over rewrites the object, and its watchers decode it: at a
+/// semaphore of 50 a line listed up to the limit made the object 100
+/// claims instead of 66. More listed would only help another controller
+/// (a shard) promote without this one, and that controller refills the
+/// object when it runs short (`Locks::refill`).
+pub const LINE_CAP: usize = 16;
 
 /// One holder or waiter: a workflow, or one node of it.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
@@ -107,12 +112,45 @@ impl Claim {
         self.uid == uid && self.node.as_deref() == node
     }
 
+    /// Whether a release of `(uid, node)` (`all`: every entry of the
+    /// workflow) drops this entry.
+    pub fn released_by(&self, uid: &str, node: Option<&str>, all: bool) -> bool {
+        self.uid == uid && (all || self.node.as_deref() == node)
+    }
+
     /// `wf` or `wf/node`, as messages and `weft sync list` name it.
     pub fn who(&self) -> String {
         match &self.node {
             Some(n) => format!("{}/{n}", self.workflow),
             None => self.workflow.clone(),
         }
+    }
+}
+
+/// The line's order: higher priority, then earlier arrival (then the
+/// order asked, uid and node, so that every controller sorts alike).
+pub fn line_order(a: &Claim, b: &Claim) -> std::cmp::Ordering {
+    b.priority
+        .cmp(&a.priority)
+        .then_with(|| a.since.cmp(&b.since))
+        .then_with(|| a.asked.cmp(&b.asked))
+        .then_with(|| a.uid.cmp(&b.uid))
+        .then_with(|| a.node.cmp(&b.node))
+}
+
+/// Two lines, each in [`line_order`], merged into one (linear: the kept
+/// line of a long wait is merged, not sorted again, on every write).
+pub fn merge_lines(a: Vec<Claim>, b: impl IntoIterator<Item = Claim>) -> Vec<Claim> {
+    let (mut a, mut b) = (a.into_iter().peekable(), b.into_iter().peekable());
+    let mut out = Vec::with_capacity(a.len() + b.size_hint().0);
+    loop {
+        let first_a = match (a.peek(), b.peek()) {
+            (Some(x), Some(y)) => line_order(x, y).is_le(),
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => return out,
+        };
+        out.extend(if first_a { a.next() } else { b.next() });
     }
 }
 
@@ -143,7 +181,7 @@ impl LockSpec {
     /// entry of the workflow). Whether anything changed.
     pub fn release(&mut self, uid: &str, node: Option<&str>, all: bool) -> bool {
         let before = self.holders.len() + self.waiters.len();
-        let keep = |c: &Claim| !(c.uid == uid && (all || c.node.as_deref() == node));
+        let keep = |c: &Claim| !c.released_by(uid, node, all);
         self.holders.retain(keep);
         self.waiters.retain(keep);
         before != self.holders.len() + self.waiters.len()
@@ -151,7 +189,7 @@ impl LockSpec {
 
     /// How many waiters the object lists at most.
     pub fn line_cap(&self) -> usize {
-        (self.limit as usize).max(LINE_MIN)
+        LINE_CAP
     }
 
     /// Puts waiters kept out of the object back in line (those not in it
@@ -185,16 +223,9 @@ impl LockSpec {
         out
     }
 
-    /// Sorts the waiters: higher priority, then earlier arrival.
+    /// Sorts the waiters in [`line_order`].
     fn order(&mut self) {
-        self.waiters.sort_by(|a, b| {
-            b.priority
-                .cmp(&a.priority)
-                .then_with(|| a.since.cmp(&b.since))
-                .then_with(|| a.asked.cmp(&b.asked))
-                .then_with(|| a.uid.cmp(&b.uid))
-                .then_with(|| a.node.cmp(&b.node))
-        });
+        self.waiters.sort_by(line_order);
     }
 
     /// Orders the waiters and promotes the first ones while there is
@@ -312,7 +343,7 @@ mod tests {
             l.holders.iter().map(Claim::who).collect::<Vec<_>>(),
             ["w20", "w21"]
         );
-        assert_eq!((l.waiters.len(), kept.len(), l.beyond), (LINE_MIN, 22, 22));
+        assert_eq!((l.waiters.len(), kept.len(), l.beyond), (LINE_CAP, 22, 22));
         assert_eq!(l.waiters[0].who(), "w22");
         assert_eq!(kept[0].who(), "w38", "the rest in order: {kept:?}");
         assert_eq!(kept[2].who(), "w00");
