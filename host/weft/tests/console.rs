@@ -1300,9 +1300,10 @@ const MUTEX_DB: &str = "const s = document.querySelector(\"[data-testid=lock][da
 /// The Locks link leads (in place) to the default namespace's locks: a
 /// workflow holding the mutex `db` shows as its holder, and a second one
 /// created then appears, without a reload, first in its line; the
-/// waiter's name opens its workflow.
+/// waiter's name opens its workflow; the workflow list's Lock column
+/// says which of the two holds `mutex/db` and which waits for it.
 async fn locks_page_shows_holder_and_line(c: &Client, dev: &Dev) -> anyhow::Result<()> {
-    kubectl_create(&dev.kubeconfig, &mutex_db("lock-holder", 15)).await;
+    kubectl_create(&dev.kubeconfig, &mutex_db("lock-holder", 25)).await;
     c.goto(&dev.console).await?;
     find(c, "[data-testid=workflow-row]").await?;
     c.execute("window.__sameDocument = true;", vec![]).await?;
@@ -1355,6 +1356,27 @@ async fn locks_page_shows_holder_and_line(c: &Client, dev: &Dev) -> anyhow::Resu
         here == json!(["/locks", true, "page", null]),
         "the Locks link navigates in place, marks itself current, no error: {here}"
     );
+    // The workflow list says the same in its Lock column, then back.
+    find(c, "nav[aria-label=Main] a:first-child")
+        .await?
+        .click()
+        .await?;
+    until(
+        c,
+        "the list's Lock column: lock-holder holds mutex/db, lock-waiter waits for it",
+        "const cell = n => document.querySelector(\
+           `[data-testid=workflow-row][data-name=${n}] [data-testid=workflow-lock]`);\
+         const h = cell('lock-holder'), w = cell('lock-waiter');\
+         return window.__sameDocument === true && !!h && !!w\
+           && h.textContent === 'holds mutex/db'\
+           && w.textContent === 'waits for mutex/db'\
+           && w.title.startsWith('waiting for mutex/db, held by lock-holder');",
+    )
+    .await?;
+    find(c, "nav[aria-label=Main] a[href^='/locks']")
+        .await?
+        .click()
+        .await?;
     find(
         c,
         "[data-testid=lock-waiter][data-workflow=lock-waiter] [data-testid=claim-workflow]",

@@ -5,7 +5,7 @@ import { visibleRange } from "./components/VirtualRows";
 import { ExecutionSchema, NodeExecutionSchema } from "./gen/weft/admin/v1/admin_pb";
 import { barPlacement, MIN_BAR_PCT, timelineBars } from "./pages/TimelineView";
 import { historyRowHref, toHistoryRow } from "./pages/HistoryPage";
-import { toRow } from "./pages/WorkflowListPage";
+import { lockText, toRow } from "./pages/WorkflowListPage";
 import { prettyJson, shortDigest } from "./text";
 
 const node = (id: string, phase: string, startedAt = "", finishedAt = "") =>
@@ -19,6 +19,21 @@ describe("workflow list rows", () => {
       nodes: [node("a", "Succeeded"), node("b", "Failed"), node("c", "Running"), node("d", "Pending")],
     });
     expect(toRow(e)).toMatchObject({ namespace: "ml", name: "train-1", phase: "Running", finished: 2, succeeded: 1, failed: 1, total: 4 });
+  });
+
+  it("say which lock a workflow waits for or holds", () => {
+    const waiting = toRow(
+      create(ExecutionSchema, {
+        phase: "Pending",
+        message: "waiting for semaphore/fifty, held by a, b, c and 47 more (50/50); number 3 in line",
+        waitingFor: "semaphore/fifty",
+        holding: ["parallelism/namespace"],
+      }),
+    );
+    expect(lockText(waiting)).toEqual(["waits for semaphore/fifty", waiting.message]);
+    const holding = toRow(create(ExecutionSchema, { phase: "Running", holding: ["mutex/db", "semaphore/fifty"] }));
+    expect(lockText(holding)).toEqual(["holds mutex/db +1", "mutex/db, semaphore/fifty"]);
+    expect(lockText(toRow(create(ExecutionSchema, { phase: "Running" })))).toEqual(["", ""]);
   });
 });
 

@@ -126,9 +126,15 @@ pub fn execution(wf: &Workflow) -> pb::Execution {
         .iter()
         .map(|n| node_execution(n, status.and_then(|s| s.nodes.get(&n.id))))
         .collect();
+    // What a finished workflow held, it gave back.
+    let sync = status
+        .filter(|s| !s.phase.is_terminal())
+        .and_then(|s| s.synchronization.as_ref());
     pb::Execution {
         archived: false,
         events: Vec::new(),
+        holding: sync.map(|s| s.holding.clone()).unwrap_or_default(),
+        waiting_for: sync.and_then(|s| s.waiting.clone()).unwrap_or_default(),
         exit_nodes,
         suspended: status.is_some_and(|s| s.suspended),
         shutdown: wf

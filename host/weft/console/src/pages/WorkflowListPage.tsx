@@ -32,6 +32,10 @@ export interface Row {
   total: number;
   startedAt: string;
   finishedAt: string;
+  /** The lock it waits for (`semaphore/fifty`), else "". */
+  waitingFor: string;
+  /** The workflow-level locks it holds. */
+  holding: string[];
 }
 
 export function toRow(e: Execution): Row {
@@ -47,6 +51,8 @@ export function toRow(e: Execution): Row {
     total: p.total,
     startedAt: e.startedAt,
     finishedAt: e.finishedAt,
+    waitingFor: e.waitingFor,
+    holding: e.holding,
   };
 }
 
@@ -153,6 +159,7 @@ export function WorkflowListPage({ namespace, selector }: { namespace: string; s
           <span role="columnheader">Name</span>
           <span role="columnheader">Namespace</span>
           <span role="columnheader">Phase</span>
+          <span role="columnheader">Lock</span>
           <span role="columnheader">Progress</span>
           <span role="columnheader">Started</span>
           <span role="columnheader">Duration</span>
@@ -199,6 +206,7 @@ function WorkflowRow({ r, index, now, style }: { r: Row; index: number; now: num
       <span role="cell">
         <PhaseBadge phase={r.phase} />
       </span>
+      <LockCell r={r} />
       <span role="cell" title={`${r.finished} finished of ${r.total}: ${r.succeeded} succeeded, ${r.failed} failed`}>
         <span className="progress">
           <span className={`progress-bar${r.failed > 0 ? " has-failed" : ""}`} style={{ width: `${pct}%` }} />
@@ -211,6 +219,24 @@ function WorkflowRow({ r, index, now, style }: { r: Row; index: number; now: num
       <span role="cell">{formatDuration(elapsed(r.startedAt, r.finishedAt, now))}</span>
     </div>
   );
+}
+
+/** What the row's workflow waits for or holds; its message says where it is in line. */
+export function LockCell({ r }: { r: Row }) {
+  const [text, title] = lockText(r);
+  return (
+    <span role="cell" className={r.waitingFor ? "lock-wait" : undefined} title={title} data-testid="workflow-lock">
+      {text}
+    </span>
+  );
+}
+
+/** The lock cell's text and tooltip. */
+export function lockText(r: Pick<Row, "waitingFor" | "holding" | "message">): [string, string] {
+  if (r.waitingFor) return [`waits for ${r.waitingFor}`, r.message || r.waitingFor];
+  if (r.holding.length === 0) return ["", ""];
+  const more = r.holding.length > 1 ? ` +${r.holding.length - 1}` : "";
+  return [`holds ${r.holding[0]}${more}`, r.holding.join(", ")];
 }
 
 export function PhaseBadge({ phase, testid }: { phase: string; testid?: string }) {
