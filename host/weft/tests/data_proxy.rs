@@ -205,6 +205,23 @@ async fn cp_downloads_artifacts_and_submit_uploads_inputs_that_reach_a_node() {
         .await;
     assert_eq!(read(&tree.join("a.txt")), "a\n");
     assert_eq!(read(&tree.join("sub/b.txt")), "b\n");
+    // An array item's artifact: NODE[i]; an item that is not there is named.
+    let fan = task(
+        "echo \"item $WEFT_INPUT_NUM\" > /work/out.txt",
+        json!({"outputs": {"artifacts": [{"name": "out", "path": "/work/out.txt"}]}}),
+    );
+    let items = json!([{"id": "fan", "inputs": {"num": "${item}"},
+        "array": {"over": [10, 20], "task": fan}}]);
+    let wf = t.run("items", items).await;
+    let phase = wf.status.as_ref().map(|s| s.phase);
+    assert_eq!(phase, Some(WorkflowPhase::Succeeded), "{:#?}", wf.status);
+    let second = dir.join("second.txt");
+    let fan1 = ["cp", "items/fan[1]/out", second.to_str().unwrap()];
+    t.weft_ok(&fan1, alice).await;
+    assert_eq!(read(&second), "item 20\n");
+    let fan2 = ["cp", "items/fan[2]/out", dir.to_str().unwrap()];
+    let err = t.weft_err(&fan2, alice).await;
+    assert!(err.contains("items 0 to 1: no item 2"), "{err}");
 
     // An upload by hand: the reference names an object of the namespace
     // with exactly these bytes.
@@ -551,6 +568,14 @@ async fn archived_logs_are_served_after_their_pods_are_gone() {
     // weft logs, as the user runs it.
     let out = t
         .weft_ok(&["logs", "chatty", "-n", &ns], Some("alice-token"))
+        .await;
+    assert!(
+        out.contains("talk: line 1\ntalk: line 2\ntalk: line 3"),
+        "{out}"
+    );
+    // With -f too: the pod was gone before following began.
+    let out = t
+        .weft_ok(&["logs", "chatty", "-f", "-n", &ns], Some("alice-token"))
         .await;
     assert!(
         out.contains("talk: line 1\ntalk: line 2\ntalk: line 3"),

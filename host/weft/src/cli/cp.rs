@@ -98,8 +98,9 @@ fn refused(call: &str, s: tonic::Status) -> anyhow::Error {
 /// Arguments of `weft cp`.
 #[derive(Debug, Args)]
 pub struct CpArgs {
-    /// `WORKFLOW/NODE/ARTIFACT` to download, or a local file or directory
-    /// to upload (with DEST `-`).
+    /// `WORKFLOW/NODE/ARTIFACT` to download (NODE `fan[2]` for item 2 of
+    /// the array node `fan`), or a local file or directory to upload (with
+    /// DEST `-`).
     pub src: String,
     /// Where a download goes (a directory artifact is unpacked into it; a
     /// file artifact into an existing directory keeps its name), or `-`:

@@ -1,6 +1,8 @@
 //! `weft logs`: the logs of a Workflow's task pods, as `argo logs` shows
 //! them: every line prefixed with the node it came from, pods in the order
 //! the DAG created them; with `-f`, followed live until the Workflow ends.
+//! Nodes whose pods are gone (pod GC) are served from their archived logs
+//! (`archiveLogs`) through the admin API, with or without `-f`.
 //!
 //! Pods are found by the labels the host puts on every resource of a task
 //! (`weft.dev/workflow`, `weft.dev/node`, `weft.dev/attempt`: see
@@ -68,7 +70,22 @@ pub fn logs(args: LogsArgs) -> anyhow::Result<ExitCode> {
                 let shown = print_all(&pods, &dag, &selector, args.node.as_deref()).await?;
                 print_archived(&args, &wf, &shown).await?;
             }
-            true => follow(workflows, pods, &args.name, dag, selector, args.node).await?,
+            true => {
+                // Pods already gone (pod GC, an earlier attempt): their
+                // archived logs first; the pods still there are followed.
+                let present = pods.list(&ListParams::default().labels(&selector)).await?;
+                let present = present.items.iter().map(|p| p.name_any()).collect();
+                print_archived(&args, &wf, &present).await?;
+                follow(
+                    workflows,
+                    pods,
+                    &args.name,
+                    dag,
+                    selector,
+                    args.node.clone(),
+                )
+                .await?
+            }
         }
         Ok(ExitCode::SUCCESS)
     })

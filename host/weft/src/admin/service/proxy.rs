@@ -286,13 +286,17 @@ fn node_status<'a>(wf: &'a Workflow, node: &str, what: &str) -> Result<&'a NodeS
 
 /// A node's outputs: inline in the status, or the JSON object the
 /// controller stored when they were too large for it (read as the round
-/// reads it: digest checked, kept by digest).
+/// reads it: digest checked, kept by digest). `node[i]` is item `i` of an
+/// array node (the name its pods, Events and locks use).
 async fn node_outputs(
     wf: &Workflow,
     node: &str,
     io: &crate::pod_io::PodIo,
     what: &str,
 ) -> Result<Map<String, Value>, Status> {
+    if let Some((array, idx)) = weft_dag::schedule::claim_item(node) {
+        return item_outputs(wf, array, idx, what);
+    }
     let st = node_status(wf, node, what)?;
     if let Some(o) = &st.outputs {
         return Ok(o.clone());
@@ -303,6 +307,27 @@ async fn node_outputs(
     let read = io.read_outputs(r).await;
     read.map(|m| (*m).clone())
         .map_err(|e| Status::unavailable(format!("node {node} of {what}: outputs: {e}")))
+}
+
+/// Item `idx` of the array node `array`: its outputs, inline in its item
+/// status (an item's artifacts are keyed by the item, `<node>-<index>`).
+fn item_outputs(
+    wf: &Workflow,
+    array: &str,
+    idx: usize,
+    what: &str,
+) -> Result<Map<String, Value>, Status> {
+    let st = node_status(wf, array, what)?;
+    match st.items.get(idx) {
+        Some(item) => Ok(item.outputs.clone().unwrap_or_default()),
+        None if st.items.is_empty() => Err(Status::not_found(format!(
+            "node {array} of {what} has no items (it is not an array node, or none started)"
+        ))),
+        None => Err(Status::not_found(format!(
+            "node {array} of {what} has items 0 to {}: no item {idx}",
+            st.items.len() - 1
+        ))),
+    }
 }
 
 /// Output artifact `name` among `outputs`, or what there is instead.
