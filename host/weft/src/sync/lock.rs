@@ -52,7 +52,7 @@ pub struct LockSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub holders: Vec<Claim>,
     /// Who waits for it, first first: higher priority, then earlier
-    /// arrival; at most [`LINE_CAP`] of them.
+    /// arrival; at most 16 of them (`LINE_CAP`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waiters: Vec<Claim>,
     /// How many more wait behind `waiters`, held by the controller that
