@@ -442,6 +442,14 @@ impl Registry {
             .cloned()
     }
 
+    /// The type of `kind` in `group` (as an owner reference names one).
+    pub(crate) fn by_kind(&self, group: &str, kind: &str) -> Option<Arc<ResourceType>> {
+        self.read()
+            .iter()
+            .find(|t| t.group == group && t.kind == kind)
+            .cloned()
+    }
+
     pub(crate) fn by_gr(&self, gr: &str) -> Option<Arc<ResourceType>> {
         self.read().iter().find(|t| t.gr() == gr).cloned()
     }

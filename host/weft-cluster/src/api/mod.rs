@@ -177,12 +177,7 @@ impl Cluster {
         let group = r["apiVersion"].as_str().and_then(|v| v.rsplit_once('/'));
         let group = group.map_or("", |(g, _)| g);
         let kind = r["kind"].as_str().unwrap_or_default();
-        let rt = self
-            .registry
-            .read()
-            .iter()
-            .find(|t| t.group == group && t.kind == kind)
-            .cloned();
+        let rt = self.registry.by_kind(group, kind);
         let (Some(rt), Some(name)) = (rt, r["name"].as_str()) else {
             return false;
         };

@@ -53,6 +53,7 @@ pub(super) fn take(line: &[Claim], spec: &LockSpec, limit: Option<u32>, ops: &[O
     let fresh = |o: &&Op| o.asker().is_none_or(|who| !known.contains(&who));
     Taken {
         head: head.to_vec(),
+        taken: n,
         tail,
         ops: ops.iter().filter(fresh).cloned().collect(),
     }
@@ -65,15 +66,18 @@ pub(super) fn keep(old: Vec<Claim>, taken: &Taken, out: Vec<Claim>) -> Vec<Claim
     let releases = Releases::of(&taken.ops);
     let rest = old
         .into_iter()
-        .skip(taken.head.len())
+        .skip(taken.taken)
         .filter(|c| !releases.drops(c));
     lock::merge_lines(out, rest)
 }
 
 /// What one write takes of the line kept out of a lock ([`take`]).
 pub(super) struct Taken {
-    /// The line's first claims, cloned.
+    /// The line's first claims, cloned (the write moves them into the
+    /// object).
     pub(super) head: Vec<Claim>,
+    /// How many claims of the line the head was.
+    pub(super) taken: usize,
     /// How many of the rest stay in line.
     pub(super) tail: usize,
     /// The write's changes.
@@ -181,8 +185,8 @@ mod tests {
     /// The write as `Locks::write` makes it: the head taken, the rest
     /// merged back.
     fn write_head(spec: &mut LockSpec, kept: &mut Vec<Claim>, ops: &[Op], now: &str) {
-        let taken = take(kept, spec, Some(3), ops);
-        spec.rejoin(taken.head.clone());
+        let mut taken = take(kept, spec, Some(3), ops);
+        spec.rejoin(std::mem::take(&mut taken.head));
         change(spec, &taken.ops, Some(3));
         spec.settle(now);
         let out = spec.spill();

@@ -500,8 +500,8 @@ impl Locks {
             let exists = current.is_some();
             let mut lock = current.unwrap_or_else(|| Lock::new(name, LockSpec::default()));
             let before = lock.spec.clone();
-            let taken = self.take_line(&key, &lock.spec, limit, ops);
-            lock.spec.rejoin(taken.head.clone());
+            let mut taken = self.take_line(&key, &lock.spec, limit, ops);
+            lock.spec.rejoin(std::mem::take(&mut taken.head));
             change(&mut lock.spec, &taken.ops, limit);
             let now = weft_dag::status::timestamp_millis(SystemTime::now());
             lock.spec.settle(&now);
