@@ -25,10 +25,18 @@ grep -q "^WEFT_C_ADAPTER='$tmp/cargo-home/registry/src/" "$tmp/c-cache/tools.env
 
 # JavaScript: a clean copy of sdk/js (no node_modules) and an empty npm
 # cache; build.sh alone must install the toolchain (as a user's first build
-# and tests/cli.rs's scaffolds do) and build an example.
+# and tests/cli.rs's scaffolds do), two builds at once (one installs, the
+# other waits for it).
 git archive HEAD sdk/js sdk/repro.sh sdk/repro-shim.c wit | tar -x -C "$tmp"
-npm_config_cache="$tmp/npm-cache" bash "$tmp/sdk/js/build.sh" "$tmp/sdk/js/examples/k8s-job" "$tmp/js-out"
-[ -s "$tmp/js-out/js-job.wasm" ] || { echo "check-fresh-setup: sdk/js/build.sh left no js-job.wasm" >&2; exit 1; }
+js_build() { # <example> <out>
+  npm_config_cache="$tmp/npm-cache" bash "$tmp/sdk/js/build.sh" "$tmp/sdk/js/examples/$1" "$tmp/$2"
+}
+js_build k8s-job js-out & first=$!
+js_build http-job js-out-2 & second=$!
+wait "$first" && wait "$second"
+for f in js-out/js-job.wasm js-out-2/js-http-job.wasm; do
+  [ -s "$tmp/$f" ] || { echo "check-fresh-setup: sdk/js/build.sh left no $f" >&2; exit 1; }
+done
 
 # Python: the pip step with an empty pip cache (componentize-py may be present).
 PIP_CACHE_DIR="$tmp/pip-cache" bash sdk/python/setup.sh

