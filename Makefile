@@ -112,13 +112,23 @@ lint:
 ## cargo command of `make test` takes the same wrapper, so none rebuilds;
 ## .ci/lint-rustc keeps the lints to host/ (a test's own cargo children
 ## compile untouched).
+## The wrapper runs from a path outside the clone: cargo hashes
+## RUSTC_WORKSPACE_WRAPPER's path into every workspace artifact's name, so a
+## wrapper inside the clone gave each clone its own ~20 GB of test binaries
+## in the shared build-dir (the disk filled, and the tests' S3 server then
+## refused every upload). .ci/prune-build-dir.py removes what configuration
+## changes leave behind and fails early, with the figures, on a full disk.
 CLIPPY_DRIVER := $(shell rustup which clippy-driver 2>/dev/null || command -v clippy-driver)
-LINTED := RUSTC_WORKSPACE_WRAPPER=$(CURDIR)/.ci/lint-rustc WEFT_LINT_ROOT=$(CURDIR) \
+LINT_RUSTC := $(BUILD_CACHE)/bin/lint-rustc
+LINTED := RUSTC_WORKSPACE_WRAPPER=$(LINT_RUSTC) WEFT_LINT_ROOT=$(CURDIR) \
 	WEFT_CLIPPY_DRIVER=$(CLIPPY_DRIVER) CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
 
 ## The whole test suite: `make lint`'s checks (clippy's during the build).
 test: guests helm-tools grpc-tools browser ray s3 postgres oidc k8s fresh-setup
 	@test -x "$(CLIPPY_DRIVER)" || { echo "make test: no clippy-driver (rustup component add clippy)" >&2; exit 1; }
+	@mkdir -p $(BUILD_CACHE)/bin && { cmp -s .ci/lint-rustc $(LINT_RUSTC) || \
+	  { cp .ci/lint-rustc $(LINT_RUSTC).$$$$ && chmod +x $(LINT_RUSTC).$$$$ && mv -f $(LINT_RUSTC).$$$$ $(LINT_RUSTC); }; }
+	python3 .ci/prune-build-dir.py $(HOST_BUILD_DIR) --min-free-gib 8
 	cargo fmt --all --check
 	python3 .ci/import-loops.py --max weft-plugin=0 --max weft-dag=0 --max weft-cluster=0 --max weft=0
 	python3 .ci/file-sizes.py --max 800

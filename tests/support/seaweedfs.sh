@@ -86,13 +86,22 @@ JSON
 	# collection as it grows): a test file's buckets need far more than
 	# SeaweedFS's few, or uploads fail with 500 once they run out.
 	# Volumes are sparse files, so a high limit costs no disk.
+	# SeaweedFS marks every volume read-only below -volume.minFreeSpace
+	# (1 % of the disk by default): each upload then fails with a 500
+	# naming no disk. Say it here, with the figure, instead.
+	local free_kib
+	free_kib=$(df -Pk "$dir" | awk 'NR == 2 {print $4}')
+	if [ "$free_kib" -lt 1048576 ]; then
+		echo "seaweedfs.sh: only $((free_kib / 1024)) MiB free on the disk of $dir; the S3 server needs 1 GiB (-volume.minFreeSpace) or it refuses every upload" >&2
+		exit 1
+	fi
 	# shellcheck disable=SC2046
 	set -- $(free_ports 9)
 	setsid "$venv/bin/weed" server -dir="$dir/data" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
 		-master.port="$1" -master.port.grpc="$2" -volume.port="$3" -volume.port.grpc="$4" \
 		-filer -filer.port="$5" -filer.port.grpc="$6" \
 		-s3 -s3.port="$7" -s3.port.grpc="$8" -s3.port.iceberg=0 -s3.port.lance=0 -s3.config="$dir/s3.json" \
-		-master.volumeSizeLimitMB=256 -volume.max=256 -debug.port="$9" \
+		-master.volumeSizeLimitMB=256 -volume.max=256 -volume.minFreeSpace=1GiB -debug.port="$9" \
 		</dev/null >"$dir/weed.log" 2>&1 &
 	echo $! >"$dir/pid"
 	local endpoint=http://127.0.0.1:$7
