@@ -12,99 +12,13 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::cluster::Bed;
+use common::runs::{create, intervals, most_at_once, recorded, wait_all, workflow};
 use common::{kubectl, weft};
 use kube::Api;
 use weft::admin::pb;
 use weft::api::Workflow;
 use weft::sync::Lock;
-use weft_dag::{NodePhase, WorkflowPhase};
-
-/// A pod task that records its run in `log` as `start|end <who> <ns>`.
-fn recorded(who: &str, log: &Path, secs: f64) -> String {
-    let log = log.display();
-    format!(
-        "{{type: pod, config: {{image: busybox, command: [sh, -c, 'echo start {who} $(date +%s%N) >> {log}; sleep {secs}; echo end {who} $(date +%s%N) >> {log}']}}}}"
-    )
-}
-
-/// The intervals of the runs recorded in `log`, by who.
-fn intervals(log: &Path) -> Vec<(String, u128, u128)> {
-    let text = std::fs::read_to_string(log).unwrap_or_default();
-    let mut starts = std::collections::HashMap::new();
-    let mut out = Vec::new();
-    for line in text.lines() {
-        let parts: Vec<&str> = line.split_whitespace().collect();
-        let [what, who, at] = parts[..] else {
-            continue;
-        };
-        let at: u128 = at.parse().unwrap();
-        match what {
-            "start" => {
-                starts.insert(who.to_string(), at);
-            }
-            _ => out.push((who.to_string(), starts[who], at)),
-        }
-    }
-    out
-}
-
-/// The most runs at once.
-fn most_at_once(runs: &[(String, u128, u128)]) -> usize {
-    let mut edges: Vec<(u128, i32)> = runs
-        .iter()
-        .flat_map(|(_, s, e)| [(*s, 1), (*e, -1)])
-        .collect();
-    // An end at the same instant as a start comes first.
-    edges.sort();
-    let (mut now, mut most) = (0i32, 0i32);
-    for (_, d) in edges {
-        now += d;
-        most = most.max(now);
-    }
-    most as usize
-}
-
-async fn create(bed: &Bed, yaml: &str) {
-    let out = kubectl(&bed.kubeconfig, &["create", "-f", "-"], Some(yaml)).await;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn workflow(name: &str, spec: &str) -> String {
-    format!(
-        "apiVersion: weft.dev/v1alpha1\nkind: Workflow\nmetadata: {{name: {name}}}\nspec:\n{spec}"
-    )
-}
-
-async fn wait_all(api: &Api<Workflow>, names: &[String], secs: u64) -> Vec<Workflow> {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        let mut done = Vec::new();
-        for n in names {
-            let wf = api.get(n).await.unwrap();
-            if wf.status.as_ref().is_some_and(|s| s.phase.is_terminal()) {
-                done.push(wf);
-            }
-        }
-        if done.len() == names.len() {
-            return done;
-        }
-        if Instant::now() > deadline {
-            let mut open = Vec::new();
-            for n in names {
-                let wf = api.get(n).await.unwrap();
-                if !wf.status.as_ref().is_some_and(|s| s.phase.is_terminal()) {
-                    open.push(serde_json::to_string(&wf.status).unwrap());
-                }
-            }
-            panic!("only {} of {} finished: {open:?}", done.len(), names.len());
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
+use weft_dag::{NodePhase, WorkflowPhase, WorkflowStatus};
 
 /// Samples the Lock until `stop`: the most holders it ever had.
 async fn most_holders(
@@ -665,6 +579,194 @@ async fn a_resource_pool_caps_a_task_type_across_workflows_of_a_namespace() {
     assert_eq!(runs.len(), 10, "{runs:?}");
     assert!(runs.iter().any(|(who, ..)| who == "pool-c/i3"), "{runs:?}");
     assert_eq!(most_at_once(&runs), 2, "{runs:?}");
+    controller.kill();
+    bed.stop().await;
+}
+
+/// Every status the Workflows `names` had, from a watch started before
+/// they were created, until all of them finished.
+fn statuses(
+    api: Api<Workflow>,
+    names: &[&str],
+) -> tokio::task::JoinHandle<std::collections::HashMap<String, Vec<WorkflowStatus>>> {
+    use futures::StreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+    let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    tokio::spawn(async move {
+        let mut seen: std::collections::HashMap<String, Vec<WorkflowStatus>> = Default::default();
+        let stream = watcher(api, watcher::Config::default()).applied_objects();
+        futures::pin_mut!(stream);
+        while let Some(Ok(wf)) = stream.next().await {
+            let name = wf.metadata.name.clone().unwrap_or_default();
+            let (true, Some(status)) = (names.contains(&name), wf.status) else {
+                continue;
+            };
+            let list = seen.entry(name).or_default();
+            if list.last() != Some(&status) {
+                list.push(status);
+            }
+            let done = |n: &String| {
+                seen.get(n)
+                    .and_then(|l| l.last())
+                    .is_some_and(|s| s.phase.is_terminal())
+            };
+            if names.iter().all(done) {
+                break;
+            }
+        }
+        seen
+    })
+}
+
+/// Waits until `log` records `what`.
+async fn until_logged(log: &Path, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .contains(what)
+    {
+        assert!(Instant::now() < deadline, "never logged: {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A task that records its start, runs until `release` exists, and
+/// records its end.
+fn held_until(who: &str, log: &Path, release: &Path) -> String {
+    format!(
+        "{{type: pod, config: {{image: busybox, command: [sh, -c, 'echo start {who} $(date +%s%N) >> {log}; until [ -e {release} ]; do sleep 0.05; done; echo end {who} $(date +%s%N) >> {log}']}}}}",
+        log = log.display(),
+        release = release.display()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_free_lock_starts_its_workflow_at_once_and_a_waiter_first_says_its_place() {
+    let bed = Bed::start().await;
+    let (log, release) = (bed.path("runs.log"), bed.path("release"));
+    let mut controller = bed.controller("sync-gate", &[]);
+    let api: Api<Workflow> = Api::namespaced(bed.client.clone(), &bed.ns);
+    let seen = statuses(api.clone(), &["solo", "second"]);
+    let spec = |task: String| {
+        format!(
+            "  synchronization: {{mutex: {{name: m}}}}\n  nodes:\n    - {{id: a, task: {task}}}\n"
+        )
+    };
+    create(
+        &bed,
+        &workflow("solo", &spec(held_until("solo", &log, &release))),
+    )
+    .await;
+    until_logged(&log, "start solo").await;
+    create(
+        &bed,
+        &workflow("second", &spec(recorded("second", &log, 0.1))),
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let s = api.get("second").await.unwrap().status.unwrap_or_default();
+        if s.synchronization
+            .as_ref()
+            .is_some_and(|x| x.waiting.is_some())
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "second never waited: {s:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    std::fs::write(&release, "").unwrap();
+    let seen = tokio::time::timeout(Duration::from_secs(120), seen)
+        .await
+        .expect("both finished")
+        .unwrap();
+    // The free mutex: taken in the first reconcile, never a waiting status.
+    let solo = &seen["solo"];
+    assert_eq!(solo.last().unwrap().phase, WorkflowPhase::Succeeded);
+    for s in solo {
+        let waited = s.synchronization.as_ref().and_then(|x| x.waiting.clone());
+        assert!(waited.is_none(), "solo waited: {s:?}");
+    }
+    // The waiter: its first waiting status names the holder and its place.
+    let second = &seen["second"];
+    let first_wait = second
+        .iter()
+        .find(|s| {
+            s.synchronization
+                .as_ref()
+                .is_some_and(|x| x.waiting.is_some())
+        })
+        .unwrap();
+    let message = first_wait.message.clone().unwrap_or_default();
+    assert_eq!(
+        message, "waiting for mutex/m, held by solo (1/1); number 1 in line",
+        "{second:?}"
+    );
+    assert_eq!(second.last().unwrap().phase, WorkflowPhase::Succeeded);
+    assert_eq!(intervals(&log).len(), 2);
+    controller.kill();
+    bed.stop().await;
+}
+
+/// `--parallelism` keeps its Lock in the controller's namespace: a
+/// Workflow of another namespace that becomes its holder is woken in its
+/// own (it waited for the next minute's reconcile before). On the dev
+/// cluster only: on the shared control plane a test's controller watches
+/// its own namespace, where the controller-wide Lock then lives too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_controller_wide_limit_wakes_a_workflow_of_another_namespace() {
+    let bed = Bed::start().await;
+    if bed.watched().is_some() {
+        return bed.stop().await;
+    }
+    let home = bed.namespace_beside("home").await;
+    let (log, release) = (bed.path("runs.log"), bed.path("release"));
+    let args = [
+        "--parallelism",
+        "1",
+        "--leader-elect-namespace",
+        home.as_str(),
+    ];
+    let mut controller = bed.controller("sync-home", &args);
+    let spec = |task: String| format!("  nodes:\n    - {{id: a, task: {task}}}\n");
+    create(
+        &bed,
+        &workflow("one", &spec(held_until("one", &log, &release))),
+    )
+    .await;
+    until_logged(&log, "start one").await;
+    create(&bed, &workflow("two", &spec(recorded("two", &log, 0.1)))).await;
+    let locks: Api<Lock> = Api::namespaced(bed.client.clone(), &home);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let l = locks.get_opt("parallelism.controller").await.unwrap();
+        let waiter = l
+            .iter()
+            .flat_map(|l| &l.spec.waiters)
+            .find(|c| c.workflow == "two");
+        if let Some(c) = waiter {
+            assert_eq!(c.namespace.as_deref(), Some(bed.ns.as_str()), "{c:?}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "two never queued: {l:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    std::fs::write(&release, "").unwrap();
+    let api: Api<Workflow> = Api::namespaced(bed.client.clone(), &bed.ns);
+    for wf in wait_all(&api, &["one".into(), "two".into()], 120).await {
+        assert_eq!(wf.status.unwrap().phase, WorkflowPhase::Succeeded);
+    }
+    let runs = intervals(&log);
+    let at = |who: &str, end: bool| {
+        let r = runs.iter().find(|r| r.0 == who).unwrap();
+        if end { r.2 } else { r.1 }
+    };
+    // Woken by the release, not by the minute's requeue of a waiter.
+    let gap = Duration::from_nanos((at("two", false) - at("one", true)) as u64);
+    assert!(
+        gap < Duration::from_secs(20),
+        "two started {gap:?} after one ended"
+    );
     controller.kill();
     bed.stop().await;
 }

@@ -101,6 +101,9 @@ pub struct Context {
     /// writes status, so this is never older than the watch cache, which
     /// may lag behind our own last write.
     pub(super) written: Mutex<HashMap<String, WorkflowStatus>>,
+    /// Watch events that would only echo a waiting status this controller
+    /// wrote (`intake::Echoes`): they cost no reconcile.
+    pub(super) echoes: super::intake::Echoes,
     /// Whether this controller last added (true) or removed (false) its
     /// finalizer, by uid: the same reasoning as `written`.
     pub(super) finalized: Mutex<HashMap<String, bool>>,
@@ -176,6 +179,7 @@ impl Context {
             compiled: Mutex::new(HashMap::new()),
             backoff: backoff::Backoff::default(),
             written: Mutex::new(HashMap::new()),
+            echoes: super::intake::Echoes::default(),
             finalized: Mutex::new(HashMap::new()),
             cache: OnceLock::new(),
             deferred: Mutex::new(HashMap::new()),
@@ -302,6 +306,7 @@ impl Context {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(uid);
+        self.echoes.forget(uid);
         self.compiled
             .lock()
             .unwrap_or_else(|e| e.into_inner())

@@ -7,7 +7,7 @@
 //! on it, `weft_workflows_undecodable_total`, one log line naming it and
 //! the field) and skipped; the rest flow on.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use futures::{Stream, StreamExt};
@@ -23,6 +23,7 @@ use kube::{
 
 use super::Context;
 use crate::api::Workflow;
+use weft_dag::WorkflowStatus;
 
 /// The watch of Workflows in `namespace` (all when `None`): the store the
 /// controller reads and the stream that triggers reconciles.
@@ -40,6 +41,7 @@ pub fn workflows(
     };
     let reported = Arc::new(Mutex::new(HashSet::new()));
     let ignore_status = ctx.gate("IgnoreStatusUpdates");
+    let echoes = ctx.clone();
     let decoded = watcher::watcher(api, watcher::Config::default())
         .default_backoff()
         .filter_map(move |ev| {
@@ -56,6 +58,7 @@ pub fn workflows(
         .filter(move |wf| {
             let pass = match wf {
                 Ok(wf) if ignore_status => changed_beyond_status(wf, &mut seen),
+                Ok(wf) => !echoes.echoes.is_echo(wf),
                 _ => true,
             };
             futures::future::ready(pass)
@@ -67,7 +70,14 @@ pub fn workflows(
 /// status: its generation (the spec), labels, annotations (a gate's
 /// approval), finalizers or deletion. The `IgnoreStatusUpdates` gate's
 /// predicate: the controller's own status writes then cost no round.
-fn changed_beyond_status(wf: &Workflow, seen: &mut std::collections::HashMap<String, u64>) -> bool {
+fn changed_beyond_status(wf: &Workflow, seen: &mut HashMap<String, u64>) -> bool {
+    let hash = beyond_status(wf);
+    seen.insert(wf.uid().unwrap_or_default(), hash) != Some(hash)
+}
+
+/// A hash of what a Workflow is beyond its status (see
+/// [`changed_beyond_status`]).
+fn beyond_status(wf: &Workflow) -> u64 {
     use std::hash::{Hash, Hasher};
     let m = &wf.metadata;
     let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -76,8 +86,42 @@ fn changed_beyond_status(wf: &Workflow, seen: &mut std::collections::HashMap<Str
         .as_ref()
         .map(|t| t.0.to_string())
         .hash(&mut h);
-    let hash = h.finish();
-    seen.insert(wf.uid().unwrap_or_default(), hash) != Some(hash)
+    h.finish()
+}
+
+/// The waiting statuses written by a workflow's gate (`sync::gate`),
+/// by uid, with the rest of the Workflow as it was: the watch event of
+/// that write would reconcile it only to find the same wait (the lock's
+/// watch wakes it when it holds the lock, and a waiting workflow is
+/// reconciled every minute anyway). Without `IgnoreStatusUpdates`,
+/// every other write of status still costs a round.
+#[derive(Default)]
+pub struct Echoes(Mutex<HashMap<String, (u64, WorkflowStatus)>>);
+
+impl Echoes {
+    /// The gate is about to write `status` for `wf`.
+    pub(super) fn expect(&self, wf: &Workflow, status: &WorkflowStatus) {
+        let uid = wf.uid().unwrap_or_default();
+        self.lock().insert(uid, (beyond_status(wf), status.clone()));
+    }
+
+    /// Whether `wf` is the echo expected of its uid (which is forgotten
+    /// either way: one event answers it).
+    fn is_echo(&self, wf: &Workflow) -> bool {
+        let Some((beyond, status)) = self.lock().remove(&wf.uid().unwrap_or_default()) else {
+            return false;
+        };
+        beyond == beyond_status(wf) && wf.status.as_ref() == Some(&status)
+    }
+
+    /// A Workflow deleted, or a write that failed.
+    pub(super) fn forget(&self, uid: &str) {
+        self.lock().remove(uid);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (u64, WorkflowStatus)>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 /// One watch event with its object decoded; `None` when it did not decode.

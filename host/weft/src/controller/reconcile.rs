@@ -102,8 +102,13 @@ pub(super) async fn reconcile_owned(
     };
     artifact_gc::guard(&ctx, &cur.wf, &spec, cur.deleting).await?;
     let (locks, mut status) = (sync::Plan::of(&ctx, &cur.wf, &spec).await, status);
-    if sync::gate(&ctx, &cur.wf, &locks, &mut status) {
-        write_status(&cur.api, &cur.name, &cur.uid, &cur.old, &status, &ctx).await?;
+    if sync::gate(&ctx, &cur.wf, &locks, &mut status).await {
+        ctx.echoes.expect(&cur.wf, &status);
+        let written = write_status(&cur.api, &cur.name, &cur.uid, &cur.old, &status, &ctx).await;
+        if written.is_err() {
+            ctx.echoes.forget(&cur.uid);
+        }
+        written?;
         return Ok(Some(Duration::from_secs(60)));
     }
     let planned = run_round(&cur, &ctx, compiled, spec, status).await?;

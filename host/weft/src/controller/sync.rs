@@ -112,10 +112,24 @@ fn claimant<'a>(wf: &'a Workflow, node: Option<&'a str>, since: String) -> Claim
     }
 }
 
+/// How long a workflow's first gate waits for the Lock write carrying
+/// its ask; beyond it (an API server that is slow or away), the
+/// workflow waits as it would have, and is woken when it holds the lock.
+const ASK_WAIT: Duration = Duration::from_secs(2);
+
 /// Before the round: whether a workflow that has not started must wait
-/// for its own locks (its status then says for which, and who holds it;
-/// the lock's watch wakes it once it holds them all).
-pub(super) fn gate(ctx: &Context, wf: &Workflow, plan: &Plan, status: &mut WorkflowStatus) -> bool {
+/// for its own locks (its status then says for which, who holds it and
+/// its place in line; the lock's watch wakes it once it holds them all).
+/// A lock not asked for yet is asked for here, waiting for the write
+/// (batched with others, a few ms): an uncontended lock then starts the
+/// workflow in this reconcile, without a waiting status and the reconcile
+/// that a wake would cost.
+pub(super) async fn gate(
+    ctx: &Context,
+    wf: &Workflow,
+    plan: &Plan,
+    status: &mut WorkflowStatus,
+) -> bool {
     let spec = &wf.spec.spec;
     let stopping = spec.abort || spec.shutdown.is_some();
     if plan.own.is_empty() || status.started_at.is_some() || status.phase.is_terminal() || stopping
@@ -129,48 +143,56 @@ pub(super) fn gate(ctx: &Context, wf: &Workflow, plan: &Plan, status: &mut Workf
         wf.namespace().unwrap_or_default(),
         wf.uid().unwrap_or_default(),
     );
-    let displays = |refs: &[LockRef]| refs.iter().map(LockRef::display).collect::<Vec<_>>();
-    match locks.state(&ns, &uid, None, &plan.own) {
-        LockState::Held => {
-            if status
-                .synchronization
-                .as_ref()
-                .is_some_and(|s| s.waiting.is_some())
-            {
-                status.message = None;
-                handed_over(ctx, locks, &ns, &uid, &plan.own);
-            }
-            status.synchronization = Some(SyncStatus {
-                holding: displays(&plan.own),
-                waiting: None,
-            });
-            false
+    let created = wf.metadata.creation_timestamp.as_ref();
+    let since = created.map_or_else(|| timestamp_millis(SystemTime::now()), |t| t.0.to_string());
+    let mut state = locks.state(&ns, &uid, None, &plan.own);
+    // One ask per lock at most: each answer may make it a holder of the
+    // next lock's turn.
+    for _ in 0..plan.own.len() {
+        if state == LockState::Held {
+            break;
         }
-        LockState::Waiting { message, .. } => {
-            let created = wf.metadata.creation_timestamp.as_ref();
-            let since =
-                created.map_or_else(|| timestamp_millis(SystemTime::now()), |t| t.0.to_string());
-            locks.ask(&ns, &claimant(wf, None, since), &plan.own);
-            let holds = |r: &&LockRef| {
-                locks.state(&ns, &uid, None, std::slice::from_ref(*r)) == LockState::Held
-            };
-            let held: Vec<LockRef> = plan.own.iter().filter(holds).cloned().collect();
-            let missing = locks.first_missing(&ns, &uid, None, &plan.own);
-            let was = status
-                .synchronization
-                .as_ref()
-                .and_then(|s| s.waiting.as_ref());
-            if let Some(r) = missing.as_ref().filter(|_| was.is_none()) {
-                ctx.metrics.sync.waited(r.kind);
-            }
-            status.message = Some(message);
-            status.synchronization = Some(SyncStatus {
-                holding: displays(&held),
-                waiting: missing.map(|r| r.display()),
-            });
-            true
+        let Some(answer) = locks.ask(&ns, &claimant(wf, None, since.clone()), &plan.own) else {
+            break;
+        };
+        if !matches!(tokio::time::timeout(ASK_WAIT, answer).await, Ok(Ok(()))) {
+            break;
         }
+        state = locks.state(&ns, &uid, None, &plan.own);
     }
+    let displays = |refs: &[LockRef]| refs.iter().map(LockRef::display).collect::<Vec<_>>();
+    let LockState::Waiting { message, .. } = state else {
+        if status
+            .synchronization
+            .as_ref()
+            .is_some_and(|s| s.waiting.is_some())
+        {
+            status.message = None;
+            handed_over(ctx, locks, &ns, &uid, &plan.own);
+        }
+        status.synchronization = Some(SyncStatus {
+            holding: displays(&plan.own),
+            waiting: None,
+        });
+        return false;
+    };
+    let holds =
+        |r: &&LockRef| locks.state(&ns, &uid, None, std::slice::from_ref(*r)) == LockState::Held;
+    let held: Vec<LockRef> = plan.own.iter().filter(holds).cloned().collect();
+    let missing = locks.first_missing(&ns, &uid, None, &plan.own);
+    let was = status
+        .synchronization
+        .as_ref()
+        .and_then(|s| s.waiting.as_ref());
+    if let Some(r) = missing.as_ref().filter(|_| was.is_none()) {
+        ctx.metrics.sync.waited(r.kind);
+    }
+    status.message = Some(message);
+    status.synchronization = Some(SyncStatus {
+        holding: displays(&held),
+        waiting: missing.map(|r| r.display()),
+    });
+    true
 }
 
 /// Records how long each lock a workflow waited for took to reach it:
@@ -274,7 +296,8 @@ pub(super) fn after_round(
             None => node(status, id).is_some_and(waits),
         };
         if waiting {
-            locks.ask(&ns, &claimant(wf, Some(id), now.clone()), refs);
+            // Its answer is not awaited: the node is woken as a holder.
+            drop(locks.ask(&ns, &claimant(wf, Some(id), now.clone()), refs));
         }
     }
 }

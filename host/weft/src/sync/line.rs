@@ -159,7 +159,7 @@ mod tests {
             // Arrivals share seconds; `asked` orders them within one.
             since: format!("t{:04}", i / 3),
             asked: format!("a{i:04}"),
-            held_since: None,
+            ..Default::default()
         }
     }
 

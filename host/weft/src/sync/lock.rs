@@ -75,6 +75,10 @@ pub const LINE_CAP: usize = 16;
 pub struct Claim {
     /// The Workflow's name.
     pub workflow: String,
+    /// The Workflow's namespace, when the lock lives in another (the
+    /// controller-wide limit lives in the controller's): where to wake it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
     /// Its uid (a later Workflow of the same name is someone else).
     pub uid: String,
     /// The node, for a node's claim; none for the workflow's own.
@@ -287,8 +291,7 @@ mod tests {
             node: node.map(str::to_string),
             priority,
             since: since.into(),
-            asked: String::new(),
-            held_since: None,
+            ..Default::default()
         }
     }
 

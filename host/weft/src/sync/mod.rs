@@ -15,7 +15,11 @@
 //! watch cache and this process's last write (by `resourceVersion`), so
 //! a holder woken that way finds itself holding; the watch wakes only
 //! holders of versions newer than those already seen (other replicas'
-//! writes, and every write after a restart).
+//! writes, and every write after a restart). A claimant may instead wait
+//! for the write that carries its ask ([`Locks::ask`]'s answer): a
+//! workflow's first gate does, so an uncontended lock starts it in the
+//! same reconcile, and a contended one's first status already says its
+//! place in line; such a claimant is told, not woken.
 //!
 //! Several locks are taken in one order (the controller's parallelism
 //! first, then kind, then name; `limits.rs`) and a claimant
@@ -50,6 +54,22 @@ type SeenHolders = HashMap<(String, String), (Option<u64>, HashSet<(String, Opti
 /// A lock's key: (namespace, name).
 type Key = (String, String);
 
+/// A claimant: (uid, node).
+type Who = (String, Option<String>);
+
+/// Answers when the write carrying an ask was made (or given up): the
+/// claimant then reads its state ([`Locks::state`]) itself.
+pub type Written = tokio::sync::oneshot::Receiver<()>;
+
+/// A claimant waiting for the write that carries its ask: told through
+/// `tx` instead of woken; woken after all when nobody listens any more.
+struct Told {
+    who: Who,
+    workflow: String,
+    namespace: String,
+    tx: tokio::sync::oneshot::Sender<()>,
+}
+
 /// Puts a Workflow (namespace, name) in the controller's queue.
 pub type Wake = Arc<dyn Fn(&str, &str) + Send + Sync>;
 
@@ -71,6 +91,7 @@ pub struct Claimant<'a> {
 #[derive(Default)]
 struct Pending {
     ops: Vec<Op>,
+    told: Vec<Told>,
     busy: bool,
 }
 
@@ -184,7 +205,7 @@ impl Locks {
                 let Some(locks) = me.upgrade() else { return };
                 match ev {
                     Ok(watcher::Event::Apply(l) | watcher::Event::InitApply(l)) => {
-                        locks.wake_new_holders(&l);
+                        locks.wake_new_holders(&l, &HashSet::new());
                         locks.refill(&l);
                     }
                     Ok(watcher::Event::Delete(l)) => locks.deleted(&l),
@@ -261,12 +282,13 @@ impl Locks {
     }
 
     /// Wakes the claims of `lock` that became holders since the version
-    /// last seen; a version older than that one (the watch bringing back
-    /// what this process already wrote and woke) wakes no one.
-    fn wake_new_holders(&self, lock: &Lock) {
+    /// last seen, but those in `told` (they wait for this write's answer);
+    /// a version older than that one (the watch bringing back what this
+    /// process already wrote and woke) wakes no one.
+    fn wake_new_holders(&self, lock: &Lock, told: &HashSet<Who>) {
         let (ns, name) = key_of(lock);
         let v = version(lock);
-        let now: HashSet<(String, Option<String>)> = lock
+        let now: HashSet<Who> = lock
             .spec
             .holders
             .iter()
@@ -283,8 +305,9 @@ impl Locks {
             std::mem::replace(entry, (v, now)).1
         };
         for c in &lock.spec.holders {
-            if !before.contains(&(c.uid.clone(), c.node.clone())) {
-                (self.wake)(&ns, &c.workflow);
+            let who = (c.uid.clone(), c.node.clone());
+            if !before.contains(&who) && !told.contains(&who) {
+                (self.wake)(c.namespace.as_deref().unwrap_or(&ns), &c.workflow);
             }
         }
     }
@@ -332,19 +355,21 @@ impl Locks {
             .cloned()
     }
 
-    /// Queues the claimant for the first lock it does not hold yet.
-    pub fn ask(self: &Arc<Self>, ns: &str, c: &Claimant<'_>, refs: &[LockRef]) {
-        let Some(r) = self.first_missing(ns, c.uid, c.node, refs) else {
-            return;
-        };
+    /// Queues the claimant for the first lock it does not hold yet; the
+    /// answer, when it was queued, comes once the write carrying the ask
+    /// is made. Dropped, the claimant is woken as a new holder instead.
+    pub fn ask(self: &Arc<Self>, ns: &str, c: &Claimant<'_>, refs: &[LockRef]) -> Option<Written> {
+        let r = self.first_missing(ns, c.uid, c.node, refs)?;
         let waits = self
             .get(ns, &r)
             .is_some_and(|l| !self.entries(&l, |w| w.is(c.uid, c.node)).is_empty());
         if waits {
-            return;
+            return None;
         }
+        let (home, name) = (home(ns, &r).to_string(), object_name(r.kind, &r.name));
         let claim = Claim {
             workflow: c.workflow.to_string(),
+            namespace: Some(ns.to_string()).filter(|n| *n != home),
             uid: c.uid.to_string(),
             node: c.node.map(str::to_string),
             priority: c.priority,
@@ -352,8 +377,15 @@ impl Locks {
             asked: weft_dag::status::timestamp_millis(SystemTime::now()),
             held_since: None,
         };
-        let (home, name) = (home(ns, &r).to_string(), object_name(r.kind, &r.name));
-        self.submit(&home, &name, Op::Ask(Box::new((claim, r))));
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let told = Told {
+            who: (claim.uid.clone(), claim.node.clone()),
+            workflow: claim.workflow.clone(),
+            namespace: ns.to_string(),
+            tx,
+        };
+        self.queue(&home, &name, Op::Ask(Box::new((claim, r))), Some(told));
+        Some(rx)
     }
 
     /// Releases the workflow's entries that `keep` does not name (node,
@@ -432,10 +464,16 @@ impl Locks {
     }
 
     fn submit(self: &Arc<Self>, ns: &str, name: &str, op: Op) {
+        self.queue(ns, name, op, None);
+    }
+
+    /// Queues `op` for the lock's writer (started when none runs).
+    fn queue(self: &Arc<Self>, ns: &str, name: &str, op: Op, told: Option<Told>) {
         let key = (ns.to_string(), name.to_string());
         let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
         let p = pending.entry(key.clone()).or_default();
         p.ops.push(op);
+        p.told.extend(told);
         if !p.busy {
             p.busy = true;
             tokio::spawn(self.clone().drain(key));
@@ -446,21 +484,21 @@ impl Locks {
     async fn drain(self: Arc<Self>, key: Key) {
         let mut failures = 0u32;
         loop {
-            let ops = {
+            let (ops, told) = {
                 let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
                 let p = pending.entry(key.clone()).or_default();
                 if p.ops.is_empty() {
                     pending.remove(&key);
                     return;
                 }
-                std::mem::take(&mut p.ops)
+                (std::mem::take(&mut p.ops), std::mem::take(&mut p.told))
             };
+            // A failed write drops `told`: its claimants, answered, find
+            // themselves waiting, and a later write wakes them as usual.
             match self.write(&key.0, &key.1, &ops).await {
                 Ok(stored) => {
                     failures = 0;
-                    if let Some(lock) = stored {
-                        self.wake_new_holders(&lock);
-                    }
+                    self.answer(stored.as_deref(), told);
                 }
                 Err(e) => {
                     failures += 1;
@@ -474,6 +512,25 @@ impl Locks {
                     tokio::time::sleep(Duration::from_millis(200 * u64::from(failures.min(10))))
                         .await;
                 }
+            }
+        }
+    }
+
+    /// After a write (`stored`: the version it made, if it changed the
+    /// lock): new holders are woken but those told here, and a claimant
+    /// told who stopped listening meanwhile is woken after all.
+    fn answer(&self, stored: Option<&Lock>, told: Vec<Told>) {
+        let listening: HashSet<Who> = told
+            .iter()
+            .filter(|t| !t.tx.is_closed())
+            .map(|t| t.who.clone())
+            .collect();
+        if let Some(lock) = stored {
+            self.wake_new_holders(lock, &listening);
+        }
+        for t in told {
+            if t.tx.send(()).is_err() && listening.contains(&t.who) {
+                (self.wake)(&t.namespace, &t.workflow);
             }
         }
     }

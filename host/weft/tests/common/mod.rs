@@ -12,6 +12,7 @@ pub mod k8s;
 pub mod loopback;
 pub mod oidc;
 pub mod postgres;
+pub mod runs;
 pub mod s3;
 
 use std::path::{Path, PathBuf};

@@ -1,0 +1,100 @@
+//! Workflows whose pods record their runs: each appends its start and
+//! end (nanoseconds) to a file the test reads, so overlap and order are
+//! measured where the work happens (pods run as local processes on both
+//! beds), not inferred from phases. Used by the synchronization tests.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use kube::Api;
+use weft::api::Workflow;
+
+use super::cluster::Bed;
+use super::kubectl;
+
+/// A pod task that records its run in `log` as `start|end <who> <ns>`.
+pub fn recorded(who: &str, log: &Path, secs: f64) -> String {
+    let log = log.display();
+    format!(
+        "{{type: pod, config: {{image: busybox, command: [sh, -c, 'echo start {who} $(date +%s%N) >> {log}; sleep {secs}; echo end {who} $(date +%s%N) >> {log}']}}}}"
+    )
+}
+
+/// The intervals of the runs recorded in `log`, by who.
+pub fn intervals(log: &Path) -> Vec<(String, u128, u128)> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let mut starts = std::collections::HashMap::new();
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let parts: Vec<&str> = line.split_whitespace().collect();
+        let [what, who, at] = parts[..] else {
+            continue;
+        };
+        let at: u128 = at.parse().unwrap();
+        match what {
+            "start" => {
+                starts.insert(who.to_string(), at);
+            }
+            _ => out.push((who.to_string(), starts[who], at)),
+        }
+    }
+    out
+}
+
+/// The most runs at once.
+pub fn most_at_once(runs: &[(String, u128, u128)]) -> usize {
+    let mut edges: Vec<(u128, i32)> = runs
+        .iter()
+        .flat_map(|(_, s, e)| [(*s, 1), (*e, -1)])
+        .collect();
+    // An end at the same instant as a start comes first.
+    edges.sort();
+    let (mut now, mut most) = (0i32, 0i32);
+    for (_, d) in edges {
+        now += d;
+        most = most.max(now);
+    }
+    most as usize
+}
+
+pub async fn create(bed: &Bed, yaml: &str) {
+    let out = kubectl(&bed.kubeconfig, &["create", "-f", "-"], Some(yaml)).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+pub fn workflow(name: &str, spec: &str) -> String {
+    format!(
+        "apiVersion: weft.dev/v1alpha1\nkind: Workflow\nmetadata: {{name: {name}}}\nspec:\n{spec}"
+    )
+}
+
+pub async fn wait_all(api: &Api<Workflow>, names: &[String], secs: u64) -> Vec<Workflow> {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let mut done = Vec::new();
+        for n in names {
+            let wf = api.get(n).await.unwrap();
+            if wf.status.as_ref().is_some_and(|s| s.phase.is_terminal()) {
+                done.push(wf);
+            }
+        }
+        if done.len() == names.len() {
+            return done;
+        }
+        if Instant::now() > deadline {
+            let mut open = Vec::new();
+            for n in names {
+                let wf = api.get(n).await.unwrap();
+                if !wf.status.as_ref().is_some_and(|s| s.phase.is_terminal()) {
+                    open.push(serde_json::to_string(&wf.status).unwrap());
+                }
+            }
+            panic!("only {} of {} finished: {open:?}", done.len(), names.len());
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
