@@ -4,7 +4,8 @@
 //! and one run; workflows/min of each and their ratio, and the lock's
 //! hand-over latency (from the write that made a waiter the holder to
 //! that workflow's start: `weft_lock_handover_seconds`), p50 and p99
-//! interpolated within its buckets. Twice each, alternating. Also, per
+//! interpolated within its buckets. `SYNC_ROUNDS` times each (default
+//! 4: run to run, one round's throughput varied by a tenth), alternating. Also, per
 //! variant: CPU seconds of the process (controller and dev cluster) per
 //! 1,000 workflows and the controller's reconciles and API writes per
 //! workflow; with `PROFILE_SECONDS=n`, a CPU profile of n seconds of each
@@ -28,7 +29,11 @@ async fn main() -> anyhow::Result<()> {
         serde_json::json!({"semaphore": {"name": "fifty", "limit": 50}}),
     )?);
     let (mut free, mut held) = (Variant::default(), Variant::default());
-    for round in 0..2 {
+    let rounds: usize = std::env::var("SYNC_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(4);
+    for round in 0..rounds {
         free.run(&sim, &api, "free", round, &plain).await?;
         held.run(&sim, &api, "held", round, &locked).await?;
     }
@@ -37,7 +42,18 @@ async fn main() -> anyhow::Result<()> {
         "one-node workflows/min: no lock {f:.0}, on a semaphore of 50 {h:.0} ({:+.1}%)",
         (h / f - 1.0) * 100.0
     );
-    let runs = 2.0 * WORKFLOWS as f64;
+    let each = |v: &Variant| {
+        v.per_min
+            .iter()
+            .map(|r| format!("{r:.0}"))
+            .collect::<Vec<_>>()
+    };
+    println!(
+        "each round: no lock {}; semaphore {}",
+        each(&free).join(" "),
+        each(&held).join(" ")
+    );
+    let runs = (rounds * WORKFLOWS) as f64;
     println!(
         "CPU seconds per 1,000 workflows (controller and dev cluster): no lock {:.2}, semaphore {:.2}",
         free.cpu / runs * 1e3,

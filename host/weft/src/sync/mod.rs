@@ -104,6 +104,12 @@ pub struct Locks {
     written: Mutex<HashMap<Key, Arc<Lock>>>,
     /// Who was woken as a holder, of which version.
     seen: Mutex<SeenHolders>,
+    /// Claimants whose ask is being written and who wait for its answer
+    /// (`Told`): the watch bringing that write back before its answer
+    /// must not wake them too, or a workflow started by its gate is
+    /// reconciled again at once, before its pod is in the cache, and
+    /// applies the pod a second time.
+    asking: Mutex<HashSet<Who>>,
     /// Waiters this process keeps out of each lock's object, in order
     /// (`LockSpec::spill`): the line behind the object's.
     kept: Mutex<HashMap<Key, Vec<Claim>>>,
@@ -193,6 +199,7 @@ impl Locks {
             pending: Mutex::new(HashMap::new()),
             written: Mutex::new(HashMap::new()),
             seen: Mutex::new(SeenHolders::new()),
+            asking: Mutex::new(HashSet::new()),
             kept: Mutex::new(HashMap::new()),
             wake,
             watch: Mutex::new(None),
@@ -205,7 +212,8 @@ impl Locks {
                 let Some(locks) = me.upgrade() else { return };
                 match ev {
                     Ok(watcher::Event::Apply(l) | watcher::Event::InitApply(l)) => {
-                        locks.wake_new_holders(&l, &HashSet::new());
+                        let asking = locks.asking().clone();
+                        locks.wake_new_holders(&l, &asking);
                         locks.refill(&l);
                     }
                     Ok(watcher::Event::Delete(l)) => locks.deleted(&l),
@@ -261,6 +269,10 @@ impl Locks {
         let key = key_of(lock);
         self.written().remove(&key);
         self.seen().remove(&key);
+    }
+
+    fn asking(&self) -> std::sync::MutexGuard<'_, HashSet<Who>> {
+        self.asking.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn seen(&self) -> std::sync::MutexGuard<'_, SeenHolders> {
@@ -378,8 +390,10 @@ impl Locks {
             held_since: None,
         };
         let (tx, rx) = tokio::sync::oneshot::channel();
+        let who = (claim.uid.clone(), claim.node.clone());
+        self.asking().insert(who.clone());
         let told = Told {
-            who: (claim.uid.clone(), claim.node.clone()),
+            who,
             workflow: claim.workflow.clone(),
             namespace: ns.to_string(),
             tx,
@@ -501,6 +515,12 @@ impl Locks {
                     self.answer(stored.as_deref(), told);
                 }
                 Err(e) => {
+                    {
+                        let mut asking = self.asking();
+                        for t in &told {
+                            asking.remove(&t.who);
+                        }
+                    }
                     failures += 1;
                     tracing::warn!(lock = %key.1, namespace = %key.0, failures, "cannot update the Lock: {e:#}");
                     if failures < 30 {
@@ -518,7 +538,7 @@ impl Locks {
 
     /// After a write (`stored`: the version it made, if it changed the
     /// lock): new holders are woken but those told here, and a claimant
-    /// told who stopped listening meanwhile is woken after all.
+    /// told who stopped listening is woken after all.
     fn answer(&self, stored: Option<&Lock>, told: Vec<Told>) {
         let listening: HashSet<Who> = told
             .iter()
@@ -529,7 +549,8 @@ impl Locks {
             self.wake_new_holders(lock, &listening);
         }
         for t in told {
-            if t.tx.send(()).is_err() && listening.contains(&t.who) {
+            self.asking().remove(&t.who);
+            if t.tx.send(()).is_err() {
                 (self.wake)(&t.namespace, &t.workflow);
             }
         }
