@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 
 use futures::StreamExt;
 use sha2::Digest as _;
-use tokio::io::AsyncWriteExt;
 
 use super::{Digest, Stored, archive};
 
@@ -236,7 +235,12 @@ async fn copy_local(
 
 /// Writes `chunks` to the file `to`, hashing them on the way. A chunk that
 /// fails is the store's fault; a write that fails is the store's when
-/// `to_store`, else the task's.
+/// `to_store`, else the task's. One blocking thread hashes and
+/// writes while the stream keeps receiving: done in turn, chunk by chunk
+/// through tokio's file (a blocking task per write), a 1 GiB download
+/// took 1.43 times curl's time. The channel between them holds two
+/// chunks: with 16 or 64, chunks queued while the disk lagged took peak
+/// RSS from 24 to 77 MiB (benches/io.rs).
 async fn write_hashed(
     artifact: &str,
     chunks: impl futures::Stream<Item = Result<bytes::Bytes, String>>,
@@ -250,22 +254,48 @@ async fn write_hashed(
             task_fault(artifact, m)
         }
     };
-    let mut out = tokio::fs::File::create(to)
-        .await
-        .map_err(|e| write_fault(format!("create {}: {e}", to.display())))?;
-    let (mut hasher, mut size) = (sha2::Sha256::new(), 0u64);
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(2);
+    let path = to.to_path_buf();
+    let writer = tokio::task::spawn_blocking(move || -> Result<Stored, String> {
+        use std::io::Write;
+        let file =
+            std::fs::File::create(&path).map_err(|e| format!("create {}: {e}", path.display()))?;
+        let mut out = std::io::BufWriter::with_capacity(256 << 10, file);
+        let (mut hasher, mut size) = (sha2::Sha256::new(), 0u64);
+        while let Some(chunk) = rx.blocking_recv() {
+            hasher.update(&chunk);
+            size += chunk.len() as u64;
+            out.write_all(&chunk)
+                .map_err(|e| format!("write {}: {e}", path.display()))?;
+        }
+        out.flush()
+            .map_err(|e| format!("write {}: {e}", path.display()))?;
+        Ok(Stored {
+            size,
+            digest: Digest::from_hasher(hasher),
+        })
+    });
     let mut chunks = std::pin::pin!(chunks);
+    let mut received = Ok(());
     while let Some(chunk) = chunks.next().await {
-        let chunk = chunk.map_err(|m| store_fault(artifact, m))?;
-        hasher.update(&chunk);
-        size += chunk.len() as u64;
-        out.write_all(&chunk)
-            .await
-            .map_err(|e| write_fault(format!("write {}: {e}", to.display())))?;
+        match chunk {
+            // A writer that stopped has its own error, read below.
+            Ok(c) => {
+                if tx.send(c).await.is_err() {
+                    break;
+                }
+            }
+            Err(m) => {
+                received = Err(store_fault(artifact, m));
+                break;
+            }
+        }
     }
-    out.flush().await.map_err(|e| write_fault(e.to_string()))?;
-    Ok(Stored {
-        size,
-        digest: Digest::from_hasher(hasher),
-    })
+    drop(tx);
+    let written = writer
+        .await
+        .map_err(|e| write_fault(e.to_string()))?
+        .map_err(write_fault);
+    received?;
+    written
 }
