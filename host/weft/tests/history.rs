@@ -5,6 +5,8 @@
 //! `WEFT_TEST_CLUSTER=k8s`, on kube-apiserver with `weft node` running
 //! the pods.
 
+#[path = "history/bed.rs"]
+mod bed;
 mod common;
 
 use std::collections::BTreeMap;
@@ -16,6 +18,8 @@ use sqlx::Row;
 use weft::admin::pb;
 use weft::api::Workflow;
 use weft_dag::WorkflowPhase;
+
+use bed::HistoryBed;
 
 /// (kind, node, attempt, phase): an event's id within its workflow.
 type EventKey = (String, String, i64, String);
@@ -56,160 +60,6 @@ fn flaky_events() -> Vec<EventKey> {
         .collect();
     keys.sort();
     keys
-}
-
-/// A test's bed: a cluster, its database and a controller recording into
-/// it (started again after a kill), serving the admin API (request ids
-/// only, no authentication) at `admin`.
-struct HistoryBed {
-    bed: common::cluster::Bed,
-    url: String,
-    controller: Option<common::ControllerProcess>,
-    starts: u32,
-    admin: String,
-    admin_config: std::path::PathBuf,
-}
-
-type AdminClient = pb::admin_service_client::AdminServiceClient<tonic::transport::Channel>;
-
-impl HistoryBed {
-    async fn start(url: String) -> HistoryBed {
-        let bed = common::cluster::Bed::start().await;
-        let port = common::free_port();
-        let admin_config = bed.path("admin.yaml");
-        let config = json!({"listen": format!("127.0.0.1:{port}"), "middleware": ["request-id"]});
-        std::fs::write(&admin_config, config.to_string()).unwrap();
-        let mut t = HistoryBed {
-            bed,
-            url,
-            controller: None,
-            starts: 0,
-            admin: format!("http://127.0.0.1:{port}"),
-            admin_config,
-        };
-        t.start_controller();
-        t
-    }
-
-    fn start_controller(&mut self) {
-        self.starts += 1;
-        let identity = format!("history-{}", self.starts);
-        let config = self.admin_config.to_str().unwrap();
-        let args = ["--history-db", self.url.as_str(), "--admin-config", config];
-        self.controller = Some(self.bed.controller(&identity, &args));
-    }
-
-    /// An admin API client, once the controller serves it.
-    async fn client(&self) -> AdminClient {
-        for _ in 0..600 {
-            if let Ok(c) = AdminClient::connect(self.admin.clone()).await {
-                return c;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        panic!("no admin API at {}", self.admin);
-    }
-
-    /// `weft ARGS --admin URL`, as a user runs it; its stdout.
-    async fn weft_ok(&self, args: &[&str]) -> String {
-        let mut all: Vec<&str> = args.to_vec();
-        all.extend(["--admin", &self.admin]);
-        common::weft_ok(&self.bed.kubeconfig, &all).await
-    }
-
-    fn id(&self, name: &str) -> Option<pb::ExecutionId> {
-        Some(pb::ExecutionId {
-            namespace: self.bed.ns.clone(),
-            name: name.into(),
-            ..Default::default()
-        })
-    }
-
-    fn kill_controller(&mut self) {
-        if let Some(mut c) = self.controller.take() {
-            c.kill();
-        }
-    }
-
-    fn controller(&self) -> &common::ControllerProcess {
-        self.controller.as_ref().unwrap()
-    }
-
-    fn api(&self) -> Api<Workflow> {
-        Api::namespaced(self.bed.client.clone(), &self.bed.ns)
-    }
-
-    async fn create(&self, name: &str, spec: Value) {
-        let wf = json!({"apiVersion": "weft.dev/v1alpha1", "kind": "Workflow",
-            "metadata": {"name": name, "namespace": self.bed.ns, "labels": {"team": "ml"}},
-            "spec": spec});
-        let text = wf.to_string();
-        common::kubectl_ok(&self.bed.kubeconfig, &["create", "-f", "-"], Some(&text)).await;
-    }
-
-    async fn finish(&self, name: &str) -> Workflow {
-        common::wait_workflow(&self.api(), name, |w| {
-            w.status.as_ref().is_some_and(|s| s.phase.is_terminal())
-        })
-        .await
-    }
-
-    /// The event rows of workflow `uid`, sorted, duplicates kept (the key
-    /// makes them impossible; the count shows it).
-    async fn events(&self, uid: &str) -> Vec<EventKey> {
-        let pool = common::postgres::pool(&self.url).await;
-        let rows = sqlx::query(
-            "SELECT kind, node, attempt, phase FROM events WHERE workflow_uid = $1 \
-             ORDER BY kind, node, attempt, phase",
-        )
-        .bind(uid)
-        .fetch_all(&pool)
-        .await
-        .unwrap();
-        pool.close().await;
-        rows.iter()
-            .map(|r| {
-                let attempt: i32 = r.get("attempt");
-                (
-                    r.get("kind"),
-                    r.get("node"),
-                    i64::from(attempt),
-                    r.get("phase"),
-                )
-            })
-            .collect()
-    }
-
-    /// The archived object of `uid`, once it is there (up to `secs`).
-    async fn archived(&self, uid: &str, secs: u64) -> Value {
-        let pool = common::postgres::pool(&self.url).await;
-        let deadline = Instant::now() + Duration::from_secs(secs);
-        loop {
-            let row = sqlx::query("SELECT workflow FROM executions WHERE uid = $1")
-                .bind(uid)
-                .fetch_optional(&pool)
-                .await
-                .unwrap();
-            if let Some(r) = row {
-                pool.close().await;
-                return serde_json::from_str(r.get::<&str, _>("workflow")).unwrap();
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{uid} not archived in {secs} s; controller log:\n{}",
-                self.controller
-                    .as_ref()
-                    .map(|c| c.log())
-                    .unwrap_or_default()
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-
-    async fn stop(mut self) {
-        self.kill_controller();
-        self.bed.stop().await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -459,6 +309,64 @@ async fn a_newer_schema_degrades_history_and_workflows_still_run() {
     };
     let page = client.list_executions(live).await.unwrap().into_inner();
     assert_eq!(page.executions.len(), 1);
+    t.stop().await;
+}
+
+/// From now on, forwards connections to `port` on loopback to `to`: a
+/// database that comes up late at the address the controller was given.
+fn forward(port: u16, to: u16) {
+    let listener = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut a, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                if let Ok(mut b) = tokio::net::TcpStream::connect(("127.0.0.1", to)).await {
+                    let _ = tokio::io::copy_bidirectional(&mut a, &mut b).await;
+                }
+            });
+        }
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_unreachable_at_start_gets_every_event_once_it_comes() {
+    let mut url = url::Url::parse(&common::postgres::database("late").await).unwrap();
+    let (db_port, port) = (url.port().unwrap(), common::free_port());
+    url.set_port(Some(port)).unwrap();
+    let t = HistoryBed::start(url.to_string()).await;
+    t.create("early", flaky_spec()).await;
+    let wf = t.finish("early").await;
+    assert_eq!(wf.status.as_ref().unwrap().phase, WorkflowPhase::Succeeded);
+    let ready = || common::http_get(t.controller().metrics_port, "/readyz");
+    // Degraded, ready all the same ("not connected yet" until the pool's
+    // first connection attempt gives up, then "... is unreachable").
+    let degraded = ready().await.unwrap_or_default();
+    assert!(
+        degraded.starts_with("ok\n") && degraded.contains("history: degraded: "),
+        "{degraded}"
+    );
+    let mut client = t.client().await;
+    let archived = pb::ListExecutionsRequest {
+        namespace: t.bed.ns.clone(),
+        include_archived: true,
+        ..Default::default()
+    };
+    let err = client.list_executions(archived.clone()).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Unavailable, "{err:?}");
+    // The database comes: the run's events and archive follow, once each.
+    forward(port, db_port);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while ready().await.unwrap_or_default().contains("degraded") {
+        assert!(Instant::now() < deadline, "history still degraded");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let uid = wf.uid().unwrap();
+    t.archived(&uid, 60).await;
+    assert_eq!(t.events(&uid).await, flaky_events());
+    let page = client.list_executions(archived).await.unwrap().into_inner();
+    assert_eq!(page.executions.len(), 1, "{page:?}");
+    assert_eq!(page.executions[0].uid, uid);
     t.stop().await;
 }
 
