@@ -257,6 +257,7 @@ kind: Workflow
 metadata: {name: hist-ttl, labels: {suite: history}}
 spec:
   ttlStrategy: {secondsAfterCompletion: 1}
+  archiveLogs: true
   nodes:
     - id: first
       task: {type: pod, config: {image: busybox:1.36, command: [sh, -c, 'echo one']}}
@@ -1077,8 +1078,8 @@ async fn sub_workflow_opens_in_place(c: &Client, dev: &Dev) -> anyhow::Result<()
 /// phase filters (kept in the URL, so a reload keeps them) list it as
 /// archived, a start-time bound past it lists nothing, and its row opens
 /// the workflow page as for a live run: the DAG with its nodes' phases,
-/// the archived badge, a node's panel with its attempts' history, the
-/// timeline. The page by name alone (no uid) shows the archived copy too
+/// the archived badge, a node's panel with its attempts' history, spec
+/// and archived log, the timeline. The page by name alone (no uid) shows the archived copy too
 /// once its watch finds the Workflow gone, without an error.
 async fn history_opens_an_archived_run(c: &Client, dev: &Dev) -> anyhow::Result<()> {
     kubectl_create(&dev.kubeconfig, SHORT_LIVED).await;
@@ -1228,6 +1229,16 @@ async fn history_opens_an_archived_run(c: &Client, dev: &Dev) -> anyhow::Result<
          return document.querySelector('[data-testid=node-phase]')?.textContent.includes('Succeeded')\
            && ev.some(e => e.dataset.attempt === '1' && e.dataset.phase === 'Succeeded')\
            && ev.some(e => e.dataset.phase === 'Running');",
+    )
+    .await?;
+    // The rest of the panel as for a live run, from the history: the
+    // node's spec and its archived log; only its Events are gone.
+    until(
+        c,
+        "the archived panel shows the node's spec and log, and says where its Events went",
+        "const t = id => document.querySelector(`[data-testid=${id}]`)?.textContent ?? '';\
+         return t('node-log').includes('two') && t('node-spec').includes('echo two')\
+           && t('node-events').includes('go with their Workflow');",
     )
     .await?;
     let path = c

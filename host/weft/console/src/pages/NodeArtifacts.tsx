@@ -12,7 +12,7 @@ interface Props {
   name: string;
   nodeId: string;
   outputs: string;
-  /** An archived run: CreateDownloadLink reads the live Workflow, so no download. */
+  /** An archived run: CreateDownloadLink serves its artifacts while the store keeps them. */
   archived?: boolean;
 }
 
@@ -86,9 +86,9 @@ function ArtifactRow({
         <button
           type="button"
           data-testid="artifact-download"
-          disabled={busy || archived}
+          disabled={busy}
           onClick={download}
-          title={archived ? "Not served for an archived run" : `weft cp ${name}/${nodeId}/${a.name} DEST`}
+          title={`weft cp ${name}/${nodeId}/${a.name} DEST${archived ? " (an archived run's, while the store keeps it)" : ""}`}
         >
           Download
         </button>

@@ -1,8 +1,10 @@
 // The node panel (`/workflows/:ns/:name/nodes/:node`): a side panel on the
 // workflow page with the node's record (live, from the watch stream), its
 // details from GetNode (child resource, Events, items, spec), its history
-// (every attempt's phases) and its pod log. An archived run's panel has
-// its record and history only: the rest is read from the live Workflow.
+// (every attempt's phases) and its pod log. An archived run's panel reads
+// the same from the history: GetNode and StreamNodeLogs serve its archived
+// copy (the log when it was archived, `archiveLogs`), only its Kubernetes
+// Events are gone with the Workflow.
 import { useEffect, useLayoutEffect, useRef, useState } from "react";
 import {
   admin,
@@ -47,15 +49,25 @@ interface Props {
   archived?: boolean | null;
   /** The execution's history events when the page has them (an archived run's); null: fetched here. */
   events?: readonly ExecutionEvent[] | null;
+  /** An archived run's uid: that run exactly, though its name may have been used again. */
+  uid?: string;
 }
 
 const NOT_KEPT = "(not kept for an archived run)";
 
-export function NodePanel({ namespace, name, nodeId, live, closeHref, onExecution, archived: known = false, events = null }: Props) {
-  const details = useNodeDetails(namespace, name, nodeId, live, known === false);
+/** Which execution: the live Workflow, or (with `uid`) an archived run exactly. */
+interface ExecutionRef {
+  namespace: string;
+  name: string;
+  uid: string;
+}
+const EVENTS_GONE = "(Kubernetes Events go with their Workflow: not kept for an archived run)";
+
+export function NodePanel({ namespace, name, nodeId, live, closeHref, onExecution, archived: known = false, events = null, uid = "" }: Props) {
+  const details = useNodeDetails({ namespace, name, uid }, nodeId, live, known !== null);
   const node = live ?? details?.node;
   const archived = known === true;
-  const log = useNodeLog(namespace, name, nodeId, node, archived);
+  const log = useNodeLog({ namespace, name, uid }, nodeId, node, archived);
   const phase = node?.phase ?? "";
 
   return (
@@ -95,7 +107,7 @@ export function NodePanel({ namespace, name, nodeId, live, closeHref, onExecutio
         <h3>Events</h3>
         {archived ? (
           <p className="muted" data-testid="node-events">
-            {NOT_KEPT}
+            {EVENTS_GONE}
           </p>
         ) : (
           <EventsTable details={details} />
@@ -352,12 +364,12 @@ function LogPre({ text }: { text: string }) {
  * (at most once a second) and every 5 s while it runs, for new Events.
  */
 function useNodeDetails(
-  namespace: string,
-  name: string,
+  id: ExecutionRef,
   nodeId: string,
   live: NodeExecution | undefined,
   enabled: boolean,
 ): NodeDetails | null {
+  const { namespace, name, uid } = id;
   const [details, setDetails] = useState<NodeDetails | null>(null);
   const sig = live
     ? `${live.phase}|${live.attempts}|${live.message}|${live.itemsSucceeded}|${live.itemsFailed}|${live.itemsRunning}|${live.resource?.name}`
@@ -365,7 +377,7 @@ function useNodeDetails(
   const active = live ? isActiveNodePhase(live.phase) : false;
   const last = useRef(0);
 
-  useEffect(() => setDetails(null), [namespace, name, nodeId]);
+  useEffect(() => setDetails(null), [namespace, name, uid, nodeId]);
 
   useEffect(() => {
     if (!enabled) return;
@@ -373,7 +385,7 @@ function useNodeDetails(
     const fetchOnce = async () => {
       last.current = Date.now();
       try {
-        const d = await admin.getNode({ id: { namespace, name }, nodeId }, { signal: ctl.signal });
+        const d = await admin.getNode({ id: { namespace, name, uid }, nodeId }, { signal: ctl.signal });
         if (!ctl.signal.aborted) setDetails(d);
         clearError("node");
       } catch (e) {
@@ -388,7 +400,7 @@ function useNodeDetails(
       clearTimeout(t);
       clearInterval(every);
     };
-  }, [namespace, name, nodeId, sig, active, enabled]);
+  }, [namespace, name, uid, nodeId, sig, active, enabled]);
   return details;
 }
 
@@ -397,7 +409,8 @@ function useNodeDetails(
  * restarts when the node (re)starts an attempt; a follow stream that breaks
  * reconnects with backoff and starts again from the tail.
  */
-function useNodeLog(namespace: string, name: string, nodeId: string, node: NodeExecution | undefined, archived: boolean) {
+function useNodeLog(id: ExecutionRef, nodeId: string, node: NodeExecution | undefined, archived: boolean) {
+  const { namespace, name, uid } = id;
   const [text, setText] = useState("");
   const [status, setStatus] = useState("");
   const started = node !== undefined && node.phase !== "" && node.phase !== "Pending";
@@ -408,11 +421,6 @@ function useNodeLog(namespace: string, name: string, nodeId: string, node: NodeE
 
   useEffect(() => {
     setText("");
-    if (archived) {
-      // StreamNodeLogs reads the live Workflow's pods (or their archived copies).
-      setStatus(NOT_KEPT);
-      return;
-    }
     if (startKey === null) {
       setStatus("(no log before the node starts)");
       return;
@@ -428,11 +436,12 @@ function useNodeLog(namespace: string, name: string, nodeId: string, node: NodeE
     const run = async () => {
       let backoff = 1000;
       while (!signal.aborted) {
-        const follow = runningRef.current;
+        // An archived run's log is its archived copy: nothing to follow.
+        const follow = runningRef.current && !archived;
         setStatus(follow ? "following" : "loading");
         try {
           buf = "";
-          const stream = admin.streamNodeLogs({ id: { namespace, name }, nodeId, follow, tailLines: TAIL_LINES }, { signal });
+          const stream = admin.streamNodeLogs({ id: { namespace, name, uid }, nodeId, follow, tailLines: TAIL_LINES }, { signal });
           for await (const chunk of stream) {
             buf += chunk.text;
             if (buf.length > MAX_LOG_CHARS) buf = buf.slice(buf.length - MAX_LOG_CHARS);
@@ -460,6 +469,6 @@ function useNodeLog(namespace: string, name: string, nodeId: string, node: NodeE
       ctl.abort();
       if (raf) cancelAnimationFrame(raf);
     };
-  }, [namespace, name, nodeId, startKey, archived]);
+  }, [namespace, name, uid, nodeId, startKey, archived]);
   return { text, status };
 }

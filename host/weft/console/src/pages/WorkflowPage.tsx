@@ -194,6 +194,7 @@ export function WorkflowPage({ namespace, name, node, expand, uid = "" }: Props)
             onExecution={applyActionResult}
             archived={exec ? exec.archived : null}
             events={exec?.archived ? exec.events : null}
+            uid={exec?.archived ? exec.uid : ""}
           />
         )}
       </div>
