@@ -538,7 +538,9 @@ impl Locks {
 
     /// After a write (`stored`: the version it made, if it changed the
     /// lock): new holders are woken but those told here, and a claimant
-    /// told who stopped listening is woken after all.
+    /// told who stopped listening (a node's ask drops its answer) is woken
+    /// after all if this write made it a holder: only then, or every
+    /// node's ask would cost its workflow a reconcile.
     fn answer(&self, stored: Option<&Lock>, told: Vec<Told>) {
         let listening: HashSet<Who> = told
             .iter()
@@ -550,7 +552,8 @@ impl Locks {
         }
         for t in told {
             self.asking().remove(&t.who);
-            if t.tx.send(()).is_err() {
+            let holds = stored.is_some_and(|l| l.spec.holds(&t.who.0, t.who.1.as_deref()));
+            if t.tx.send(()).is_err() && holds {
                 (self.wake)(&t.namespace, &t.workflow);
             }
         }
