@@ -476,6 +476,25 @@ void weft_buf_json(weft_buf_t *b, weft_json_t v) {
     else weft_buf_puts(b, "null");
 }
 
+void weft_buf_pod_specs(weft_buf_t *b, const char *const *pointers, size_t n) {
+    weft_buf_t list = WEFT_BUF_INIT;
+    weft_buf_puts(&list, "[");
+    for (size_t i = 0; i < n; i++) {
+        if (i) weft_buf_puts(&list, ",");
+        weft_buf_json_str(&list, pointers[i]);
+    }
+    weft_buf_puts(&list, "]");
+    char *text = weft_buf_finish(&list);
+    if (!text) {
+        b->failed = true;
+        return;
+    }
+    weft_buf_json_str(b, WEFT_POD_SPECS_ANNOTATION);
+    weft_buf_puts(b, ":");
+    weft_buf_json_str(b, text);
+    free(text);
+}
+
 char *weft_buf_finish(weft_buf_t *b) {
     if (b->failed) {
         weft_buf_free(b);

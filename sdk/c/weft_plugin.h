@@ -154,6 +154,19 @@ void weft_buf_json(weft_buf_t *b, weft_json_t v);
 char *weft_buf_finish(weft_buf_t *b);
 void weft_buf_free(weft_buf_t *b);
 
+/* Artifacts in a resource's pods: the annotation that tells the host where
+ * the pod specs of an object that is not a Pod are (JSON Pointers, the
+ * one that reports the outputs first), so that it moves the task's
+ * artifacts in their pods as in a Pod task. Write the pair inside the
+ * object's metadata.annotations, e.g.
+ *   const char *specs[] = {"/spec/template/spec"};
+ *   weft_buf_puts(&b, "\"annotations\":{");
+ *   weft_buf_pod_specs(&b, specs, 1);
+ *   weft_buf_puts(&b, "}");  */
+#define WEFT_POD_SPECS_ANNOTATION "weft.dev/pod-specs"
+/* Writes "weft.dev/pod-specs":"[\"<pointer>\",...]" (key and value). */
+void weft_buf_pod_specs(weft_buf_t *b, const char *const *pointers, size_t n);
+
 /* malloc'd copies / formatted strings. */
 char *weft_strdup(const char *s);
 char *weft_sprintf(const char *fmt, ...) WEFT_PRINTF(1, 2);

@@ -337,6 +337,51 @@ export function dig(obj, ...path) {
 }
 
 // ---------------------------------------------------------------------------
+// Artifacts in a resource's pods
+// ---------------------------------------------------------------------------
+
+/** The annotation listing an object's pod specs for the host to wrap with
+ * the task's artifacts: a JSON array of JSON Pointers (RFC 6901). */
+export const POD_SPECS_ANNOTATION = 'weft.dev/pod-specs';
+
+/** Marks the pod specs of `obj` (a Job's `/spec/template/spec`, a
+ * PyTorchJob's replicas) so that the host moves the task's artifacts in
+ * their pods as in a Pod task: an init container fetches the inputs and
+ * the main container's `command` runs under `weft io exec`, which uploads
+ * the outputs. The first pod spec reports the outputs; the others get the
+ * inputs. Each must be an object with containers; throws a permanent
+ * PluginError naming the pointer otherwise. Returns `obj`. */
+export function markPodSpecs(obj, pointers) {
+  if (!Array.isArray(pointers) || pointers.length === 0) {
+    throw PluginError.permanent('markPodSpecs: no pod spec given (pass at least one JSON Pointer)');
+  }
+  for (const p of pointers) {
+    const spec = typeof p === 'string' ? pointerAt(obj, p) : undefined;
+    const containers = dig(spec, 'containers');
+    if (!Array.isArray(containers) || containers.length === 0) {
+      const why = spec === undefined ? 'nothing there (a JSON Pointer starts with /)' : 'not a pod spec (no containers)';
+      throw PluginError.permanent(`${p}: ${why}`);
+    }
+  }
+  if (!isObject(obj)) throw PluginError.permanent('markPodSpecs: the resource is not an object');
+  if (!isObject(obj.metadata)) obj.metadata = {};
+  if (!isObject(obj.metadata.annotations)) obj.metadata.annotations = {};
+  obj.metadata.annotations[POD_SPECS_ANNOTATION] = JSON.stringify(pointers);
+  return obj;
+}
+
+function pointerAt(obj, pointer) {
+  if (!pointer.startsWith('/')) return undefined;
+  let cur = obj;
+  for (const raw of pointer.slice(1).split('/')) {
+    const step = raw.replace(/~1/g, '/').replace(/~0/g, '~');
+    cur = Array.isArray(cur) && /^\d+$/.test(step) ? dig(cur, Number(step)) : dig(cur, step);
+    if (cur === undefined) return undefined;
+  }
+  return cur;
+}
+
+// ---------------------------------------------------------------------------
 // The task context
 // ---------------------------------------------------------------------------
 

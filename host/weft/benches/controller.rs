@@ -7,7 +7,9 @@
 //! `PROFILE_SECONDS=N` takes a CPU profile of the first N seconds of the
 //! one-node run from `weft::profiling` (what `--profiling-addr` serves),
 //! writes it to target/controller-cpu.pb.gz and prints its hottest Weft
-//! functions.
+//! functions; `PROFILE_IO_SECONDS=N` does the same for the first N seconds
+//! of the data plane's first plain and first with-artifacts runs
+//! (target/controller-plain-cpu.pb.gz, target/controller-io-cpu.pb.gz).
 
 mod common;
 
@@ -152,9 +154,25 @@ async fn artifacts_cost(
     let with: weft_dag::WorkflowSpec = serde_json::from_value(serde_json::json!({
         "inputs": {"data": data}, "nodes": [{"id": "task", "task": task}]}))?;
     let (mut a, mut b) = (Vec::new(), Vec::new());
+    let profile = std::env::var("PROFILE_IO_SECONDS").ok();
+    let profiled = |label: &str, round: usize| match (&profile, round) {
+        (Some(secs), 0) => Some(tokio::spawn(common::cpu_profile(
+            secs.parse().expect("PROFILE_IO_SECONDS: seconds"),
+            format!("controller-{label}"),
+        ))),
+        _ => None,
+    };
     for round in 0..2 {
+        let p = profiled("plain", round);
         a.push(one_node_run(api, &plain, &format!("plain{round}")).await?);
+        if let Some(p) = p {
+            p.await??;
+        }
+        let p = profiled("io", round);
         b.push(one_node_run(api, &with, &format!("io{round}")).await?);
+        if let Some(p) = p {
+            p.await??;
+        }
     }
     let median = |v: &mut Vec<f64>| {
         v.sort_by(|x, y| x.total_cmp(y));

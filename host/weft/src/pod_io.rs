@@ -26,6 +26,8 @@ use crate::store::plan::{
 };
 use crate::store::{Store, attempt_key};
 
+pub use specs::{POD_SPECS_ANNOTATION, is_pod};
+
 /// The init container (and the volume) Weft adds.
 pub const CONTAINER: &str = "weft-io";
 
@@ -194,51 +196,70 @@ impl PodIo {
         &self.store
     }
 
-    /// Makes `pod` (as the plugin built it) run `task`'s transfers for
-    /// `at`, and archive its main container's log when `logs`. A task
+    /// Makes `object` (as the plugin built it) run `task`'s transfers for
+    /// `at`, and archive its main container's log when `logs`: a Pod, or
+    /// the pod specs a plugin marked in any other object (the SDK's
+    /// `mark_pod_specs`), the first of which reports the outputs. A task
     /// that only archives its log is left alone when it cannot be wrapped
-    /// (not a Pod, no command): its log is then not archived.
+    /// (no pod spec, no command): its log is then not archived.
     pub fn prepare(
         &self,
-        pod: &mut Value,
+        object: &mut Value,
         at: &Attempt<'_>,
         task: &TaskSpec,
         inputs: &[ResolvedInput],
         logs: bool,
     ) -> Result<(), IoProblem> {
-        if !task.has_io() && !wrappable(pod) {
+        let specs = specs::pod_specs(object).map_err(|m| IoProblem::task("PodSpecsInvalid", m))?;
+        let wrappable = !specs.is_empty()
+            && specs
+                .iter()
+                .all(|p| object.pointer(p).is_some_and(wrappable));
+        if !task.has_io() && !wrappable {
             return Ok(());
         }
-        if !(pod["kind"] == "Pod" && pod["apiVersion"] == "v1") {
-            let kind = pod["kind"].as_str().unwrap_or("resource").to_string();
+        let Some(first) = specs.first() else {
             return Err(IoProblem::task(
                 "ArtifactsNeedAPod",
-                format!(
-                    "the task declares artifacts, which move in a Pod, and task type {:?} built a {kind}",
-                    task.task_type
-                ),
+                specs::no_pod(object, task),
             ));
+        };
+        let resource = !specs::is_pod(object);
+        let main = object.pointer(first).expect("checked by pod_specs");
+        let plan = self.plan(main, at, task, inputs, logs, resource)?;
+        for (i, p) in specs.iter().enumerate() {
+            let plan = match i {
+                0 => plan.clone(),
+                _ => plan.inputs_only(),
+            };
+            let spec = object.pointer_mut(p).expect("checked by pod_specs");
+            inject(spec, &plan, &self.binary, &self.image).map_err(|m| {
+                let m = if resource { format!("{p}: {m}") } else { m };
+                IoProblem::task("ArtifactsNeedACommand", m)
+            })?;
         }
-        let plan = self.plan(pod, at, task, inputs, logs)?;
-        inject(pod, &plan, &self.binary, &self.image)
-            .map_err(|m| IoProblem::task("ArtifactsNeedACommand", m))
+        Ok(())
     }
 
-    /// The attempt's plan: the one made before, or a new one.
+    /// The attempt's plan (for the pod spec `spec`): the one made before,
+    /// or a new one. A `resource`'s pods always leave their outputs in the
+    /// store, where the controller reads them (it sees the resource, not
+    /// its pods' termination messages).
     fn plan(
         &self,
-        pod: &Value,
+        spec: &Value,
         at: &Attempt<'_>,
         task: &TaskSpec,
         inputs: &[ResolvedInput],
         logs: bool,
+        resource: bool,
     ) -> Result<IoPlan, IoProblem> {
         let id = at.id();
         let mut plans = self.plans.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((_, p)) = plans.get(&id) {
             return Ok(p.clone());
         }
-        let main = main_container(pod).map(|i| &pod["spec"]["containers"][i]);
+        let main = main_container(spec).map(|i| &spec["containers"][i]);
         let log = main
             .and_then(|c| c["terminationMessagePath"].as_str())
             .unwrap_or("/dev/termination-log");
@@ -268,7 +289,7 @@ impl PodIo {
             offload: Some(Offload {
                 url: self.sign(Method::PUT, "outputs", &at.key(OUTPUTS_OBJECT))?,
                 key: at.key(OUTPUTS_OBJECT),
-                above: plan::MESSAGE_LIMIT,
+                above: if resource { 0 } else { plan::MESSAGE_LIMIT },
             }),
             log: match logs {
                 true => Some(PlannedLog {
@@ -329,13 +350,18 @@ impl PodIo {
 
     /// A successful attempt's outputs as the status keeps them: read
     /// back when the pod uploaded them, held to the plan, and left in the
-    /// store (referenced) when over the inline limit.
+    /// store (referenced) when over the inline limit. A `resource`'s
+    /// (not a Pod's) come from the store, with its plugin's own.
     pub fn settle_outputs(
         &self,
         at: &Attempt<'_>,
         task: &TaskSpec,
         outputs: Option<Map<String, Value>>,
+        resource: bool,
     ) -> Result<Settled, IoProblem> {
+        if resource {
+            return self.settle_reported(at, task, outputs);
+        }
         let reference = outputs
             .as_ref()
             .and_then(|o| o.get(plan::OFFLOADED_KEY))
@@ -367,6 +393,58 @@ impl PodIo {
             (true, Some(r)) => Ok((None, Some(r))),
             (_, _) => Ok((outputs, None)),
         }
+    }
+
+    /// A resource's outputs: what its reporting pod left in the store
+    /// (always there: its plan offloads everything), with what the
+    /// plugin read from the resource itself; referenced when large and
+    /// all of it is in the store.
+    fn settle_reported(
+        &self,
+        at: &Attempt<'_>,
+        task: &TaskSpec,
+        own: Option<Map<String, Value>>,
+    ) -> Result<Settled, IoProblem> {
+        let key = at.key(OUTPUTS_OBJECT);
+        let bytes = match block_on(self.store.get_bytes(&key)) {
+            Ok(b) => b,
+            Err(crate::store::StoreError::NotFound { .. }) => {
+                return Err(IoProblem::task(
+                    "ArtifactNotReported",
+                    format!(
+                        "outputs: no pod of the task's resource reported them at {key:?} (did its command run under weft io exec to the end?)"
+                    ),
+                ));
+            }
+            Err(e) => {
+                return Err(IoProblem {
+                    reason: "ArtifactStoreError",
+                    message: format!("outputs: {e}"),
+                    system: true,
+                });
+            }
+        };
+        let reported: Map<String, Value> = serde_json::from_slice(&bytes).map_err(|e| {
+            IoProblem::task(
+                "ArtifactNotReported",
+                format!("outputs: {key} is not a JSON object: {e}"),
+            )
+        })?;
+        let mut outputs = own.unwrap_or_default();
+        let all_reported = outputs.iter().all(|(k, v)| reported.get(k) == Some(v));
+        outputs.extend(reported);
+        self.check_outputs(at, task, Some(&outputs))?;
+        let size = serde_json::to_vec(&outputs).map_or(0, |v| v.len());
+        if size > self.inline_limit && all_reported {
+            let r = ArtifactRef {
+                key,
+                digest: crate::store::Digest::of(&bytes).as_str().to_string(),
+                size: bytes.len() as u64,
+                kind: "file".into(),
+            };
+            return Ok((None, Some(r)));
+        }
+        Ok((Some(outputs), None))
     }
 
     /// Outputs kept in the store, read back (once per digest) and checked
@@ -466,29 +544,27 @@ fn own_namespace(at: &Attempt<'_>, name: &str, a: &ArtifactRef) -> Result<(), Io
     }
 }
 
-/// Whether `pod` is a Pod whose main container has a command to wrap.
-fn wrappable(pod: &Value) -> bool {
-    let is_pod = pod["kind"] == "Pod" && pod["apiVersion"] == "v1";
-    let main = main_container(pod).map(|i| &pod["spec"]["containers"][i]);
-    is_pod && main.is_some_and(|c| c["command"].as_array().is_some_and(|a| !a.is_empty()))
+/// Whether the pod spec's main container has a command to wrap.
+fn wrappable(spec: &Value) -> bool {
+    let main = main_container(spec).map(|i| &spec["containers"][i]);
+    main.is_some_and(|c| c["command"].as_array().is_some_and(|a| !a.is_empty()))
 }
 
-/// The main container's index: `main`, else the first (the pod plugin's
-/// rule).
-fn main_container(pod: &Value) -> Option<usize> {
-    let cs = pod["spec"]["containers"].as_array()?;
+/// The main container's index in a pod spec: `main`, else the first (the
+/// pod plugin's rule).
+fn main_container(spec: &Value) -> Option<usize> {
+    let cs = spec["containers"].as_array()?;
     cs.iter()
         .position(|c| c["name"] == "main")
         .or((!cs.is_empty()).then_some(0))
 }
 
 /// The init container, the shared volume, and the main container's
-/// command under `weft io exec`.
-fn inject(pod: &mut Value, plan: &IoPlan, binary: &str, image: &str) -> Result<(), String> {
-    let main = main_container(pod).ok_or("the pod has no container")?;
+/// command under `weft io exec`, in a pod spec.
+fn inject(spec: &mut Value, plan: &IoPlan, binary: &str, image: &str) -> Result<(), String> {
+    let main = main_container(spec).ok_or("the pod has no container")?;
     let arg = plan.to_arg();
     let mount = json!({"name": CONTAINER, "mountPath": plan::IO_DIR});
-    let spec = &mut pod["spec"];
     let c = &mut spec["containers"][main];
     let command: Vec<Value> = c["command"].as_array().cloned().unwrap_or_default();
     if command.is_empty() {
@@ -545,7 +621,7 @@ fn push(list: &mut Value, item: Value) {
 /// Whether a failed attempt's main container exited with `weft io`'s
 /// store-fault code: the platform's failure, not the task's.
 pub fn store_fault(pod: &Value) -> bool {
-    let Some(main) = main_container(pod) else {
+    let Some(main) = main_container(&pod["spec"]) else {
         return false;
     };
     let name = &pod["spec"]["containers"][main]["name"];
@@ -565,5 +641,6 @@ pub fn store_fault(pod: &Value) -> bool {
         .any(|s| code(s) == Some(plan::EXIT_STORE_FAULT.into()))
 }
 
+mod specs;
 #[cfg(test)]
 mod tests;

@@ -472,3 +472,138 @@ async fn an_artifact_over_the_limit_or_missing_fails_naming_it() {
         "{msg}"
     );
 }
+
+/// A k8s-resource task's batch/v1 Job, reading an input artifact and
+/// writing an output artifact and parameter from its pod.
+fn job_task() -> Value {
+    let manifest = json!({"apiVersion": "batch/v1", "kind": "Job",
+        "spec": {"backoffLimit": 0, "template": {"spec": {"restartPolicy": "Never",
+            "volumes": [{"name": "work", "emptyDir": {}}],
+            "containers": [{"name": "main", "image": "busybox:1.36",
+                "volumeMounts": [{"name": "work", "mountPath": "/work"}],
+                "command": ["sh", "-c", "wc -l < /work/in.txt | tr -d ' ' > /work/lines && cp /work/in.txt /work/out.txt && echo counted >> /work/out.txt"]}]}}}});
+    json!({"type": "k8s-resource",
+        "config": {"manifest": manifest,
+            "successCondition": "has(object.status.succeeded) && object.status.succeeded > 0",
+            "failureCondition": "has(object.status.failed) && object.status.failed > 0"},
+        "inputs": {"artifacts": [from("make", "data", "/work/in.txt")]},
+        "outputs": {"artifacts": [{"name": "counted", "path": "/work/out.txt"}],
+                    "parameters": [{"name": "lines", "path": "/work/lines"}]}})
+}
+
+/// The Job controller's part on the dev cluster (kube-controller-manager
+/// plays it on kube-apiserver): the Job's pod from its template, then the
+/// Job's status once the pod succeeded.
+async fn play_the_job_controller(t: &S3Bed, workflow: &str) {
+    use k8s_openapi::api::batch::v1::Job;
+    let (client, ns) = (t.bed.client.clone(), &t.bed.ns);
+    let (jobs, pods) = (
+        Api::<Job>::namespaced(client.clone(), ns),
+        Api::<Pod>::namespaced(client, ns),
+    );
+    let lp = ListParams::default().labels(&format!("weft.dev/workflow={workflow}"));
+    let job = loop {
+        if let Some(j) = jobs.list(&lp).await.unwrap().items.pop() {
+            break j;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let name = job.metadata.name.clone().unwrap();
+    let template = serde_json::to_value(&job.spec.as_ref().unwrap().template).unwrap();
+    let pod = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": format!("{name}-play"), "labels": {"job-name": name},
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name,
+                "uid": job.metadata.uid, "controller": true}]},
+        "spec": template["spec"]});
+    let pod: Pod = serde_json::from_value(pod).unwrap();
+    pods.create(&Default::default(), &pod).await.unwrap();
+    let phase = loop {
+        let p = pods.get(&format!("{name}-play")).await.unwrap();
+        match p.status.and_then(|s| s.phase).as_deref() {
+            Some(ph @ ("Succeeded" | "Failed")) => break ph.to_string(),
+            _ => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    };
+    let status = match phase.as_str() {
+        "Succeeded" => json!({"succeeded": 1}),
+        _ => json!({"failed": 1}),
+    };
+    let patch = kube::api::Patch::Merge(json!({ "status": status }));
+    jobs.patch_status(&name, &Default::default(), &patch)
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jobs_pod_moves_artifacts_as_a_pod_task_does() {
+    let t = s3_bed("job").await;
+    let make = task(
+        "printf 'one\\ntwo\\nthree\\n' > /work/data.txt",
+        json!({"outputs": {"artifacts": [{"name": "data", "path": "/work/data.txt"}]}}),
+    );
+    let check = task(
+        "echo \"{\\\"sha\\\": \\\"$(sha256sum /work/in.txt | cut -d' ' -f1)\\\"}\" > /dev/termination-log",
+        json!({"inputs": {"artifacts": [from("job", "counted", "/work/in.txt")]}}),
+    );
+    let nodes = json!([{"id": "make", "task": make},
+        {"id": "job", "dependsOn": ["make"], "task": job_task()},
+        {"id": "check", "dependsOn": ["job"], "task": check}]);
+    t.create("job", nodes).await;
+    if !common::cluster::real() {
+        play_the_job_controller(&t, "job").await;
+    }
+    let wf = t.finish("job", 120).await;
+    let status = wf.status.clone().unwrap();
+    assert_eq!(status.phase, WorkflowPhase::Succeeded, "{status:#?}");
+
+    // The Job's pod read the input and reported both outputs, from the
+    // store (the controller sees the Job, not its pod).
+    let want = b"one\ntwo\nthree\ncounted\n";
+    assert_eq!(outputs(&wf, "job")["lines"], 3);
+    let counted = artifact(&wf, "job", "counted");
+    let uid = wf.metadata.uid.clone().unwrap();
+    assert_eq!(counted.key, format!("{}/job/{uid}/job/0/counted", t.bed.ns));
+    assert_eq!(counted.digest, Digest::of(&want[..]).as_str());
+    assert_eq!(t.store.get_bytes(&counted.key).await.unwrap(), want);
+    assert_eq!(
+        outputs(&wf, "check")["sha"],
+        Digest::of(&want[..]).as_str().trim_start_matches("sha256:")
+    );
+
+    // What kubectl shows: the Job marked by the plugin, its template
+    // wrapped by the host, no credentials; one pod ran it.
+    let text = common::kubectl_ok(
+        &t.bed.kubeconfig,
+        &[
+            "get",
+            "jobs",
+            "-n",
+            &t.bed.ns,
+            "-l",
+            "weft.dev/workflow=job",
+            "-o",
+            "json",
+        ],
+        None,
+    )
+    .await;
+    let jobs: Value = serde_json::from_str(&text).unwrap();
+    let job = &jobs["items"][0];
+    assert_eq!(jobs["items"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        job["metadata"]["annotations"]["weft.dev/pod-specs"],
+        r#"["/spec/template/spec"]"#
+    );
+    let spec = &job["spec"]["template"]["spec"];
+    assert_eq!(spec["initContainers"][0]["name"], "weft-io");
+    let command = &spec["containers"][0]["command"];
+    assert_eq!((&command[1], &command[2]), (&json!("io"), &json!("exec")));
+    assert!(!text.contains(&common::s3::server().credentials.secret_access_key));
+    let name = job["metadata"]["name"].as_str().unwrap();
+    let api: Api<Pod> = Api::namespaced(t.bed.client.clone(), &t.bed.ns);
+    let ran = api
+        .list(&ListParams::default().labels(&format!("job-name={name}")))
+        .await
+        .unwrap();
+    assert_eq!(ran.items.len(), 1, "the Job's pods");
+}

@@ -13,6 +13,7 @@
 //! | `runningCondition` | no       | CEL over `object`: the task runs (else: runs as soon as it has a status) |
 //! | `outputs`          | no       | name → CEL over `object`, evaluated once on success                   |
 //! | `failureRetryable` | no       | whether a failure may be retried (default: the plugin config's, `true`) |
+//! | `podSpecs`         | no       | JSON Pointers to the object's pod specs, for artifacts (default: by kind, below) |
 //!
 //! ```yaml
 //! task:
@@ -55,6 +56,19 @@
 //! a re-run after a crash finds the same object; a `generateName` is
 //! dropped), `metadata.namespace` to the workflow's namespace, and adds the
 //! host's labels to `metadata.labels` (the host's win over the template's).
+//!
+//! # Artifacts
+//!
+//! A task's input and output artifacts (and an archived log) move in the
+//! pods the object runs, as in a Pod task: the plugin marks the object's
+//! pod specs with the SDK's `pods::mark_pod_specs`, and the host adds the
+//! init container that fetches the inputs and runs the main container's
+//! `command` under `weft io exec`, which uploads the outputs. The first
+//! pod spec reports the outputs; the others get the inputs. `podSpecs`
+//! names them; without it a Job's `/spec/template/spec` is marked, and the
+//! `Master` then `Worker` replicas of a PyTorchJob (`pytorchReplicaSpecs`)
+//! or a TFJob (`tfReplicaSpecs`, `Chief` first) that the object has.
+//! `podSpecs: []` marks none.
 //!
 //! # Which kinds
 //!
@@ -123,7 +137,7 @@ use cel::{Context, Program};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use weft_plugin_sdk::{
-    AbortBehaviour, PhaseInfo, PluginError, TaskContext, TaskPlugin, TaskProperties,
+    pods, AbortBehaviour, PhaseInfo, PluginError, TaskContext, TaskPlugin, TaskProperties,
 };
 
 /// Each instance serves one call and is dropped: a bump allocator over the
@@ -188,6 +202,10 @@ pub struct Config {
     /// Whether a failure may be retried (overrides the plugin config's).
     #[serde(default)]
     pub failure_retryable: Option<bool>,
+    /// JSON Pointers to the object's pod specs, for artifacts (default:
+    /// by kind, [`default_pod_specs`]).
+    #[serde(default)]
+    pub pod_specs: Option<Vec<String>>,
 }
 
 /// The plugin's configuration (the manifest's `config`, as the operator
@@ -441,7 +459,39 @@ pub fn build(ctx: &TaskContext) -> Result<Value, PluginError> {
     for (k, v) in &ctx.labels {
         labels.insert(k.clone(), v.clone().into());
     }
-    Ok(Value::Object(object))
+    let mut object = Value::Object(object);
+    let specs = config
+        .pod_specs
+        .unwrap_or_else(|| default_pod_specs(&object));
+    if !specs.is_empty() {
+        let specs: Vec<&str> = specs.iter().map(String::as_str).collect();
+        pods::mark_pod_specs(&mut object, &specs)
+            .map_err(|e| PluginError::permanent(format!("podSpecs: {}", e.message)))?;
+    }
+    Ok(object)
+}
+
+/// The pod specs of the kinds whose layout is known: a Job's template, a
+/// PyTorchJob's or TFJob's replicas (the one that reports the outputs
+/// first); none for others.
+pub fn default_pod_specs(object: &Value) -> Vec<String> {
+    let (replicas, roles): (&str, &[&str]) =
+        match (object["apiVersion"].as_str(), object["kind"].as_str()) {
+            (Some("batch/v1"), Some("Job")) => return vec!["/spec/template/spec".into()],
+            (Some("kubeflow.org/v1"), Some("PyTorchJob")) => {
+                ("pytorchReplicaSpecs", &["Master", "Worker"])
+            }
+            (Some("kubeflow.org/v1"), Some("TFJob")) => (
+                "tfReplicaSpecs",
+                &["Chief", "Master", "Worker", "PS", "Evaluator"],
+            ),
+            _ => return Vec::new(),
+        };
+    roles
+        .iter()
+        .map(|r| format!("/spec/{replicas}/{r}/template/spec"))
+        .filter(|p| object.pointer(p).is_some())
+        .collect()
 }
 
 /// A piece of a template string.

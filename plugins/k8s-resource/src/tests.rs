@@ -637,3 +637,48 @@ fn the_exported_trait_answers_like_the_functions() {
     let p = K8sResource::get_task_phase(c, pipelinerun("True", "Succeeded")).unwrap();
     assert_eq!(p.phase, Phase::Success);
 }
+
+#[test]
+fn pod_specs_are_marked_for_artifacts_by_kind_or_as_the_task_says() {
+    let mark = |config: Value| {
+        let object = build(&ctx(config)).expect("built");
+        object["metadata"]["annotations"][pods::POD_SPECS_ANNOTATION].clone()
+    };
+    // A PyTorchJob: its Master (which reports the outputs), then Worker.
+    let mut config = pytorch_config();
+    assert_eq!(
+        mark(config.clone()),
+        r#"["/spec/pytorchReplicaSpecs/Master/template/spec"]"#
+    );
+    config["manifest"]["spec"]["pytorchReplicaSpecs"]["Worker"] =
+        config["manifest"]["spec"]["pytorchReplicaSpecs"]["Master"].clone();
+    assert_eq!(
+        mark(config.clone()),
+        r#"["/spec/pytorchReplicaSpecs/Master/template/spec","/spec/pytorchReplicaSpecs/Worker/template/spec"]"#
+    );
+    // A Job: its template.
+    let job = json!({"manifest": {"apiVersion": "batch/v1", "kind": "Job", "spec": {"template": {"spec": {
+            "restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox", "command": ["true"]}]}}}},
+        "successCondition": "object.status.succeeded > 0"});
+    assert_eq!(mark(job.clone()), r#"["/spec/template/spec"]"#);
+    // The task's own list wins; an empty one marks nothing; a kind of
+    // unknown layout is not marked.
+    let mut own = config.clone();
+    own["podSpecs"] = json!(["/spec/pytorchReplicaSpecs/Worker/template/spec"]);
+    assert_eq!(
+        mark(own),
+        r#"["/spec/pytorchReplicaSpecs/Worker/template/spec"]"#
+    );
+    let mut none = job.clone();
+    none["podSpecs"] = json!([]);
+    assert_eq!(mark(none), Value::Null);
+    assert_eq!(mark(rayjob_config()), Value::Null);
+    // A pointer at no pod spec is the task's mistake, named.
+    let mut wrong = job;
+    wrong["podSpecs"] = json!(["/spec/template"]);
+    let message = permanent_error(build(&ctx(wrong)));
+    assert_eq!(
+        message,
+        "podSpecs: /spec/template: not a pod spec (no containers)"
+    );
+}

@@ -46,6 +46,20 @@ int main(void) {
     CHECK(weft_json_ok(weft_json_parse(d + deep - 100, 200)));
     free(d);
 
+    /* The pod-specs annotation: a JSON list, as a JSON string value. */
+    {
+        const char *specs[] = {"/spec/template/spec", "/spec/a~1b"};
+        weft_buf_t b = WEFT_BUF_INIT;
+        weft_buf_puts(&b, "{");
+        weft_buf_pod_specs(&b, specs, 2);
+        weft_buf_puts(&b, "}");
+        char *text = weft_buf_finish(&b);
+        CHECK(text && strcmp(text, "{\"weft.dev/pod-specs\":\"[\\\"/spec/template/spec\\\",\\\"/spec/a~1b\\\"]\"}") == 0);
+        weft_json_t v = P(text);
+        CHECK(str_is(weft_json_get(v, "weft.dev/pod-specs"), "[\"/spec/template/spec\",\"/spec/a~1b\"]"));
+        free(text);
+    }
+
     /* Navigation. */
     weft_json_t doc = P("{\"metadata\":{\"name\":\"cm\",\"uid\":\"u-1\",\"labels\":{}},"
                         "\"data\":{\"a\":\"1\",\"b\":\"2\"},\"list\":[10,\"x\",{\"k\":true}],"

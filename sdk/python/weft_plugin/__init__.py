@@ -67,6 +67,7 @@ from ._host import in_component
 __all__ = [
     "AbortBehaviour",
     "LogLink",
+    "POD_SPECS_ANNOTATION",
     "Phase",
     "PhaseInfo",
     "PluginError",
@@ -81,6 +82,7 @@ __all__ = [
     "http",
     "in_component",
     "log",
+    "mark_pod_specs",
     "state",
 ]
 
@@ -382,6 +384,54 @@ def dig(obj: Any, *path: Any, default: Any = None) -> Any:
         else:
             return default
     return default if cur is None else cur
+
+
+# --------------------------------------------------------------------------
+# Artifacts in a resource's pods
+# --------------------------------------------------------------------------
+
+#: The annotation listing an object's pod specs for the host to wrap with the
+#: task's artifacts: a JSON array of JSON Pointers (RFC 6901).
+POD_SPECS_ANNOTATION = "weft.dev/pod-specs"
+
+
+def _pointer(obj: Any, pointer: str) -> Any:
+    if not pointer.startswith("/"):
+        return None
+    cur = obj
+    for raw in pointer[1:].split("/"):
+        step: Any = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(cur, list) and step.isdigit():
+            step = int(step)
+        cur = dig(cur, step)
+        if cur is None:
+            return None
+    return cur
+
+
+def mark_pod_specs(obj: Dict[str, Any], pointers: List[str]) -> Dict[str, Any]:
+    """Marks the pod specs of ``obj`` (a Job's ``/spec/template/spec``, a
+    PyTorchJob's replicas) so that the host moves the task's artifacts in
+    their pods as in a Pod task: an init container fetches the inputs and the
+    main container's ``command`` runs under ``weft io exec``, which uploads
+    the outputs. The first pod spec reports the outputs; the others get the
+    inputs. Each must be an object with containers, else a permanent
+    :class:`PluginError` names the pointer. Returns ``obj``."""
+    if not pointers:
+        raise PluginError.permanent(
+            "mark_pod_specs: no pod spec given (pass at least one JSON Pointer)"
+        )
+    for p in pointers:
+        spec = _pointer(obj, p) if isinstance(p, str) else None
+        if spec is None:
+            raise PluginError.permanent(f"{p}: nothing there (a JSON Pointer starts with /)")
+        if not dig(spec, "containers"):
+            raise PluginError.permanent(f"{p}: not a pod spec (no containers)")
+    meta = obj.setdefault("metadata", {})
+    if not isinstance(meta.get("annotations"), dict):
+        meta["annotations"] = {}
+    meta["annotations"][POD_SPECS_ANNOTATION] = json.dumps(list(pointers), separators=(",", ":"))
+    return obj
 
 
 # --------------------------------------------------------------------------

@@ -295,6 +295,9 @@ mod alloc;
 mod host;
 mod types;
 
+#[cfg(feature = "task")]
+pub mod pods;
+
 pub use alloc::OneCallAllocator;
 
 #[doc(hidden)]

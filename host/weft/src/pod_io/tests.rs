@@ -141,9 +141,11 @@ fn outputs_must_come_back_under_the_attempts_keys() {
     let good = json!({"artifacts": {"model": {"key": "team/wf/u1/train/2/model",
         "digest": "sha256:ab", "size": 2, "kind": "file"}}});
     let good = good.as_object().unwrap();
-    let (kept, reference) = io.settle_outputs(&AT, &task(), Some(good.clone())).unwrap();
+    let (kept, reference) = io
+        .settle_outputs(&AT, &task(), Some(good.clone()), false)
+        .unwrap();
     assert_eq!((kept.as_ref(), reference), (Some(good), None));
-    let err = io.settle_outputs(&AT, &task(), None).unwrap_err();
+    let err = io.settle_outputs(&AT, &task(), None, false).unwrap_err();
     assert!(
         err.message
             .contains("output artifact model: the pod did not report it"),
@@ -153,7 +155,7 @@ fn outputs_must_come_back_under_the_attempts_keys() {
     let forged = json!({"artifacts": {"model": {"key": "other/x/u/n/0/model",
         "digest": "sha256:ab", "size": 2, "kind": "file"}}});
     let err = io
-        .settle_outputs(&AT, &task(), forged.as_object().cloned())
+        .settle_outputs(&AT, &task(), forged.as_object().cloned(), false)
         .unwrap_err();
     assert!(err.message.contains("not the attempt's"), "{}", err.message);
 }
@@ -198,11 +200,15 @@ fn outputs_the_pod_uploaded_are_read_back_and_kept_in_the_store_when_large() {
     let model = json!({"key": "team/wf/u1/train/2/model", "digest": "sha256:ab", "size": 2, "kind": "file"});
     // Small enough for the status: read back and kept inline.
     let small = json!({"n": 1, "artifacts": {"model": model}});
-    let (kept, reference) = io.settle_outputs(&AT, &task(), upload(&small)).unwrap();
+    let (kept, reference) = io
+        .settle_outputs(&AT, &task(), upload(&small), false)
+        .unwrap();
     assert_eq!((kept, reference), (small.as_object().cloned(), None));
     // Too large: referenced, and the round can read it back.
     let large = json!({"blob": "x".repeat(5000), "artifacts": {"model": model}});
-    let (kept, reference) = io.settle_outputs(&AT, &task(), upload(&large)).unwrap();
+    let (kept, reference) = io
+        .settle_outputs(&AT, &task(), upload(&large), false)
+        .unwrap();
     assert!(kept.is_none());
     let r = reference.unwrap();
     assert_eq!(
@@ -212,7 +218,9 @@ fn outputs_the_pod_uploaded_are_read_back_and_kept_in_the_store_when_large() {
     // A reference to another key, or bytes that changed, are refused.
     let mut forged = upload(&large).unwrap();
     forged[plan::OFFLOADED_KEY]["key"] = "team/other/u/n/0/outputs.json".into();
-    let err = io.settle_outputs(&AT, &task(), Some(forged)).unwrap_err();
+    let err = io
+        .settle_outputs(&AT, &task(), Some(forged), false)
+        .unwrap_err();
     assert_eq!(err.reason, "ArtifactNotReported");
     let mut changed = r.clone();
     changed.digest = "sha256:00".into();
@@ -245,4 +253,156 @@ fn a_pod_that_only_archives_its_log_is_wrapped_when_it_can_be() {
     assert_eq!(p, before);
     let mut job = json!({"apiVersion": "batch/v1", "kind": "Job"});
     io.prepare(&mut job, &AT, &plain, &[], true).unwrap();
+}
+
+/// A PyTorchJob-like object whose plugin marked its two pod specs.
+fn marked_job() -> Value {
+    let spec = |cmd: &str| json!({"containers": [{"name": "main", "image": "busybox", "command": ["sh", "-c", cmd]}]});
+    json!({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+        "metadata": {"name": "j", "annotations": {POD_SPECS_ANNOTATION:
+            r#"["/spec/replicas/Master/template/spec","/spec/replicas/Worker/template/spec"]"#}},
+        "spec": {"replicas": {"Master": {"template": {"spec": spec("train > /work/model")}},
+                              "Worker": {"template": {"spec": spec("work")}}}}})
+}
+
+fn plan_of(spec: &Value) -> IoPlan {
+    IoPlan::from_arg(spec["initContainers"][0]["command"][4].as_str().unwrap()).unwrap()
+}
+
+#[test]
+fn a_resources_marked_pod_specs_are_wrapped_the_first_reporting() {
+    let dir = tempfile::tempdir().unwrap();
+    let io = io(dir.path());
+    let mut job = marked_job();
+    io.prepare(&mut job, &AT, &task(), &[input("team/up/u0/a/0/out")], true)
+        .unwrap();
+    let master = &job["spec"]["replicas"]["Master"]["template"]["spec"];
+    let worker = &job["spec"]["replicas"]["Worker"]["template"]["spec"];
+    for spec in [master, worker] {
+        assert_eq!(spec["initContainers"][0]["name"], CONTAINER);
+        assert_eq!(spec["volumes"][0]["name"], CONTAINER);
+        let command = &spec["containers"][0]["command"];
+        assert_eq!(
+            (&command[1], &command[2]),
+            (&json!("io"), &json!("exec")),
+            "{command}"
+        );
+    }
+    let (first, other) = (plan_of(master), plan_of(worker));
+    assert_eq!(first.inputs.len(), 1);
+    assert_eq!(first.outputs[0].key, "team/wf/u1/train/2/model");
+    assert_eq!(first.parameters[0].name, "score");
+    // Everything reported lands in the store: the controller reads it
+    // there (it sees the Job, not its pods' termination messages).
+    assert_eq!(first.offload.as_ref().unwrap().above, 0);
+    assert!(first.log.is_some());
+    assert_eq!(other.inputs, first.inputs);
+    assert!(other.outputs.is_empty() && other.parameters.is_empty());
+    assert!(other.offload.is_none() && other.log.is_none());
+    // The same attempt prepared again (a re-create) gets the same plan.
+    let mut again = marked_job();
+    io.prepare(
+        &mut again,
+        &AT,
+        &task(),
+        &[input("team/up/u0/a/0/out")],
+        true,
+    )
+    .unwrap();
+    assert_eq!(again, job);
+}
+
+#[test]
+fn a_bad_mark_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let io = io(dir.path());
+    let cases = [
+        (json!("/spec"), "is not a JSON list of JSON Pointers"),
+        (json!("[]"), "lists no pod spec"),
+        (
+            json!(r#"["/spec/replicas/Master"]"#),
+            "names \"/spec/replicas/Master\", which is not a pod spec",
+        ),
+        (
+            json!(r#"["spec"]"#),
+            "names \"spec\", which is not a pod spec",
+        ),
+    ];
+    for (mark, says) in cases {
+        let mut job = marked_job();
+        job["metadata"]["annotations"][POD_SPECS_ANNOTATION] = mark;
+        let err = io.prepare(&mut job, &AT, &task(), &[], false).unwrap_err();
+        assert_eq!(err.reason, "PodSpecsInvalid");
+        assert!(err.message.contains(says), "{}", err.message);
+        assert!(
+            err.message
+                .starts_with("the PyTorchJob's annotation weft.dev/pod-specs"),
+            "{}",
+            err.message
+        );
+    }
+    // Marked, but the reporting container has no command.
+    let mut job = marked_job();
+    job["spec"]["replicas"]["Master"]["template"]["spec"]["containers"][0]["command"] = json!([]);
+    let err = io.prepare(&mut job, &AT, &task(), &[], false).unwrap_err();
+    assert_eq!(err.reason, "ArtifactsNeedACommand");
+    assert!(
+        err.message
+            .starts_with("/spec/replicas/Master/template/spec: container main needs a command"),
+        "{}",
+        err.message
+    );
+}
+
+#[test]
+fn a_resources_outputs_come_from_the_store_with_its_plugins_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let io = io(dir.path()).with_inline_limit(1000);
+    let err = io.settle_outputs(&AT, &task(), None, true).unwrap_err();
+    assert_eq!(err.reason, "ArtifactNotReported");
+    assert!(
+        err.message
+            .contains("no pod of the task's resource reported them"),
+        "{}",
+        err.message
+    );
+    let model = json!({"key": "team/wf/u1/train/2/model", "digest": "sha256:ab", "size": 2, "kind": "file"});
+    let put = |outputs: &Value| {
+        std::fs::create_dir_all(dir.path().join("team/wf/u1/train/2")).unwrap();
+        let bytes = outputs.to_string().into_bytes();
+        std::fs::write(dir.path().join("team/wf/u1/train/2/outputs.json"), &bytes).unwrap();
+        bytes
+    };
+    put(&json!({"score": 0.9, "artifacts": {"model": model}}));
+    // The plugin's own outputs (read from the Job's status) join the pod's.
+    let own = json!({"succeeded": 1}).as_object().cloned();
+    let (kept, reference) = io.settle_outputs(&AT, &task(), own.clone(), true).unwrap();
+    let want = json!({"succeeded": 1, "score": 0.9, "artifacts": {"model": model}});
+    assert_eq!((kept, reference), (want.as_object().cloned(), None));
+    // Large: referenced when all of it is in the store, inline otherwise.
+    let large = json!({"blob": "x".repeat(5000), "artifacts": {"model": model}});
+    let bytes = put(&large);
+    let (kept, reference) = io.settle_outputs(&AT, &task(), None, true).unwrap();
+    assert!(kept.is_none());
+    let r = reference.unwrap();
+    assert_eq!(
+        (r.key.as_str(), r.size),
+        ("team/wf/u1/train/2/outputs.json", bytes.len() as u64)
+    );
+    assert_eq!(
+        *io.load_outputs(&r).unwrap(),
+        large.as_object().cloned().unwrap()
+    );
+    let (kept, reference) = io.settle_outputs(&AT, &task(), own, true).unwrap();
+    assert!(reference.is_none());
+    assert_eq!(kept.unwrap()["succeeded"], 1);
+    // Reported without the declared artifact: refused as for a Pod.
+    put(&json!({"score": 1}));
+    let err = io.settle_outputs(&AT, &task(), None, true).unwrap_err();
+    assert!(
+        err.message
+            .contains("output artifact model: the pod did not report it"),
+        "{}",
+        err.message
+    );
 }

@@ -146,6 +146,19 @@ impl IoPlan {
         serde_json::to_string(self).expect("a plan serialises")
     }
 
+    /// The same inputs and nothing to report: for a resource's other pods
+    /// (a PyTorchJob's workers), so that only the first pod spec's pods
+    /// write the attempt's outputs and log.
+    pub fn inputs_only(&self) -> IoPlan {
+        IoPlan {
+            outputs: Vec::new(),
+            parameters: Vec::new(),
+            offload: None,
+            log: None,
+            ..self.clone()
+        }
+    }
+
     /// Reads `--plan`, naming the problem.
     pub fn from_arg(arg: &str) -> anyhow::Result<IoPlan> {
         serde_json::from_str(arg).map_err(|e| anyhow::anyhow!("--plan is not an io plan: {e}"))

@@ -1,5 +1,5 @@
 //! The real control plane as a test bed (issue 39): etcd, kube-apiserver,
-//! kube-controller-manager (garbage collector, namespace and resource quota controllers) and
+//! kube-controller-manager (garbage collector, namespace, resource quota and Job controllers) and
 //! kube-scheduler, built from their Go modules by `tests/k8s/build.sh` and
 //! started here as envtest starts them, one cluster per test file.
 //!
@@ -297,9 +297,10 @@ impl RealCluster {
             if name == "kube-controller-manager" {
                 // The resource quota controller keeps ResourceQuota status.used
                 // (admission answers "status unknown" until it has, and a
-                // finished pod frees its share only through it: issue 44).
+                // finished pod frees its share only through it: issue 44);
+                // the Job controller runs k8s-resource tasks' Jobs (issue 42).
                 args.push(
-                    "--controllers=garbage-collector-controller,namespace-controller,resourcequota-controller"
+                    "--controllers=garbage-collector-controller,namespace-controller,resourcequota-controller,job-controller"
                         .into(),
                 );
                 args.push("--concurrent-gc-syncs=20".into());

@@ -14,9 +14,11 @@
 // backoffLimit is 0: the Job never retries on its own, Weft does (a new
 // attempt, a new Job), so retries follow the workflow's policy.
 //
-// Outputs of a successful task: {succeeded: <status.succeeded>}.
+// Outputs of a successful task: {succeeded: <status.succeeded>}, with the
+// task's output artifacts and file parameters when it declares them (its
+// pod spec is marked for them with markPodSpecs).
 
-import { definePlugin, dig, log, phase, PluginError } from 'weft-plugin-sdk';
+import { definePlugin, dig, log, markPodSpecs, phase, PluginError } from 'weft-plugin-sdk';
 
 function inputEnv(inputs) {
   return Object.keys(inputs)
@@ -61,7 +63,7 @@ const spec = {
     if (resources) container.resources = resources;
 
     log.debug(`Job ${ctx.resourceName}: image ${image}`);
-    return {
+    const job = {
       apiVersion: 'batch/v1',
       kind: 'Job',
       metadata: ctx.metadata(),
@@ -74,6 +76,9 @@ const spec = {
         },
       },
     };
+    // A task's artifacts move in the Job's pod as in a Pod task's: the
+    // host wraps the marked pod spec (it needs a `command`).
+    return markPodSpecs(job, ['/spec/template/spec']);
   },
 
   getTaskPhase(ctx, observed) {

@@ -16,7 +16,8 @@ test('a Job with the image, command, args and inputs as env', () => {
     inputs: { day: 1, 'source-url': 's3://x' },
   }));
   assert.equal(job.kind, 'Job');
-  assert.deepEqual(job.metadata, { name: 'etl-extract-0', namespace: 'data', labels: { a: 'b' } });
+  assert.deepEqual(job.metadata, { name: 'etl-extract-0', namespace: 'data', labels: { a: 'b' },
+    annotations: { 'weft.dev/pod-specs': '["/spec/template/spec"]' } });
   assert.equal(job.spec.backoffLimit, 0);
   const c = job.spec.template.spec.containers[0];
   assert.deepEqual([c.image, c.command, c.args], ['busybox', ['sh', '-c'], ['echo hi']]);

@@ -65,8 +65,10 @@ impl PluginExecutor {
         match obs.state {
             TaskState::Succeeded => {
                 let outputs = obs.outputs.take();
-                let settled =
-                    self.with_attempt(req, |io, at| io.settle_outputs(at, req.task, outputs));
+                let resource = !crate::pod_io::is_pod(observed);
+                let settled = self.with_attempt(req, |io, at| {
+                    io.settle_outputs(at, req.task, outputs, resource)
+                });
                 match settled {
                     Ok((outputs, reference)) => {
                         (obs.outputs, obs.outputs_ref) = (outputs, reference)
