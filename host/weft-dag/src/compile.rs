@@ -273,7 +273,7 @@ fn dependencies(n: &NodeSpec, index: &HashMap<String, usize>, p: &mut Problems) 
 
 fn condition(n: &NodeSpec, p: &mut Problems) -> Option<Arc<Program>> {
     match expr::compile(n.when.as_deref()?) {
-        Ok(prog) => Some(Arc::new(prog)),
+        Ok(prog) => Some(prog),
         Err(e) => {
             p.add(Some(&n.id), "when", e);
             None

@@ -8,6 +8,9 @@
 //! expression's value with its type (a number stays a number); `${...}`
 //! inside a longer string is interpolated as text.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
 use cel::{Context, Program};
 use serde_json::{Map, Value};
 
@@ -27,10 +30,34 @@ pub struct Scope {
     pub workflow: Option<Value>,
 }
 
+/// How many compiled expressions [`compile`] keeps (cleared when full).
+const COMPILED_ENTRIES: usize = 4096;
+
 /// Compiles a CEL expression, or says why it is not one. Constructs the
 /// cel crate cannot evaluate (message literals such as `Foo{}`, which it
 /// answers with a panic) are refused here, so evaluation never meets them.
-pub fn compile(src: &str) -> Result<Program, String> {
+///
+/// Programs are kept by source: every round resolves its nodes' `${...}`
+/// again, and the cel crate's parser (ANTLR) took a tenth of a busy
+/// controller's CPU compiling the same few expressions (docs/benchmarks.md,
+/// the data plane's controller line).
+pub fn compile(src: &str) -> Result<Arc<Program>, String> {
+    static COMPILED: OnceLock<Mutex<HashMap<String, Arc<Program>>>> = OnceLock::new();
+    let cache = COMPILED.get_or_init(Default::default);
+    let lock = || cache.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(p) = lock().get(src) {
+        return Ok(p.clone());
+    }
+    let program = Arc::new(compile_uncached(src)?);
+    let mut kept = lock();
+    if kept.len() >= COMPILED_ENTRIES {
+        kept.clear();
+    }
+    kept.insert(src.to_string(), program.clone());
+    Ok(program)
+}
+
+fn compile_uncached(src: &str) -> Result<Program, String> {
     too_deep(src)?;
     let program = guarded(src, || {
         Program::compile(src).map_err(|e| format!("invalid CEL {src:?}: {e}"))
@@ -276,13 +303,13 @@ fn resolve_str(s: &str, scope: &Scope) -> Result<Value, String> {
     }
     let ps = pieces(s)?;
     if let [Piece::Expr(e)] = ps.as_slice() {
-        return eval(&compile(e)?, e, scope);
+        return eval(&*compile(e)?, e, scope);
     }
     let mut out = String::new();
     for p in ps {
         match p {
             Piece::Text(t) => out.push_str(t),
-            Piece::Expr(e) => match eval(&compile(e)?, e, scope)? {
+            Piece::Expr(e) => match eval(&*compile(e)?, e, scope)? {
                 Value::String(s) => out.push_str(&s),
                 other => out.push_str(&other.to_string()),
             },

@@ -124,7 +124,7 @@ async fn main() -> anyhow::Result<()> {
 /// workflows, plain and with a task that reads an input artifact and
 /// writes an output parameter from a file, so each attempt is planned,
 /// presigned (SigV4, offline: an S3 repository that is never contacted)
-/// and wrapped. Plain and with artifacts alternate, twice; medians.
+/// and wrapped. Plain and with artifacts alternate, three times; medians.
 async fn artifacts_cost(
     api: &kube::Api<Workflow>,
     ctx: &weft::controller::Context,
@@ -153,7 +153,6 @@ async fn artifacts_cost(
         "size": 1, "kind": "file"});
     let with: weft_dag::WorkflowSpec = serde_json::from_value(serde_json::json!({
         "inputs": {"data": data}, "nodes": [{"id": "task", "task": task}]}))?;
-    let (mut a, mut b) = (Vec::new(), Vec::new());
     let profile = std::env::var("PROFILE_IO_SECONDS").ok();
     let profiled = |label: &str, round: usize| match (&profile, round) {
         (Some(secs), 0) => Some(tokio::spawn(common::cpu_profile(
@@ -162,72 +161,103 @@ async fn artifacts_cost(
         ))),
         _ => None,
     };
-    for round in 0..2 {
-        let p = profiled("plain", round);
-        a.push(one_node_run(api, &plain, &format!("plain{round}")).await?);
-        if let Some(p) = p {
-            p.await??;
+    for (label, spec) in [("plain", &plain), ("io", &with)] {
+        let (workflow, pod) = sizes(api, &format!("size-{label}"), spec).await?;
+        println!("object sizes, {label}: Workflow {workflow} bytes, Pod {pod} bytes (JSON)");
+    }
+    // Each run starts from the same cluster (the runner deletes its
+    // workflows) and is told its end by a watch. The variants alternate,
+    // the second round in the other order: later runs are slower, and a
+    // fixed order charged that to the second variant.
+    let mut runs = [Runs::default(), Runs::default()];
+    for round in 0..3 {
+        let mut order = [(0, "plain", &plain), (1, "io", &with)];
+        if round == 1 {
+            order.reverse();
         }
-        let p = profiled("io", round);
-        b.push(one_node_run(api, &with, &format!("io{round}")).await?);
-        if let Some(p) = p {
-            p.await??;
+        for (i, label, spec) in order {
+            let p = profiled(label, round);
+            let (then, cpu) = (common::counters(ctx), own_cpu());
+            let per_min =
+                common::one_node_run(api, &format!("{label}{round}"), WORKFLOWS, spec).await?;
+            runs[i].add(
+                per_min,
+                own_cpu() - cpu,
+                common::since(&common::counters(ctx), &then),
+            );
+            if let Some(p) = p {
+                p.await??;
+            }
         }
     }
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(|x, y| x.total_cmp(y));
-        (v[0] + v[v.len() - 1]) / 2.0
-    };
-    let (a, b) = (median(&mut a), median(&mut b));
+    let (a, b) = (runs[0].median(), runs[1].median());
     println!(
-        "one-node workflows/min, plain {a:.0} vs with an input artifact and a file parameter {b:.0} ({:+.1}%)",
-        (b / a - 1.0) * 100.0
+        "one-node workflows/min, plain {a:.0} vs with an input artifact and a file parameter {b:.0} ({:+.1}%); runs: {:.0?} / {:.0?}",
+        (b / a - 1.0) * 100.0,
+        runs[0].per_min,
+        runs[1].per_min,
     );
+    println!(
+        "CPU seconds per 1,000 workflows (controller and dev cluster): plain {:.2}, io {:.2}",
+        runs[0].cpu / 3.0,
+        runs[1].cpu / 3.0
+    );
+    println!("per workflow (plain / io):");
+    for (k, v) in &runs[0].counts {
+        let io = runs[1].counts.get(k).copied().unwrap_or(0.0);
+        let per = (3 * WORKFLOWS) as f64;
+        println!("  {k}: {:.2} / {:.2}", v / per, io / per);
+    }
     Ok(())
 }
 
-/// 1,000 one-node workflows of `spec` named `<prefix>-N`: workflows/min.
-async fn one_node_run(
+/// The JSON sizes of a finished one-node workflow of `spec` and of its pod.
+async fn sizes(
     api: &kube::Api<Workflow>,
+    name: &str,
     spec: &weft_dag::WorkflowSpec,
-    prefix: &str,
-) -> anyhow::Result<f64> {
-    let start = Instant::now();
-    stream::iter(0..WORKFLOWS)
-        .for_each_concurrent(32, |i| {
-            let spec = spec.clone();
-            async move {
-                let wf = Workflow::new(&format!("{prefix}-{i:04}"), WorkflowResourceSpec { spec });
-                api.create(&PostParams::default(), &wf)
-                    .await
-                    .expect("create");
-            }
-        })
-        .await;
-    let lp = ListParams::default();
-    loop {
-        let list = api.list(&lp).await?;
-        let mine = list.items.iter().filter(|w| {
-            w.metadata
-                .name
-                .as_deref()
-                .is_some_and(|n| n.starts_with(prefix))
-        });
-        let done: Vec<_> = mine
-            .filter_map(|w| w.status.as_ref())
-            .filter(|s| s.phase.is_terminal())
-            .collect();
-        if done.len() == WORKFLOWS {
-            let failed = done
-                .iter()
-                .filter(|s| s.phase != weft_dag::WorkflowPhase::Succeeded)
-                .count();
-            anyhow::ensure!(failed == 0, "{failed} {prefix} workflows did not succeed");
-            break;
+) -> anyhow::Result<(usize, usize)> {
+    let spec = serde_json::to_value(spec)?;
+    common::run_to_success(api, name, spec).await?;
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(api.clone().into_client(), "default");
+    let lp = ListParams::default().labels(&format!("weft.dev/workflow={name}"));
+    let pod = pods.list(&lp).await?.items.pop();
+    let pod = pod.ok_or_else(|| anyhow::anyhow!("{name} has no pod"))?;
+    let workflow = api.get(name).await?;
+    Ok((
+        serde_json::to_vec(&workflow)?.len(),
+        serde_json::to_vec(&pod)?.len(),
+    ))
+}
+
+/// One variant's runs.
+#[derive(Default)]
+struct Runs {
+    per_min: Vec<f64>,
+    cpu: f64,
+    counts: std::collections::BTreeMap<String, f64>,
+}
+
+impl Runs {
+    fn add(&mut self, per_min: f64, cpu: f64, counts: std::collections::BTreeMap<String, f64>) {
+        self.per_min.push(per_min);
+        self.cpu += cpu;
+        for (k, v) in counts {
+            *self.counts.entry(k).or_default() += v;
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    Ok(WORKFLOWS as f64 / start.elapsed().as_secs_f64() * 60.0)
+
+    fn median(&self) -> f64 {
+        let mut v = self.per_min.clone();
+        v.sort_by(|x, y| x.total_cmp(y));
+        v[v.len() / 2]
+    }
+}
+
+/// CPU seconds this process has used (the controller and the dev cluster).
+fn own_cpu() -> f64 {
+    common::cpu_of(std::path::Path::new("/proc/self"))
 }
 
 /// The API writes so far, by kind.

@@ -502,11 +502,17 @@ async fn play_the_job_controller(t: &S3Bed, workflow: &str) {
         Api::<Pod>::namespaced(client, ns),
     );
     let lp = ListParams::default().labels(&format!("weft.dev/workflow={workflow}"));
-    let job = loop {
-        if let Some(j) = jobs.list(&lp).await.unwrap().items.pop() {
-            break j;
+    let job = async {
+        loop {
+            if let Some(j) = jobs.list(&lp).await.unwrap().items.pop() {
+                return j;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let Ok(job) = tokio::time::timeout(Duration::from_secs(60), job).await else {
+        let wf = t.finish(workflow, 1).await;
+        panic!("no Job for {workflow} in 60 s: {:#?}", wf.status);
     };
     let name = job.metadata.name.clone().unwrap();
     let template = serde_json::to_value(&job.spec.as_ref().unwrap().template).unwrap();
@@ -517,13 +523,18 @@ async fn play_the_job_controller(t: &S3Bed, workflow: &str) {
         "spec": template["spec"]});
     let pod: Pod = serde_json::from_value(pod).unwrap();
     pods.create(&Default::default(), &pod).await.unwrap();
-    let phase = loop {
+    let mut phase = String::new();
+    for _ in 0..300 {
         let p = pods.get(&format!("{name}-play")).await.unwrap();
         match p.status.and_then(|s| s.phase).as_deref() {
-            Some(ph @ ("Succeeded" | "Failed")) => break ph.to_string(),
+            Some(ph @ ("Succeeded" | "Failed")) => {
+                phase = ph.to_string();
+                break;
+            }
             _ => tokio::time::sleep(Duration::from_millis(200)).await,
         }
-    };
+    }
+    assert!(!phase.is_empty(), "the Job's pod did not end in 60 s");
     let status = match phase.as_str() {
         "Succeeded" => json!({"succeeded": 1}),
         _ => json!({"failed": 1}),

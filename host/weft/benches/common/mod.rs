@@ -157,7 +157,8 @@ pub async fn cpu_profile(secs: u64, label: String) -> anyhow::Result<()> {
 }
 
 /// `n` workflows of `spec` named `<prefix>-N`, created 32 at a time, run
-/// to their end, then deleted (so every run starts from the same
+/// to their end (an error names the first that did not succeed), then
+/// deleted (so every run starts from the same
 /// cluster): workflows/min. Their ends are read from a watch, as a UI
 /// would: a list of every workflow every 100 ms cost the API server more
 /// the longer a run took, which charged a slower variant twice.
@@ -188,7 +189,15 @@ pub async fn one_node_run(
         let Some(wf) = ended.next().await.transpose()? else {
             anyhow::bail!("the watch of workflows ended");
         };
-        if wf.status.as_ref().is_some_and(|s| s.phase.is_terminal()) {
+        let mine = kube::ResourceExt::name_any(&wf).starts_with(&format!("{prefix}-"));
+        if let Some(s) = wf.status.as_ref().filter(|s| mine && s.phase.is_terminal()) {
+            anyhow::ensure!(
+                s.phase == weft_dag::WorkflowPhase::Succeeded,
+                "{} ended {:?}: {:?}",
+                kube::ResourceExt::name_any(&wf),
+                s.phase,
+                s.message
+            );
             done.insert(kube::ResourceExt::name_any(&wf));
         }
     }
@@ -201,10 +210,16 @@ pub async fn one_node_run(
     Ok(per_min)
 }
 
-/// The controller's reconciles and API writes so far, by series.
+/// The controller's reconciles, API writes and plugin calls (count and
+/// seconds) so far, by series.
 #[allow(dead_code, reason = "only some benches count")]
 pub fn counters(ctx: &weft::controller::Context) -> std::collections::BTreeMap<String, f64> {
-    let keep = ["weft_reconciles_total", "weft_api_writes_total"];
+    let keep = [
+        "weft_reconciles_total",
+        "weft_api_writes_total",
+        "weft_plugin_call_duration_seconds_count",
+        "weft_plugin_call_duration_seconds_sum",
+    ];
     ctx.metrics
         .render()
         .lines()
