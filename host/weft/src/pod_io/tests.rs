@@ -75,19 +75,27 @@ fn the_pod_runs_its_command_under_weft_io_with_the_attempts_urls() {
     // The sidecar is left alone.
     assert_eq!(p["spec"]["containers"][0]["command"][0], "sleep");
 
-    let plan = IoPlan::from_arg(cmd[4]).unwrap();
-    assert_eq!(
-        plan,
-        IoPlan::from_arg(init["command"][4].as_str().unwrap()).unwrap()
+    // Each URL is in the pod once, in the container that uses it.
+    let (fetch, plan) = (init_plan(&p["spec"]), exec_plan(&p["spec"]));
+    assert_eq!(fetch.inputs[0].digest.as_deref(), Some("sha256:00"));
+    assert!(
+        fetch.inputs[0].url.ends_with("team/up/u0/a/0/out"),
+        "{}",
+        fetch.inputs[0].url
     );
+    assert!(fetch.outputs.is_empty() && fetch.parameters.is_empty());
+    assert!(fetch.offload.is_none() && fetch.log.is_none());
+    assert_eq!(plan.inputs[0].name, fetch.inputs[0].name);
+    assert_eq!(
+        (
+            plan.inputs[0].url.as_str(),
+            plan.inputs[0].digest.as_deref()
+        ),
+        ("", None)
+    );
+    assert!(!cmd[4].contains("\"url\":\"\""), "{}", cmd[4]);
     assert_eq!(plan.termination_log, "/dev/termination-log");
     assert_eq!(plan.inputs[0].kind, crate::store::transfer::Kind::Directory);
-    assert_eq!(plan.inputs[0].digest.as_deref(), Some("sha256:00"));
-    assert!(
-        plan.inputs[0].url.ends_with("team/up/u0/a/0/out"),
-        "{}",
-        plan.inputs[0].url
-    );
     assert_eq!(plan.outputs[0].key, "team/wf/u1/train/2/model");
     assert!(plan.outputs[0].url.ends_with("team/wf/u1/train/2/model"));
     assert_eq!(plan.parameters[0].name, "score");
@@ -180,12 +188,7 @@ fn outputs_the_pod_uploaded_are_read_back_and_kept_in_the_store_when_large() {
     let mut p = pod();
     io.prepare(&mut p, &AT, &task(), &[input("team/up/u0/a/0/out")], false)
         .unwrap();
-    let plan = IoPlan::from_arg(
-        p["spec"]["initContainers"][0]["command"][4]
-            .as_str()
-            .unwrap(),
-    )
-    .unwrap();
+    let plan = exec_plan(&p["spec"]);
     let offload = plan.offload.clone().unwrap();
     assert_eq!(offload.key, "team/wf/u1/train/2/outputs.json");
     assert_eq!(offload.above, plan::MESSAGE_LIMIT);
@@ -235,12 +238,7 @@ fn a_pod_that_only_archives_its_log_is_wrapped_when_it_can_be() {
     let plain: TaskSpec = serde_json::from_value(json!({"type": "pod"})).unwrap();
     let mut p = pod();
     io.prepare(&mut p, &AT, &plain, &[], true).unwrap();
-    let plan = IoPlan::from_arg(
-        p["spec"]["initContainers"][0]["command"][4]
-            .as_str()
-            .unwrap(),
-    )
-    .unwrap();
+    let plan = exec_plan(&p["spec"]);
     let log = plan.log.unwrap();
     assert_eq!(log.key, "team/wf/u1/train/2/main.log");
     assert!(log.url.ends_with(&log.key), "{}", log.url);
@@ -265,8 +263,15 @@ fn marked_job() -> Value {
                               "Worker": {"template": {"spec": spec("work")}}}}})
 }
 
-fn plan_of(spec: &Value) -> IoPlan {
+/// The plan `weft io init` gets in the pod spec.
+fn init_plan(spec: &Value) -> IoPlan {
     IoPlan::from_arg(spec["initContainers"][0]["command"][4].as_str().unwrap()).unwrap()
+}
+
+/// The plan `weft io exec` gets in the pod spec's main container.
+fn exec_plan(spec: &Value) -> IoPlan {
+    let main = main_container(spec).unwrap();
+    IoPlan::from_arg(spec["containers"][main]["command"][4].as_str().unwrap()).unwrap()
 }
 
 #[test]
@@ -288,7 +293,13 @@ fn a_resources_marked_pod_specs_are_wrapped_the_first_reporting() {
             "{command}"
         );
     }
-    let (first, other) = (plan_of(master), plan_of(worker));
+    let (first, other) = (exec_plan(master), exec_plan(worker));
+    assert_eq!(init_plan(worker).inputs, init_plan(master).inputs);
+    assert!(
+        init_plan(worker).inputs[0]
+            .url
+            .contains("team/up/u0/a/0/out")
+    );
     assert_eq!(first.inputs.len(), 1);
     assert_eq!(first.outputs[0].key, "team/wf/u1/train/2/model");
     assert_eq!(first.parameters[0].name, "score");

@@ -107,7 +107,8 @@ pub struct PlannedInput {
     /// A file, or a directory (a tar.zst object, unpacked).
     pub kind: Kind,
     /// A presigned GET URL (`file://` under a local repository), or the
-    /// `url` the spec named.
+    /// `url` the spec named. Only `weft io init`'s plan has it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub url: String,
     /// The digest recorded when it was uploaded; a mismatch fails.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -157,6 +158,30 @@ impl IoPlan {
             log: None,
             ..self.clone()
         }
+    }
+
+    /// What `weft io init` needs: the inputs to fetch, and nothing to
+    /// report. Each URL is in the pod once, in the container that uses
+    /// it (URLs are most of a wrapped pod's bytes).
+    pub fn for_init(&self) -> IoPlan {
+        IoPlan {
+            outputs: Vec::new(),
+            parameters: Vec::new(),
+            offload: None,
+            log: None,
+            ..self.clone()
+        }
+    }
+
+    /// What `weft io exec` needs: where the inputs were fetched to (not
+    /// their URLs and digests), and everything it reports.
+    pub fn for_exec(&self) -> IoPlan {
+        let mut plan = self.clone();
+        for i in &mut plan.inputs {
+            i.url.clear();
+            i.digest = None;
+        }
+        plan
     }
 
     /// Reads `--plan`, naming the problem.

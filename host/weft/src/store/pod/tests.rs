@@ -152,10 +152,12 @@ async fn init_and_exec_move_inputs_in_and_outputs_out_and_report_them() {
             path: bed.at(&format!("task/out/{file}")),
         });
     }
-    // The plan goes through its command-line form, as in a pod.
-    let plan = IoPlan::from_arg(&plan.to_arg()).unwrap();
+    // The plan goes through its command-line forms, as in a pod: init's
+    // without the outputs, exec's without the inputs' URLs.
+    let arg = |p: IoPlan| IoPlan::from_arg(&p.to_arg()).unwrap();
+    let (fetch, plan) = (arg(plan.for_init()), arg(plan.for_exec()));
 
-    bed.init(&plan).await.unwrap();
+    bed.init(&fetch).await.unwrap();
     let installed = bed.path("io/bin/weft");
     assert_eq!(std::fs::read(&installed).unwrap(), b"#!/bin/sh\n");
     let mode = std::fs::metadata(&installed).unwrap().permissions().mode();
