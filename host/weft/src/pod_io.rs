@@ -563,7 +563,7 @@ fn main_container(spec: &Value) -> Option<usize> {
 /// command under `weft io exec`, in a pod spec.
 fn inject(spec: &mut Value, plan: &IoPlan, binary: &str, image: &str) -> Result<(), String> {
     let main = main_container(spec).ok_or("the pod has no container")?;
-    let (init_plan, exec_plan) = (plan.for_init().to_arg(), plan.for_exec().to_arg());
+    let (init_plan, exec_plan) = (plan.inputs_only().to_arg(), plan.for_exec().to_arg());
     let mount = json!({"name": CONTAINER, "mountPath": plan::IO_DIR});
     let c = &mut spec["containers"][main];
     let command: Vec<Value> = c["command"].as_array().cloned().unwrap_or_default();

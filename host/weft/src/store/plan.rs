@@ -147,23 +147,12 @@ impl IoPlan {
         serde_json::to_string(self).expect("a plan serialises")
     }
 
-    /// The same inputs and nothing to report: for a resource's other pods
-    /// (a PyTorchJob's workers), so that only the first pod spec's pods
-    /// write the attempt's outputs and log.
+    /// The same inputs and nothing to report: what `weft io init` needs
+    /// (each URL is in the pod once, in the container that uses it: URLs
+    /// are most of a wrapped pod's bytes), and the whole plan of a
+    /// resource's other pods (a PyTorchJob's workers), so that only the
+    /// first pod spec's pods write the attempt's outputs and log.
     pub fn inputs_only(&self) -> IoPlan {
-        IoPlan {
-            outputs: Vec::new(),
-            parameters: Vec::new(),
-            offload: None,
-            log: None,
-            ..self.clone()
-        }
-    }
-
-    /// What `weft io init` needs: the inputs to fetch, and nothing to
-    /// report. Each URL is in the pod once, in the container that uses
-    /// it (URLs are most of a wrapped pod's bytes).
-    pub fn for_init(&self) -> IoPlan {
         IoPlan {
             outputs: Vec::new(),
             parameters: Vec::new(),

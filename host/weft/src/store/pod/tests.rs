@@ -155,7 +155,7 @@ async fn init_and_exec_move_inputs_in_and_outputs_out_and_report_them() {
     // The plan goes through its command-line forms, as in a pod: init's
     // without the outputs, exec's without the inputs' URLs.
     let arg = |p: IoPlan| IoPlan::from_arg(&p.to_arg()).unwrap();
-    let (fetch, plan) = (arg(plan.for_init()), arg(plan.for_exec()));
+    let (fetch, plan) = (arg(plan.inputs_only()), arg(plan.for_exec()));
 
     bed.init(&fetch).await.unwrap();
     let installed = bed.path("io/bin/weft");
