@@ -442,6 +442,8 @@ impl PodIo {
                 size: bytes.len() as u64,
                 kind: "file".into(),
             };
+            // All reported: the outputs are the stored object's, already read.
+            self.remember(&r.digest, outputs);
             return Ok((None, Some(r)));
         }
         Ok((Some(outputs), None))
@@ -455,9 +457,11 @@ impl PodIo {
 
     /// [`PodIo::load_outputs`] for async callers (the admin API, the CLI).
     pub async fn read_outputs(&self, r: &ArtifactRef) -> Result<Arc<Map<String, Value>>, String> {
-        let cache = || self.loaded.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(m) = cache().get(&r.digest) {
-            return Ok(m.clone());
+        let cached = (self.loaded.lock().unwrap_or_else(|e| e.into_inner()))
+            .get(&r.digest)
+            .cloned();
+        if let Some(m) = cached {
+            return Ok(m);
         }
         let bytes = self
             .store
@@ -475,13 +479,19 @@ impl PodIo {
         }
         let map: Map<String, Value> = serde_json::from_slice(&bytes)
             .map_err(|e| format!("{} is not a JSON object of outputs: {e}", r.key))?;
+        Ok(self.remember(&r.digest, map))
+    }
+
+    /// Keeps outputs read from the store by their digest (they never
+    /// change), so a round that needs them again reads no object.
+    fn remember(&self, digest: &str, map: Map<String, Value>) -> Arc<Map<String, Value>> {
         let map = Arc::new(map);
-        let mut loaded = cache();
+        let mut loaded = self.loaded.lock().unwrap_or_else(|e| e.into_inner());
         if loaded.len() >= LOADED_ENTRIES {
             loaded.clear();
         }
-        loaded.insert(r.digest.clone(), map.clone());
-        Ok(map)
+        loaded.insert(digest.to_string(), map.clone());
+        map
     }
 
     /// Holds a successful attempt's outputs to its plan: every declared
