@@ -49,9 +49,7 @@ fn diamond() -> Value {
 }
 
 async fn browser() -> anyhow::Result<(tokio::process::Child, tempfile::TempDir, Client)> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
+    let port = common::free_port();
     let driver = tokio::process::Command::new("chromedriver")
         .arg(format!("--port={port}"))
         .stdout(std::process::Stdio::null())

@@ -19,10 +19,9 @@ fn root() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
+#[path = "../tests/common/port.rs"]
+mod port;
+use port::free_port;
 
 use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};

@@ -4,6 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+#[path = "common/port.rs"]
+mod port;
+
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
@@ -511,10 +514,7 @@ fn plugin_new_webapi_scaffolds_plugins_that_run_a_job() {
     assert!(log.contains("3 passed"), "{log}");
 
     // The jobs API, on a free port.
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = port::free_port();
     /// Killed however the test ends (it holds the test's stderr open).
     struct Server(std::process::Child);
     impl Drop for Server {

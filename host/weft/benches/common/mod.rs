@@ -5,6 +5,12 @@
 use std::path::Path;
 use std::sync::Arc;
 
+#[allow(dead_code)]
+#[path = "../../tests/common/port.rs"]
+mod port;
+#[allow(unused_imports)]
+pub use port::free_port;
+
 /// A running simulated cluster and controller.
 pub struct Simulated {
     /// A client of the cluster.

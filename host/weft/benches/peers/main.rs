@@ -35,10 +35,9 @@ fn root() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
+#[path = "../../tests/common/port.rs"]
+mod port;
+use port::free_port;
 
 /// The comma-separated list `var`, or `all`.
 fn pick<T: Copy>(var: &str, all: &[T], key: impl Fn(T) -> String) -> anyhow::Result<Vec<T>> {

@@ -11,9 +11,12 @@ pub mod install;
 pub mod k8s;
 pub mod loopback;
 pub mod oidc;
+mod port;
 pub mod postgres;
 pub mod runs;
 pub mod s3;
+
+pub use port::free_port;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -320,16 +323,6 @@ pub async fn kubectl(
         drop(pipe);
     }
     child.wait_with_output().await.unwrap()
-}
-
-/// A loopback port nobody listens on (free when asked; the caller binds it
-/// next).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// The body of `GET http://127.0.0.1:PORT/PATH`, or `None` while nothing
