@@ -75,8 +75,22 @@ as_owner() {
 	fi
 }
 
+# A free loopback port below the kernel's ephemeral range (and below the
+# Rust tests' 20000-32000): a port handed out for :0 may be taken as an
+# outgoing connection's source port before postgres binds it, or when it
+# restarts on the same port.
 free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+	python3 -c '
+import random, socket
+for p in random.sample(range(12000, 20000), 8000):
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", p))
+    except OSError:
+        continue
+    print(p)
+    break
+'
 }
 
 start() {

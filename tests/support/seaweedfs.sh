@@ -57,12 +57,23 @@ install() {
 	echo "$WEED_VERSION" >"$stamp"
 }
 
+# N free loopback ports below the kernel's ephemeral range (and below the
+# Rust tests' 20000-32000, beside postgres.sh's 12000-20000): a port
+# handed out for :0 may be taken as an outgoing connection's source port
+# before weed binds it.
 free_ports() {
 	python3 - "$1" <<'PY'
-import socket, sys
+import random, socket, sys
 socks = []
-for _ in range(int(sys.argv[1])):
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); socks.append(s)
+for p in random.sample(range(4000, 12000), 8000):
+    if len(socks) == int(sys.argv[1]):
+        break
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", p))
+    except OSError:
+        continue
+    socks.append(s)
 print(" ".join(str(s.getsockname()[1]) for s in socks))
 PY
 }

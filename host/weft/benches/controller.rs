@@ -29,6 +29,9 @@ async fn main() -> anyhow::Result<()> {
     let spec: weft_dag::WorkflowSpec = serde_yaml::from_str(
         "nodes:\n  - id: task\n    task: {type: pod, config: {image: busybox, command: ['true'], annotations: {weft.dev/simulate: 'true', weft.dev/simulate-duration: 10ms}}}\n",
     )?;
+    if let Ok(rounds) = std::env::var("DRIFT_ROUNDS") {
+        return drift(&api, &spec, rounds.parse()?).await;
+    }
 
     let profile = match std::env::var("PROFILE_SECONDS") {
         Ok(secs) => Some(tokio::spawn(common::cpu_profile(
@@ -207,6 +210,46 @@ async fn artifacts_cost(
         let io = runs[1].counts.get(k).copied().unwrap_or(0.0);
         let per = (3 * WORKFLOWS) as f64;
         println!("  {k}: {:.2} / {:.2}", v / per, io / per);
+    }
+    Ok(())
+}
+
+/// `rounds` runs of the same 1,000 one-node workflows, each deleted after
+/// it: what changes from run to run (throughput, CPU, memory, what stays
+/// in the cluster). `DRIFT_ROUNDS=N`; `PROFILE_IO_SECONDS` profiles the
+/// first and the last run.
+async fn drift(
+    api: &kube::Api<Workflow>,
+    spec: &weft_dag::WorkflowSpec,
+    rounds: usize,
+) -> anyhow::Result<()> {
+    let client = api.clone().into_client();
+    let events: kube::Api<k8s_openapi::api::core::v1::Event> = kube::Api::all(client.clone());
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::all(client);
+    let profile = std::env::var("PROFILE_IO_SECONDS").ok();
+    for round in 0..rounds {
+        let p = match &profile {
+            Some(secs) if round == 0 || round + 1 == rounds => Some(tokio::spawn(
+                common::cpu_profile(secs.parse()?, format!("controller-drift{round}")),
+            )),
+            _ => None,
+        };
+        let cpu = own_cpu();
+        let per_min = common::one_node_run(api, &format!("d{round}"), WORKFLOWS, spec).await?;
+        let cpu = own_cpu() - cpu;
+        if let Some(p) = p {
+            p.await??;
+        }
+        let status = std::fs::read_to_string("/proc/self/status")?;
+        let rss = status
+            .lines()
+            .find(|l| l.starts_with("VmRSS"))
+            .unwrap_or("");
+        let ev = events.list(&ListParams::default()).await?.items.len();
+        let po = pods.list(&ListParams::default()).await?.items.len();
+        println!(
+            "drift run {round}: {per_min:.0} workflows/min, CPU {cpu:.2} s, {rss}, events {ev}, pods {po}"
+        );
     }
     Ok(())
 }
