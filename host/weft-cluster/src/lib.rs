@@ -26,6 +26,7 @@ mod audit;
 mod authn;
 mod body;
 mod error;
+mod event_ttl;
 pub mod fuzz;
 mod gc;
 pub mod logs;
@@ -113,6 +114,9 @@ pub struct Config {
     /// impersonation rights ([`Authorization::Rbac`]) or all allowed
     /// ([`Authorization::AlwaysAllow`], the default).
     pub authorization: Authorization,
+    /// How long an Event lives after its last write (kube-apiserver's
+    /// `--event-ttl`, whose default of one hour is this one's).
+    pub event_ttl: std::time::Duration,
 }
 
 impl Config {
@@ -128,6 +132,7 @@ impl Config {
             node_name: "weft-dev".into(),
             runner: RunnerConfig::default(),
             authorization: Authorization::AlwaysAllow,
+            event_ttl: std::time::Duration::from_secs(3600),
         }
     }
 
@@ -183,6 +188,7 @@ impl DevCluster {
         let mut tasks = JoinSet::new();
         tasks.spawn(accept_loop(listener, cx.clone(), rx.clone()));
         tasks.spawn(gc::run(cx.clone(), rx.clone()));
+        tasks.spawn(event_ttl::run(cx.clone(), config.event_ttl, rx.clone()));
         tasks.spawn(quota_controller::run(cx.clone(), rx.clone()));
         if config.runner.enabled {
             tasks.spawn(runner::run(cx.clone(), config.runner.clone(), rx.clone()));

@@ -9,7 +9,10 @@
 //! writes it to target/controller-cpu.pb.gz and prints its hottest Weft
 //! functions; `PROFILE_IO_SECONDS=N` does the same for the first N seconds
 //! of the data plane's first plain and first with-artifacts runs
-//! (target/controller-plain-cpu.pb.gz, target/controller-io-cpu.pb.gz).
+//! (target/controller-plain0-cpu.pb.gz, target/controller-io0-cpu.pb.gz);
+//! `IO_ROUNDS=N` sets how many rounds of both the data plane's line runs
+//! (default 8, `common::paired`); `DRIFT_ROUNDS=N` runs only the plain
+//! one-node workflows N times and prints what changes from run to run.
 
 mod common;
 
@@ -127,7 +130,7 @@ async fn main() -> anyhow::Result<()> {
 /// workflows, plain and with a task that reads an input artifact and
 /// writes an output parameter from a file, so each attempt is planned,
 /// presigned (SigV4, offline: an S3 repository that is never contacted)
-/// and wrapped. Plain and with artifacts alternate, three times; medians.
+/// and wrapped. Plain and with artifacts alternate (`common::paired`).
 async fn artifacts_cost(
     api: &kube::Api<Workflow>,
     ctx: &weft::controller::Context,
@@ -157,60 +160,33 @@ async fn artifacts_cost(
     let with: weft_dag::WorkflowSpec = serde_json::from_value(serde_json::json!({
         "inputs": {"data": data}, "nodes": [{"id": "task", "task": task}]}))?;
     let profile = std::env::var("PROFILE_IO_SECONDS").ok();
-    let profiled = |label: &str, round: usize| match (&profile, round) {
-        (Some(secs), 0) => Some(tokio::spawn(common::cpu_profile(
-            secs.parse().expect("PROFILE_IO_SECONDS: seconds"),
-            format!("controller-{label}"),
-        ))),
-        _ => None,
-    };
     for (label, spec) in [("plain", &plain), ("io", &with)] {
         let (workflow, pod) = sizes(api, &format!("size-{label}"), spec).await?;
         println!("object sizes, {label}: Workflow {workflow} bytes, Pod {pod} bytes (JSON)");
     }
     // Each run starts from the same cluster (the runner deletes its
-    // workflows) and is told its end by a watch. The variants alternate,
-    // the second round in the other order: later runs are slower, and a
-    // fixed order charged that to the second variant.
-    let mut runs = [Runs::default(), Runs::default()];
-    for round in 0..3 {
-        let mut order = [(0, "plain", &plain), (1, "io", &with)];
-        if round == 1 {
-            order.reverse();
-        }
-        for (i, label, spec) in order {
-            let p = profiled(label, round);
-            let (then, cpu) = (common::counters(ctx), own_cpu());
-            let per_min =
-                common::one_node_run(api, &format!("{label}{round}"), WORKFLOWS, spec).await?;
-            runs[i].add(
-                per_min,
-                own_cpu() - cpu,
-                common::since(&common::counters(ctx), &then),
-            );
-            if let Some(p) = p {
-                p.await??;
+    // workflows) and is told its end by a watch.
+    let rounds = common::paired::rounds("IO_ROUNDS", 8);
+    let paired =
+        common::paired::Paired::run(ctx, ["plain", "io"], rounds, WORKFLOWS, |v, round, name| {
+            let spec = if v == 0 { &plain } else { &with };
+            let p = match &profile {
+                Some(secs) if round == 0 => Some(tokio::spawn(common::cpu_profile(
+                    secs.parse().expect("PROFILE_IO_SECONDS: seconds"),
+                    format!("controller-{name}"),
+                ))),
+                _ => None,
+            };
+            async move {
+                let per_min = common::one_node_run(api, &name, WORKFLOWS, spec).await?;
+                if let Some(p) = p {
+                    p.await??;
+                }
+                Ok(per_min)
             }
-        }
-    }
-    let (a, b) = (runs[0].median(), runs[1].median());
-    println!(
-        "one-node workflows/min, plain {a:.0} vs with an input artifact and a file parameter {b:.0} ({:+.1}%); runs: {:.0?} / {:.0?}",
-        (b / a - 1.0) * 100.0,
-        runs[0].per_min,
-        runs[1].per_min,
-    );
-    println!(
-        "CPU seconds per 1,000 workflows (controller and dev cluster): plain {:.2}, io {:.2}",
-        runs[0].cpu / 3.0,
-        runs[1].cpu / 3.0
-    );
-    println!("per workflow (plain / io):");
-    for (k, v) in &runs[0].counts {
-        let io = runs[1].counts.get(k).copied().unwrap_or(0.0);
-        let per = (3 * WORKFLOWS) as f64;
-        println!("  {k}: {:.2} / {:.2}", v / per, io / per);
-    }
+        })
+        .await?;
+    paired.print("one-node workflows/min, plain vs with an input artifact and a file parameter");
     Ok(())
 }
 
@@ -234,9 +210,9 @@ async fn drift(
             )),
             _ => None,
         };
-        let cpu = own_cpu();
+        let cpu = common::own_cpu();
         let per_min = common::one_node_run(api, &format!("d{round}"), WORKFLOWS, spec).await?;
-        let cpu = own_cpu() - cpu;
+        let cpu = common::own_cpu() - cpu;
         if let Some(p) = p {
             p.await??;
         }
@@ -272,35 +248,6 @@ async fn sizes(
         serde_json::to_vec(&workflow)?.len(),
         serde_json::to_vec(&pod)?.len(),
     ))
-}
-
-/// One variant's runs.
-#[derive(Default)]
-struct Runs {
-    per_min: Vec<f64>,
-    cpu: f64,
-    counts: std::collections::BTreeMap<String, f64>,
-}
-
-impl Runs {
-    fn add(&mut self, per_min: f64, cpu: f64, counts: std::collections::BTreeMap<String, f64>) {
-        self.per_min.push(per_min);
-        self.cpu += cpu;
-        for (k, v) in counts {
-            *self.counts.entry(k).or_default() += v;
-        }
-    }
-
-    fn median(&self) -> f64 {
-        let mut v = self.per_min.clone();
-        v.sort_by(|x, y| x.total_cmp(y));
-        v[v.len() / 2]
-    }
-}
-
-/// CPU seconds this process has used (the controller and the dev cluster).
-fn own_cpu() -> f64 {
-    common::cpu_of(std::path::Path::new("/proc/self"))
 }
 
 /// The API writes so far, by kind.

@@ -2,8 +2,9 @@
 //! started here by tests/support/postgres.sh in a temporary directory):
 //!
 //! 1. the controller's one-node workflows/min on the embedded dev cluster
-//!    (pods simulated), history off and then on, and the events/s the
-//!    exporter wrote meanwhile;
+//!    (pods simulated), runs with history off and on alternating
+//!    (`HISTORY_ROUNDS` rounds, default 8; `common::paired`), and the
+//!    events/s the exporter wrote in the runs with it on;
 //! 2. raw ingest: 100,000 events from 10,000 outboxes through the
 //!    exporter, events/s;
 //! 3. ListExecutions' query over 1,000,000 archived executions: the first
@@ -12,7 +13,7 @@
 //!
 //! `cargo bench -p weft --bench history` (after `make guests`);
 //! `HISTORY_PARTS=1,3` runs only those parts; `PROFILE_SECONDS=N` takes a
-//! CPU profile of the first N seconds of part 1's history-on runs
+//! CPU profile of the first N seconds of part 1's second history-on run
 //! (target/history-cpu.pb.gz, as the controller bench does).
 
 mod common;
@@ -80,64 +81,60 @@ async fn throughput(db: &Db) -> anyhow::Result<()> {
     let api: kube::Api<Workflow> = kube::Api::namespaced(sim.client.clone(), "default");
     let spec: weft_dag::WorkflowSpec = serde_json::from_value(serde_json::json!({
         "nodes": [{"id": "task", "task": common::simulated_task()}]}))?;
-    let mut off = Vec::new();
-    let (cpu, counted) = (Cpu::now(), common::counters(&sim.ctx));
-    for round in 0..2 {
-        off.push(common::one_node_run(&api, &format!("off{round}"), WORKFLOWS, &spec).await?);
-    }
-    let cpu_off = cpu.since();
-    let counts_off = common::since(&common::counters(&sim.ctx), &counted);
     let h = History::start(db.clone(), sim.ctx.metrics.clone(), Retention::default());
     while h.health().is_err() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    sim.ctx.set_history(h.clone());
-    let mut on = Vec::new();
-    let profile = match std::env::var("PROFILE_SECONDS") {
-        Ok(secs) => Some(tokio::spawn(common::cpu_profile(
-            secs.parse()?,
-            "history".into(),
-        ))),
-        Err(_) => None,
-    };
-    let (start, cpu, counted) = (Instant::now(), Cpu::now(), common::counters(&sim.ctx));
-    for round in 0..2 {
-        on.push(common::one_node_run(&api, &format!("on{round}"), WORKFLOWS, &spec).await?);
-    }
-    let cpu_on = cpu.since();
-    let counts_on = common::since(&common::counters(&sim.ctx), &counted);
-    if let Some(p) = profile {
-        p.await??;
-    }
-    while h.pending() > 0 {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let took = start.elapsed();
+    let profile = std::env::var("PROFILE_SECONDS").ok();
+    // History's own time: each run with it on, until the exporter has
+    // written everything (the runs' workflows/min stop at their ends).
+    let (on_secs, pg_cpu) = (std::cell::Cell::new(0.0), std::cell::Cell::new(0.0));
+    let rounds = common::paired::rounds("HISTORY_ROUNDS", 8);
+    let paired = common::paired::Paired::run(
+        &sim.ctx,
+        ["off", "on"],
+        rounds,
+        WORKFLOWS,
+        |v, round, name| {
+            match v {
+                0 => sim.ctx.stop_history(),
+                _ => sim.ctx.set_history(h.clone()),
+            }
+            let p = match &profile {
+                Some(secs) if v == 1 && round == 1 => Some(tokio::spawn(common::cpu_profile(
+                    secs.parse().expect("PROFILE_SECONDS: seconds"),
+                    "history".into(),
+                ))),
+                _ => None,
+            };
+            let (api, spec, h, on_secs, pg_cpu) = (&api, &spec, &h, &on_secs, &pg_cpu);
+            async move {
+                let (start, cpu) = (Instant::now(), Cpu::now());
+                let per_min = common::one_node_run(api, &name, WORKFLOWS, spec).await?;
+                if v == 1 {
+                    while h.pending() > 0 {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                    on_secs.set(on_secs.get() + start.elapsed().as_secs_f64());
+                    pg_cpu.set(pg_cpu.get() + cpu.since().1);
+                }
+                if let Some(p) = p {
+                    p.await??;
+                }
+                Ok(per_min)
+            }
+        },
+    )
+    .await?;
+    paired.print("one-node workflows/min, history off vs on");
     let events = count(db, "SELECT COUNT(*) FROM events").await?;
     let archived = count(db, "SELECT COUNT(*) FROM executions").await?;
-    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
-    let (off, on) = (mean(&off), mean(&on));
     println!(
-        "one-node workflows/min: history off {off:.0}, on {on:.0} ({:+.1}%); \
-         {events} events and {archived} archived executions written in {:.1}s ({:.0} events/s)",
-        (on / off - 1.0) * 100.0,
-        took.as_secs_f64(),
-        events as f64 / took.as_secs_f64()
+        "  {events} events and {archived} archived executions written in {:.1}s of runs with history on ({:.0} events/s); PostgreSQL CPU {:.2} s per 1,000 workflows",
+        on_secs.get(),
+        events as f64 / on_secs.get(),
+        pg_cpu.get() / rounds as f64 * (1_000.0 / WORKFLOWS as f64)
     );
-    println!(
-        "CPU seconds per 1,000 workflows (bench process: controller and dev cluster / PostgreSQL): \
-         history off {:.1} / {:.1}, on {:.1} / {:.1}",
-        cpu_off.0 / 2.0,
-        cpu_off.1 / 2.0,
-        cpu_on.0 / 2.0,
-        cpu_on.1 / 2.0
-    );
-    println!("per workflow (history off / on):");
-    for (k, v) in &counts_off {
-        let on = counts_on.get(k).copied().unwrap_or(0.0);
-        let per = (2 * WORKFLOWS) as f64;
-        println!("  {k}: {:.2} / {:.2}", v / per, on / per);
-    }
     sim.shutdown().await;
     Ok(())
 }

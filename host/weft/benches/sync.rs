@@ -4,13 +4,14 @@
 //! and one run; workflows/min of each and their ratio, and the lock's
 //! hand-over latency (from the write that made a waiter the holder to
 //! that workflow's start: `weft_lock_handover_seconds`), p50 and p99
-//! interpolated within its buckets. `SYNC_ROUNDS` times each (default
-//! 4: run to run, one round's throughput varied by a tenth), alternating. Also, per
+//! interpolated within its buckets. `SYNC_ROUNDS` rounds of both (default
+//! 8: run to run, one variant's throughput moves by a tenth), alternating
+//! (`common::paired`: the median of each round's ratio). Also, per
 //! variant: CPU seconds of the process (controller and dev cluster) per
 //! 1,000 workflows and the controller's reconciles and API writes per
 //! workflow; with `PROFILE_SECONDS=n`, a CPU profile of n seconds of each
-//! variant's second run (target/sync-free-cpu.pb.gz,
-//! target/sync-held-cpu.pb.gz).
+//! variant's second run (target/sync-free1-cpu.pb.gz,
+//! target/sync-held1-cpu.pb.gz).
 //!
 //! `cargo bench -p weft --bench sync` (after `make guests`).
 
@@ -28,42 +29,34 @@ async fn main() -> anyhow::Result<()> {
     locked.synchronization = Some(serde_json::from_value(
         serde_json::json!({"semaphore": {"name": "fifty", "limit": 50}}),
     )?);
-    let (mut free, mut held) = (Variant::default(), Variant::default());
-    let rounds: usize = std::env::var("SYNC_ROUNDS")
-        .ok()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(4);
-    for round in 0..rounds {
-        free.run(&sim, &api, "free", round, &plain).await?;
-        held.run(&sim, &api, "held", round, &locked).await?;
-    }
-    let (f, h) = (free.per_min(), held.per_min());
-    println!(
-        "one-node workflows/min: no lock {f:.0}, on a semaphore of 50 {h:.0} ({:+.1}%)",
-        (h / f - 1.0) * 100.0
-    );
-    let each = |v: &Variant| {
-        v.per_min
-            .iter()
-            .map(|r| format!("{r:.0}"))
-            .collect::<Vec<_>>()
-    };
-    println!(
-        "each round: no lock {}; semaphore {}",
-        each(&free).join(" "),
-        each(&held).join(" ")
-    );
-    let runs = (rounds * WORKFLOWS) as f64;
-    println!(
-        "CPU seconds per 1,000 workflows (controller and dev cluster): no lock {:.2}, semaphore {:.2}",
-        free.cpu / runs * 1e3,
-        held.cpu / runs * 1e3
-    );
-    println!("per workflow (no lock / semaphore):");
-    for (k, v) in &held.counts {
-        let f = free.counts.get(k).copied().unwrap_or(0.0);
-        println!("  {k}: {:.2} / {:.2}", f / runs, v / runs);
-    }
+    let rounds = common::paired::rounds("SYNC_ROUNDS", 8);
+    let profile = std::env::var("PROFILE_SECONDS").ok();
+    let paired = common::paired::Paired::run(
+        &sim.ctx,
+        ["free", "held"],
+        rounds,
+        WORKFLOWS,
+        |v, round, name| {
+            let spec = if v == 0 { &plain } else { &locked };
+            let p = match &profile {
+                Some(secs) if round == 1 => Some(tokio::spawn(common::cpu_profile(
+                    secs.parse().expect("PROFILE_SECONDS: seconds"),
+                    format!("sync-{name}"),
+                ))),
+                _ => None,
+            };
+            let api = &api;
+            async move {
+                let per_min = common::one_node_run(api, &name, WORKFLOWS, spec).await?;
+                if let Some(p) = p {
+                    p.await??;
+                }
+                Ok(per_min)
+            }
+        },
+    )
+    .await?;
+    paired.print("one-node workflows/min, no lock (free) vs on a semaphore of 50 (held)");
     let (count, p50, p99) = handover(&sim.ctx.metrics.render());
     println!(
         "lock hand-over over {count} waits: p50 {:.1} ms, p99 {:.1} ms",
@@ -72,51 +65,6 @@ async fn main() -> anyhow::Result<()> {
     );
     sim.shutdown().await;
     Ok(())
-}
-
-/// One variant's runs: workflows/min of each, and what they cost.
-#[derive(Default)]
-struct Variant {
-    per_min: Vec<f64>,
-    cpu: f64,
-    counts: std::collections::BTreeMap<String, f64>,
-}
-
-impl Variant {
-    async fn run(
-        &mut self,
-        sim: &common::Simulated,
-        api: &kube::Api<weft::api::Workflow>,
-        label: &str,
-        round: usize,
-        spec: &weft_dag::WorkflowSpec,
-    ) -> anyhow::Result<()> {
-        let secs = std::env::var("PROFILE_SECONDS").ok().filter(|_| round == 1);
-        let profile = match secs {
-            Some(s) => Some(tokio::spawn(common::cpu_profile(
-                s.parse()?,
-                format!("sync-{label}"),
-            ))),
-            None => None,
-        };
-        let me = std::path::Path::new("/proc/self");
-        let (cpu, counted) = (common::cpu_of(me), common::counters(&sim.ctx));
-        let name = format!("{label}{round}");
-        self.per_min
-            .push(common::one_node_run(api, &name, WORKFLOWS, spec).await?);
-        self.cpu += common::cpu_of(me) - cpu;
-        for (k, v) in common::since(&common::counters(&sim.ctx), &counted) {
-            *self.counts.entry(k).or_default() += v;
-        }
-        if let Some(p) = profile {
-            p.await??;
-        }
-        Ok(())
-    }
-
-    fn per_min(&self) -> f64 {
-        self.per_min.iter().sum::<f64>() / self.per_min.len() as f64
-    }
 }
 
 /// (count, p50, p99) of `weft_lock_handover_seconds{kind="semaphore"}`,

@@ -11,6 +11,9 @@ mod port;
 #[allow(unused_imports)]
 pub use port::free_port;
 
+#[allow(dead_code, reason = "only some benches compare two variants")]
+pub mod paired;
+
 /// A running simulated cluster and controller.
 pub struct Simulated {
     /// A client of the cluster.
@@ -245,6 +248,12 @@ pub fn since(
     now.iter()
         .map(|(k, v)| (k.clone(), v - then.get(k).copied().unwrap_or(0.0)))
         .collect()
+}
+
+/// CPU seconds this process has used (the controller and the dev cluster).
+#[allow(dead_code, reason = "only some benches count")]
+pub fn own_cpu() -> f64 {
+    cpu_of(std::path::Path::new("/proc/self"))
 }
 
 /// utime + stime of a /proc/<pid> directory, in seconds (USER_HZ 100).

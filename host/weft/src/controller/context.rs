@@ -137,7 +137,7 @@ pub struct Context {
     /// the store's failures).
     pub(super) gc: artifact_gc::Collector,
     /// Execution history, when there is a database.
-    history: OnceLock<Arc<crate::history::History>>,
+    history: std::sync::RwLock<Option<Arc<crate::history::History>>>,
     /// Mutexes, semaphores and parallelism limits (started with the
     /// controller, `run.rs`).
     pub(super) locks: OnceLock<Arc<crate::sync::Locks>>,
@@ -196,7 +196,7 @@ impl Context {
             artifacts: settings.artifacts.into(),
             repositories,
             gc: artifact_gc::Collector::default(),
-            history: settings.history.map(OnceLock::from).unwrap_or_default(),
+            history: settings.history.into(),
             locks: OnceLock::new(),
             parallelism: Arc::new(crate::sync::Parallelism::new(settings.limits)),
         })
@@ -211,9 +211,16 @@ impl Context {
     }
 
     /// Records history in `h` from the next round on (`weft dev`, `weft
-    /// run`; a controller's comes with its settings). Set once.
+    /// run`; a controller's comes with its settings).
     pub fn set_history(&self, h: Arc<crate::history::History>) {
-        let _ = self.history.set(h);
+        *self.history.write().unwrap_or_else(|e| e.into_inner()) = Some(h);
+    }
+
+    /// Records no history from the next round on: for benches that
+    /// alternate runs with and without it on one controller (a finished
+    /// Workflow's TTL deletion then no longer waits for its archive).
+    pub fn stop_history(&self) {
+        *self.history.write().unwrap_or_else(|e| e.into_inner()) = None;
     }
 
     /// The locks (`weft sync list`, the admin API read them).
@@ -222,8 +229,11 @@ impl Context {
     }
 
     /// The execution history, when there is one.
-    pub fn history(&self) -> Option<&Arc<crate::history::History>> {
-        self.history.get()
+    pub fn history(&self) -> Option<Arc<crate::history::History>> {
+        self.history
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Moves tasks' artifacts through `io` from the next round on.

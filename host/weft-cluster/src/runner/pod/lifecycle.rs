@@ -115,6 +115,14 @@ impl PodRun {
             self.wait_for_deletion().await;
             return;
         }
+        let simulate =
+            self.cfg.simulate_all || self.annotation(SIMULATE).as_deref() == Some("true");
+        if simulate {
+            // No process runs, so no ImageNotPulled: it says what runs
+            // instead of the image. kwok, too, sends simulated pods none.
+            self.simulate().await;
+            return;
+        }
         for c in self.ctrs.clone_specs() {
             let image = c["image"].as_str().unwrap_or("");
             let name = c["name"].as_str().unwrap_or("");
@@ -124,12 +132,6 @@ impl PodRun {
                 Some(name),
             )
             .await;
-        }
-        let simulate =
-            self.cfg.simulate_all || self.annotation(SIMULATE).as_deref() == Some("true");
-        if simulate {
-            self.simulate().await;
-            return;
         }
         self.run_processes().await;
     }
