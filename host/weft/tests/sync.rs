@@ -7,6 +7,8 @@
 //! measured where the work happens, not inferred from phases.
 
 mod common;
+#[path = "sync/line.rs"]
+mod line;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -15,6 +17,7 @@ use common::cluster::Bed;
 use common::runs::{create, intervals, most_at_once, recorded, wait_all, workflow};
 use common::{kubectl, weft};
 use kube::Api;
+use line::{Sampler, line_beyond, line_ran, line_up};
 use weft::admin::pb;
 use weft::api::Workflow;
 use weft::sync::Lock;
@@ -165,33 +168,6 @@ async fn ten_workflows_on_one_mutex_never_overlap_across_three_controller_kills(
     bed.stop().await;
 }
 
-/// What the sampler saw of a lock: the most holders, the most waiters
-/// the object listed, and the most it said were kept beyond them.
-#[derive(Debug, Default, Clone, Copy)]
-struct Seen {
-    holders: usize,
-    listed: usize,
-    beyond: u32,
-}
-
-/// Samples the Lock `name` every 20 ms into `seen` until `stop`.
-async fn sample(
-    locks: Api<Lock>,
-    name: String,
-    seen: std::sync::Arc<std::sync::Mutex<Seen>>,
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-) {
-    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-        if let Ok(Some(l)) = locks.get_opt(&name).await {
-            let mut s = seen.lock().unwrap();
-            s.holders = s.holders.max(l.spec.holders.len());
-            s.listed = s.listed.max(l.spec.waiters.len());
-            s.beyond = s.beyond.max(l.spec.beyond);
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// A line longer than a Lock lists (16 waiters): the object
 /// keeps its head and says how many more wait (`beyond`), kubectl and
 /// `weft sync list` count them, and after a SIGKILL of the controller,
@@ -205,39 +181,12 @@ async fn a_long_line_keeps_its_head_in_the_lock_and_survives_a_controller_kill()
     // Every run holds on until the test lets go, so the line is as long
     // as the workflows created, however fast the machine.
     let go = bed.path("go");
-    let names: Vec<String> = (0..24).map(|i| format!("line-{i:02}")).collect();
-    for name in &names {
-        let task = format!(
-            "{{type: pod, config: {{image: busybox, command: [sh, -c, 'echo start {name} $(date +%s%N) >> {log}; until [ -e {go} ]; do sleep 0.05; done; sleep 0.1; echo end {name} $(date +%s%N) >> {log}']}}}}",
-            log = log.display(),
-            go = go.display()
-        );
-        let spec = format!(
-            "  synchronization: {{semaphore: {{name: line, limit: 2}}}}\n  nodes:\n    - {{id: a, task: {task}}}\n"
-        );
-        create(&bed, &workflow(name, &spec)).await;
-    }
+    let names = line_up(&bed, "line", 24, &go, &log).await;
     let api: Api<Workflow> = Api::namespaced(bed.client.clone(), &bed.ns);
     let locks: Api<Lock> = Api::namespaced(bed.client.clone(), &bed.ns);
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let seen = std::sync::Arc::new(std::sync::Mutex::new(Seen::default()));
-    let sampler = tokio::spawn(sample(
-        locks.clone(),
-        "semaphore.line".into(),
-        seen.clone(),
-        stop.clone(),
-    ));
+    let sampler = Sampler::start(locks.clone(), "semaphore.line");
     // Wait for a long line, and read it as users do.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let lock = loop {
-        if let Ok(Some(l)) = locks.get_opt("semaphore.line").await
-            && l.spec.beyond > 0
-        {
-            break l;
-        }
-        assert!(Instant::now() < deadline, "no line beyond the Lock's");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let lock = line_beyond(&locks).await;
     assert_eq!(lock.spec.waiters.len(), 16, "{:?}", lock.spec);
     let wide = kubectl(
         &bed.kubeconfig,
@@ -265,25 +214,36 @@ async fn a_long_line_keeps_its_head_in_the_lock_and_survives_a_controller_kill()
     controller = bed.controller("sync-5", &[]);
     std::fs::write(&go, "").unwrap();
     let done = wait_all(&api, &names, 120).await;
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    sampler.await.unwrap();
-    for wf in &done {
-        let s = wf.status.as_ref().unwrap();
-        assert_eq!(s.phase, WorkflowPhase::Succeeded, "{:?}", s.message);
-    }
-    let runs = intervals(&log);
-    assert_eq!(runs.len(), 24, "each ran once: {runs:?}");
-    assert!(most_at_once(&runs) <= 2, "{runs:?}");
-    let seen = *seen.lock().unwrap();
-    assert!(seen.holders <= 2 && seen.listed <= 16, "{seen:?}");
-    assert!(seen.beyond > 0, "{seen:?}");
-    let l = locks.get("semaphore.line").await.unwrap();
-    assert!(
-        l.spec.holders.is_empty() && l.spec.waiters.is_empty() && l.spec.beyond == 0,
-        "{:?}",
-        l.spec
-    );
+    line_ran(&done, &log, sampler.stop().await, &locks).await;
     controller.kill();
+    bed.stop().await;
+}
+
+/// The same long line shared by two shards (`--shards 2`): each holds
+/// the waiters beyond the object that it wrote last, whichever shard
+/// owns them, and shard 0 is SIGKILLed while the line is long. Every
+/// workflow still runs once, never more than the limit at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_line_across_two_shards_runs_each_once_within_the_limit_through_a_kill() {
+    let bed = Bed::start().await;
+    let (log, go) = (bed.path("runs.log"), bed.path("go"));
+    let shard = |i: u32| {
+        let (shards, me) = ("--shards=2".to_string(), format!("--shard={i}"));
+        bed.controller(&format!("shard-{i}"), &[shards.as_str(), me.as_str()])
+    };
+    let (mut first, second) = (shard(0), shard(1));
+    let names = line_up(&bed, "two", 24, &go, &log).await;
+    let api: Api<Workflow> = Api::namespaced(bed.client.clone(), &bed.ns);
+    let locks: Api<Lock> = Api::namespaced(bed.client.clone(), &bed.ns);
+    let sampler = Sampler::start(locks.clone(), "semaphore.line");
+    line_beyond(&locks).await;
+    first.kill();
+    first = shard(0);
+    std::fs::write(&go, "").unwrap();
+    let done = wait_all(&api, &names, 180).await;
+    line_ran(&done, &log, sampler.stop().await, &locks).await;
+    first.kill();
+    drop(second);
     bed.stop().await;
 }
 
