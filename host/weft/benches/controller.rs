@@ -170,20 +170,11 @@ async fn artifacts_cost(
     let paired =
         common::paired::Paired::run(ctx, ["plain", "io"], rounds, WORKFLOWS, |v, round, name| {
             let spec = if v == 0 { &plain } else { &with };
-            let p = match &profile {
-                Some(secs) if round == 0 => Some(tokio::spawn(common::cpu_profile(
-                    secs.parse().expect("PROFILE_IO_SECONDS: seconds"),
-                    format!("controller-{name}"),
-                ))),
-                _ => None,
-            };
-            async move {
-                let per_min = common::one_node_run(api, &name, WORKFLOWS, spec).await?;
-                if let Some(p) = p {
-                    p.await??;
-                }
-                Ok(per_min)
-            }
+            let p = profile.as_ref().filter(|_| round == 0).map(|secs| {
+                let secs = secs.parse().expect("PROFILE_IO_SECONDS: seconds");
+                (secs, format!("controller-{name}"))
+            });
+            async move { common::profiled_run(api, &name, WORKFLOWS, spec, p).await }
         })
         .await?;
     paired.print("one-node workflows/min, plain vs with an input artifact and a file parameter");

@@ -38,21 +38,12 @@ async fn main() -> anyhow::Result<()> {
         WORKFLOWS,
         |v, round, name| {
             let spec = if v == 0 { &plain } else { &locked };
-            let p = match &profile {
-                Some(secs) if round == 1 => Some(tokio::spawn(common::cpu_profile(
-                    secs.parse().expect("PROFILE_SECONDS: seconds"),
-                    format!("sync-{name}"),
-                ))),
-                _ => None,
-            };
+            let p = profile.as_ref().filter(|_| round == 1).map(|secs| {
+                let secs = secs.parse().expect("PROFILE_SECONDS: seconds");
+                (secs, format!("sync-{name}"))
+            });
             let api = &api;
-            async move {
-                let per_min = common::one_node_run(api, &name, WORKFLOWS, spec).await?;
-                if let Some(p) = p {
-                    p.await??;
-                }
-                Ok(per_min)
-            }
+            async move { common::profiled_run(api, &name, WORKFLOWS, spec, p).await }
         },
     )
     .await?;

@@ -219,6 +219,24 @@ pub async fn one_node_run(
     Ok(per_min)
 }
 
+/// [`one_node_run`], with a CPU profile of its first `secs` seconds
+/// saved as `label` when `profile` is `Some((secs, label))`.
+#[allow(dead_code, reason = "only some benches profile their runs")]
+pub async fn profiled_run(
+    api: &kube::Api<weft::api::Workflow>,
+    name: &str,
+    n: usize,
+    spec: &weft_dag::WorkflowSpec,
+    profile: Option<(u64, String)>,
+) -> anyhow::Result<f64> {
+    let p = profile.map(|(secs, label)| tokio::spawn(cpu_profile(secs, label)));
+    let per_min = one_node_run(api, name, n, spec).await?;
+    if let Some(p) = p {
+        p.await??;
+    }
+    Ok(per_min)
+}
+
 /// The controller's reconciles, API writes and plugin calls (count and
 /// seconds) so far, by series.
 #[allow(dead_code, reason = "only some benches count")]
