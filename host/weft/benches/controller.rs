@@ -196,17 +196,14 @@ async fn drift(
     let profile = std::env::var("PROFILE_IO_SECONDS").ok();
     for round in 0..rounds {
         let p = match &profile {
-            Some(secs) if round == 0 || round + 1 == rounds => Some(tokio::spawn(
-                common::cpu_profile(secs.parse()?, format!("controller-drift{round}")),
-            )),
+            Some(secs) if round == 0 || round + 1 == rounds => {
+                Some((secs.parse()?, format!("controller-drift{round}")))
+            }
             _ => None,
         };
-        let cpu = common::own_cpu();
-        let per_min = common::one_node_run(api, &format!("d{round}"), WORKFLOWS, spec).await?;
+        let (cpu, name) = (common::own_cpu(), format!("d{round}"));
+        let per_min = common::profiled_run(api, &name, WORKFLOWS, spec, p).await?;
         let cpu = common::own_cpu() - cpu;
-        if let Some(p) = p {
-            p.await??;
-        }
         let status = std::fs::read_to_string("/proc/self/status")?;
         let rss = status
             .lines()
