@@ -555,3 +555,71 @@ async fn an_undecodable_workflow_is_reported_once_and_never_stalls_the_rest() {
     let raw: serde_json::Value = serde_json::from_slice(&raw.stdout).unwrap();
     assert!(raw["status"].is_null(), "{raw}");
 }
+
+/// `--status-hold` (5 s here, so a loaded machine still ends the short
+/// task within it): a task that starts and ends within the hold costs its
+/// Workflow one status write (a watch never sees it Running, only
+/// Succeeded); a longer one is shown Running, with its pod, within the
+/// hold and before it ends. Each made exactly one pod.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_task_writes_its_status_once_and_a_long_one_shows_running_within_the_hold() {
+    let env = Env::start().await;
+    let hold = Duration::from_secs(5);
+    env.ctx.set_status_hold(hold);
+    let status_writes = || {
+        common::sample(
+            &env.ctx.metrics.render(),
+            "weft_api_writes_total{kind=\"status\"}",
+        )
+        .unwrap_or(0.0)
+    };
+    let seen = common::runs::statuses(env.workflows(), &["quick"]);
+    let before = status_writes();
+    env.submit(
+        "quick",
+        &format!("nodes:\n  - {{id: a, task: {}}}\n", sh("true")),
+    )
+    .await;
+    let seen = seen.await.unwrap();
+    let phases: Vec<_> = seen["quick"].iter().map(|s| s.phase).collect();
+    assert_eq!(phases, [WorkflowPhase::Succeeded], "{seen:#?}");
+    // The watch may bring the write before its answer is counted.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while status_writes() - before < 1.0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(status_writes() - before, 1.0, "status writes of quick");
+    assert_eq!(env.pods_of("quick").await.len(), 1);
+
+    let seen = common::runs::statuses(env.workflows(), &["slow"]);
+    let created = std::time::Instant::now();
+    env.submit(
+        "slow",
+        &format!("nodes:\n  - {{id: a, task: {}}}\n", sh("sleep 10")),
+    )
+    .await;
+    let running = env
+        .wait_for("slow", 30, |wf| {
+            wf.status.as_ref().is_some_and(|s| {
+                s.phase == WorkflowPhase::Running
+                    && s.nodes.get("a").is_some_and(|n| n.resource.is_some())
+            })
+        })
+        .await;
+    let shown = created.elapsed();
+    assert!(
+        shown < hold + Duration::from_secs(3),
+        "Running shown after {shown:?}"
+    );
+    assert_eq!(node(&running, "a").phase, NodePhase::Running);
+    let pods = env.pods_of("slow").await;
+    assert_eq!(pods.len(), 1);
+    let pod = node(&running, "a").resource.as_ref().unwrap().name.clone();
+    assert_eq!(pod, common::name(&pods[0]));
+    let seen = seen.await.unwrap();
+    let last = seen["slow"].last().unwrap();
+    assert_eq!(last.phase, WorkflowPhase::Succeeded, "{seen:#?}");
+    assert_eq!(seen["slow"][0].phase, WorkflowPhase::Running, "{seen:#?}");
+    assert_eq!(env.pods_of("slow").await.len(), 1);
+    env.stop().await;
+}

@@ -106,6 +106,13 @@ pub struct ControllerArgs {
     /// watch reported); 0 never.
     #[arg(long, default_value = "10h", value_parser = humantime::parse_duration, value_name = "DURATION")]
     pub sync_period: Duration,
+    /// How long a round's status may wait to be written with the next
+    /// change (gate CoalesceStatusWrites): minor changes, and rounds that
+    /// only started nodes. A task that starts and ends within it costs its
+    /// Workflow one status write instead of two; a running one is shown up
+    /// to this much later. 0s writes every round's status at once.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub status_hold: Duration,
     /// How long a SIGTERM waits for running reconciles to finish (and
     /// write their status) before the Lease is released and the process
     /// exits; deploy/ sets terminationGracePeriodSeconds above it.
@@ -448,6 +455,7 @@ pub fn controller(args: ControllerArgs) -> anyhow::Result<ExitCode> {
                     std::sync::Arc::new(Impersonation::new(kube_config, &ns, throttle))
                 }),
                 sync_period: Some(args.sync_period),
+                status_hold: args.status_hold,
                 gates: args.feature_gates.clone(),
                 artifacts,
                 history,

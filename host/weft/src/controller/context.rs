@@ -18,13 +18,24 @@ use crate::api::Workflow;
 use crate::events::WorkflowEvents;
 use crate::metrics::Metrics;
 
-/// How long a round's minor status changes (a running task's sub-phase or
-/// message, an array item's progress: no node transition, no child
-/// written) may wait to be written with the next change. A pod that goes
-/// Pending, Running, Succeeded within this costs one status write instead
-/// of two; the same round is recomputed from the children then, so nothing
-/// is lost, only shown up to this much later.
-pub const MINOR_STATUS_DELAY: Duration = Duration::from_secs(1);
+/// How long a round's status may wait to be written with the next change
+/// by default (`--status-hold`; gate `CoalesceStatusWrites`): a round whose changes are minor (a
+/// running task's sub-phase or message, an array item's progress) or that
+/// only started nodes by applying their children. A task that starts and
+/// ends within this costs one status write instead of two or three. The
+/// next round starts from the held status; a restart loses it, and the
+/// round then finds the same children (their names come from the
+/// workflow, node and attempt) and applies them unchanged, so nothing is
+/// lost or made twice, only shown up to this much later.
+pub const STATUS_HOLD: Duration = Duration::from_secs(2);
+
+/// A status a round computed and has not written yet ([`STATUS_HOLD`]).
+struct Held {
+    /// When the first unwritten change was held.
+    since: Instant,
+    /// The status the next round starts from.
+    status: WorkflowStatus,
+}
 
 /// How a controller behaves: `weft controller`'s flags, in one value that
 /// [`Context::new`] takes (each leadership term builds its context from
@@ -49,6 +60,9 @@ pub struct Settings {
     /// How often every Workflow is reconciled without an event
     /// (`--sync-period`; zero or `None`: never).
     pub sync_period: Option<Duration>,
+    /// How long a round's status may wait to be written (`--status-hold`,
+    /// [`STATUS_HOLD`]).
+    pub status_hold: Duration,
     /// `--feature-gates`.
     pub gates: features::FeatureGates,
     /// Children written as their plugin's ServiceAccount, and web-API
@@ -75,6 +89,7 @@ impl Default for Settings {
             events: WorkflowEvents::default(),
             concurrency: 0,
             sync_period: None,
+            status_hold: STATUS_HOLD,
             gates: features::FeatureGates::default(),
             impersonation: None,
             artifacts: None,
@@ -113,9 +128,11 @@ pub struct Context {
     plugin_clients: Arc<PluginClients>,
     /// The task output cache (started with the controller).
     pub(super) cache: OnceLock<Arc<cache::TaskCache>>,
-    /// Since when a Workflow's minor status changes wait to be written, by
-    /// uid ([`MINOR_STATUS_DELAY`]).
-    deferred: Mutex<HashMap<String, Instant>>,
+    /// The status a Workflow's rounds hold unwritten, by uid
+    /// ([`STATUS_HOLD`]).
+    held: Mutex<HashMap<String, Held>>,
+    /// [`Settings::status_hold`], in milliseconds (a test may change it).
+    status_hold: AtomicU64,
     /// When failed reconciles run again (controller-runtime's rate limiter).
     pub(super) backoff: backoff::Backoff,
     /// The work queue's figures (`workqueue_*`).
@@ -182,7 +199,8 @@ impl Context {
             echoes: super::intake::Echoes::default(),
             finalized: Mutex::new(HashMap::new()),
             cache: OnceLock::new(),
-            deferred: Mutex::new(HashMap::new()),
+            held: Mutex::new(HashMap::new()),
+            status_hold: (settings.status_hold.as_millis() as u64).into(),
             max_depth: settings.max_depth.into(),
             events: Mutex::new(settings.events),
             concurrency: settings.concurrency.into(),
@@ -254,6 +272,12 @@ impl Context {
         self.concurrency.store(n, Ordering::Relaxed);
     }
 
+    /// Changes [`Settings::status_hold`] of a running controller.
+    pub fn set_status_hold(&self, hold: Duration) {
+        self.status_hold
+            .store(hold.as_millis() as u64, Ordering::Relaxed);
+    }
+
     /// Changes [`Settings::max_depth`] of a running controller.
     pub fn set_max_depth(&self, depth: u32) {
         self.max_depth.store(depth, Ordering::Relaxed);
@@ -321,7 +345,7 @@ impl Context {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .retain(|(u, _), _| u != uid);
-        self.deferred
+        self.held
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(uid);
@@ -331,21 +355,40 @@ impl Context {
         }
     }
 
-    /// Whether a round's minor changes wait (for at most the time
-    /// returned), or are written now (the delay is over, or `minor` is
-    /// false: then any wait is ended).
-    pub(super) fn defer_minor(&self, uid: &str, minor: bool) -> Option<Duration> {
-        let mut deferred = self.deferred.lock().unwrap_or_else(|e| e.into_inner());
-        if !minor || !self.gates.enabled("CoalesceStatusWrites") {
-            deferred.remove(uid);
+    /// Whether a round's status waits (for at most the time returned,
+    /// held as the next round's start), or is written now: the hold is
+    /// over, or there is nothing that may wait (`None`: any hold ends).
+    pub(super) fn hold_status(
+        &self,
+        uid: &str,
+        status: Option<&WorkflowStatus>,
+    ) -> Option<Duration> {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let hold = Duration::from_millis(self.status_hold.load(Ordering::Relaxed));
+        let status = status.filter(|_| self.gates.enabled("CoalesceStatusWrites"));
+        let Some(status) = status.filter(|_| !hold.is_zero()) else {
+            held.remove(uid);
             return None;
-        }
-        let since = *deferred.entry(uid.to_string()).or_insert_with(Instant::now);
-        let left = MINOR_STATUS_DELAY.checked_sub(since.elapsed());
-        if left.is_none() {
-            deferred.remove(uid);
-        }
+        };
+        let since = held.get(uid).map_or_else(Instant::now, |h| h.since);
+        let left = hold.checked_sub(since.elapsed());
+        match left {
+            Some(_) => held.insert(
+                uid.to_string(),
+                Held {
+                    since,
+                    status: status.clone(),
+                },
+            ),
+            None => held.remove(uid),
+        };
         left
+    }
+
+    /// The status a Workflow's last round held unwritten, if any.
+    pub(super) fn held_status(&self, uid: &str) -> Option<WorkflowStatus> {
+        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        held.get(uid).map(|h| h.status.clone())
     }
 
     /// Whether `--feature-gates` turned `name` on.

@@ -94,6 +94,10 @@ pub struct PluginExecutor {
     cache: Option<(Arc<super::cache::TaskCache>, bool)>,
     /// Cache entries to store after the round.
     pub cache_writes: Vec<super::cache::CacheWrite>,
+    /// Whether this round observed, started or aborted a web-API task:
+    /// its remote job's identity lives only in the status, so that status
+    /// is written at once, never held (`STATUS_HOLD`).
+    pub webapi_touched: bool,
     /// Web-API attempts in flight (none served without it).
     webapi: Option<Arc<super::webapi::WebApiTasks>>,
     /// The data plane (no artifacts without it), or why the namespace's
@@ -150,6 +154,7 @@ impl PluginExecutor {
             cache: None,
             cache_writes: Vec::new(),
             webapi: None,
+            webapi_touched: false,
             io: Ok(None),
             archive_logs: None,
         }
@@ -561,6 +566,7 @@ impl Executor for PluginExecutor {
         )
         .entered();
         if let Some((tasks, plugin)) = self.webapi_plugin(req) {
+            self.webapi_touched = true;
             return self.webapi_task(req, &tasks, &plugin);
         }
         let plugin = match self.plugin(req) {
@@ -637,6 +643,7 @@ impl Executor for PluginExecutor {
 
     fn abort(&mut self, req: &TaskRequest<'_>) {
         if let Some((tasks, plugin)) = self.webapi_plugin(req) {
+            self.webapi_touched = true;
             tasks.abort(self.attempt(req, &plugin));
             return;
         }

@@ -49,7 +49,7 @@ use crate::api::Workflow;
 pub use crate::events::{WorkflowEvents, record_event, set_instance};
 pub use crate::metrics;
 pub use crate::metrics::standard as standard_metrics;
-pub use context::{Context, MINOR_STATUS_DELAY, Settings};
+pub use context::{Context, STATUS_HOLD, Settings};
 pub use reconcile::reconcile;
 pub use run::run;
 pub use writes::merge_diff;

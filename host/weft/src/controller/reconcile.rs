@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime};
 use kube::{Api, ResourceExt, runtime::controller::Action};
 use weft_dag::schedule::{RoundInput, RoundOutcome, fail_invalid, reconcile as round};
 use weft_dag::spec::approval_annotation;
-use weft_dag::{Compiled, WorkflowSpec, WorkflowStatus};
+use weft_dag::{Compiled, NodePhase, WorkflowSpec, WorkflowStatus};
 
 use super::executor::{self, PluginExecutor};
 use super::writes::{
@@ -74,9 +74,15 @@ struct Current {
     has_finalizer: bool,
     /// Whether it carries artifact GC's finalizer (`artifact_gc`).
     gc_held: bool,
-    /// The newest status known: what this controller last wrote, else the
-    /// watch cache's.
+    /// The newest status written: what this controller last wrote, else
+    /// the watch cache's. Status patches are the difference from it.
+    base: WorkflowStatus,
+    /// The status the round starts from: the one the last round held
+    /// unwritten ([`super::STATUS_HOLD`]), else `base`.
     old: WorkflowStatus,
+    /// Whether `old` is a held status: a round that changes nothing keeps
+    /// holding it (until the hold ends) rather than write it.
+    held: bool,
 }
 
 /// What a round produced: the new status, the writes the executor
@@ -104,7 +110,7 @@ pub(super) async fn reconcile_owned(
     let (locks, mut status) = (sync::Plan::of(&ctx, &cur.wf, &spec).await, status);
     if sync::gate(&ctx, &cur.wf, &locks, &mut status).await {
         ctx.echoes.expect(&cur.wf, &status);
-        let written = write_status(&cur.api, &cur.name, &cur.uid, &cur.old, &status, &ctx).await;
+        let written = write_status(&cur.api, &cur.name, &cur.uid, &cur.base, &status, &ctx).await;
         if written.is_err() {
             ctx.echoes.forget(&cur.uid);
         }
@@ -120,8 +126,11 @@ pub(super) async fn reconcile_owned(
         &planned.status,
         &planned.exec.lock_asks,
     );
-    if let Some(left) = ctx.defer_minor(&cur.uid, is_minor(&cur.old, &planned)) {
-        return Ok(Some(left + Duration::from_millis(5)));
+    let may_wait = (cur.held && planned.status == cur.old)
+        || is_minor(&cur.old, &planned)
+        || only_starts(&cur.old, &planned);
+    if let Some(left) = ctx.hold_status(&cur.uid, may_wait.then_some(&planned.status)) {
+        return Ok(Some(held_wakeup(&planned, left)));
     }
     report(&cur, &ctx, &planned).await?;
     next_wakeup(&cur, &ctx, &planned).await
@@ -147,7 +156,10 @@ impl Current {
             .unwrap_or_else(|e| e.into_inner())
             .get(&uid)
             .cloned();
-        let old = remembered.unwrap_or_else(|| wf.status.clone().unwrap_or_default());
+        let base = remembered.unwrap_or_else(|| wf.status.clone().unwrap_or_default());
+        let held = ctx.held_status(&uid);
+        let is_held = held.is_some();
+        let old = held.unwrap_or_else(|| base.clone());
         Current {
             gc_held: ctx.gc.held(&wf),
             api: Api::namespaced(ctx.client.clone(), &ns),
@@ -156,7 +168,9 @@ impl Current {
             ns,
             uid,
             has_finalizer,
+            base,
             old,
+            held: is_held,
             wf,
         }
     }
@@ -219,7 +233,7 @@ async fn resolve_and_compile(
             let (generation, now) = (cur.wf.metadata.generation, SystemTime::now());
             fail_invalid(&mut status, now, problems, generation);
             history::record_workflow(ctx, &mut status, now);
-            write_status(&cur.api, &cur.name, &cur.uid, &cur.old, &status, ctx).await?;
+            write_status(&cur.api, &cur.name, &cur.uid, &cur.base, &status, ctx).await?;
             history::written(ctx, &cur.wf, &status);
             let message = status.message.as_deref().unwrap_or_default();
             report::publish(ctx, &cur.wf, "Warning", "InvalidWorkflow", message).await;
@@ -332,7 +346,7 @@ async fn apply(cur: &Current, ctx: &Context, exec: &PluginExecutor) -> Result<()
     Ok(())
 }
 
-/// Whether the round changed only what may wait ([`super::MINOR_STATUS_DELAY`]):
+/// Whether the round changed only what may wait ([`super::STATUS_HOLD`]):
 /// no transition, no write to a child, no user action taken.
 fn is_minor(old: &WorkflowStatus, p: &Planned) -> bool {
     let (exec, status) = (&p.exec, &p.status);
@@ -348,9 +362,51 @@ fn is_minor(old: &WorkflowStatus, p: &Planned) -> bool {
         && old.observed_generation == status.observed_generation
 }
 
+/// Whether the round only started nodes ([`super::STATUS_HOLD`]): every
+/// transition is to Running, its only writes are children to apply, and
+/// no web-API task was touched (a remote job's identity lives only in the
+/// status). Its status may wait for the next change; a restart before it
+/// is written finds and reapplies the same children.
+fn only_starts(old: &WorkflowStatus, p: &Planned) -> bool {
+    let (exec, status) = (&p.exec, &p.status);
+    let transitions = &p.outcome.transitions;
+    (!exec.applies.is_empty() || !transitions.is_empty())
+        && !status.phase.is_terminal()
+        && transitions.iter().all(|t| t.to == NodePhase::Running)
+        && !exec.webapi_touched
+        && exec.deletions.is_empty()
+        && exec.workflow_aborts.is_empty()
+        && exec.cache_writes.is_empty()
+        && exec.lock_asks.is_empty()
+        && p.retried.is_none()
+        && old.suspended == status.suspended
+        && old
+            .observed_generation
+            .is_none_or(|g| Some(g) == status.observed_generation)
+}
+
+/// When a round whose status is held looks again: when the hold ends, or
+/// sooner if the round asked for that (a timer, a quota wait's end).
+fn held_wakeup(p: &Planned, left: Duration) -> Duration {
+    let timer = p
+        .outcome
+        .wake_at
+        .and_then(|t| t.duration_since(SystemTime::now()).ok());
+    let quota = p
+        .exec
+        .wake_at
+        .map(|t| t.saturating_duration_since(Instant::now()));
+    [Some(left), timer, quota]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(left)
+        + Duration::from_millis(5)
+}
+
 /// The status patch (only what changed), pod GC, Events and metrics.
 async fn report(cur: &Current, ctx: &Context, p: &Planned) -> Result<(), Error> {
-    write_status(&cur.api, &cur.name, &cur.uid, &cur.old, &p.status, ctx).await?;
+    write_status(&cur.api, &cur.name, &cur.uid, &cur.base, &p.status, ctx).await?;
     history::written(ctx, &cur.wf, &p.status);
     collect_children(ctx, &cur.wf, &p.status).await;
     report::action_events(ctx, &cur.wf, &cur.old, &p.status, p.retried.clone()).await;

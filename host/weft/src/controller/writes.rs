@@ -116,6 +116,7 @@ pub(super) async fn write_status(
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .insert(uid.to_string(), new.clone());
+    ctx.hold_status(uid, None);
     Ok(())
 }
 

@@ -98,3 +98,39 @@ pub async fn wait_all(api: &Api<Workflow>, names: &[String], secs: u64) -> Vec<W
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// Every status the Workflows `names` had, from a watch started before
+/// they were created, until all of them finished.
+pub fn statuses(
+    api: Api<Workflow>,
+    names: &[&str],
+) -> tokio::task::JoinHandle<std::collections::HashMap<String, Vec<weft_dag::WorkflowStatus>>> {
+    use futures::StreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+    let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    tokio::spawn(async move {
+        let mut seen: std::collections::HashMap<String, Vec<weft_dag::WorkflowStatus>> =
+            Default::default();
+        let stream = watcher(api, watcher::Config::default()).applied_objects();
+        futures::pin_mut!(stream);
+        while let Some(Ok(wf)) = stream.next().await {
+            let name = wf.metadata.name.clone().unwrap_or_default();
+            let (true, Some(status)) = (names.contains(&name), wf.status) else {
+                continue;
+            };
+            let list = seen.entry(name).or_default();
+            if list.last() != Some(&status) {
+                list.push(status);
+            }
+            let done = |n: &String| {
+                seen.get(n)
+                    .and_then(|l| l.last())
+                    .is_some_and(|s| s.phase.is_terminal())
+            };
+            if names.iter().all(done) {
+                break;
+            }
+        }
+        seen
+    })
+}
