@@ -133,8 +133,9 @@ async fn create_then_watch_to_completion_and_list_and_get() {
     let env = Env::start().await;
     let mut admin = Admin::start(&env, loopback()).await;
 
-    // It naps, so the stream has a running phase to show.
-    let napping = HELLO.replace("echo hi;", "sleep 1; echo hi;");
+    // It naps longer than the status hold (--status-hold, 2 s), so the
+    // stream has a running phase to show.
+    let napping = HELLO.replace("echo hi;", "sleep 3; echo hi;");
     let mut req = create(&env.ns, "", &napping);
     req.generate_name = "hello-".into();
     req.labels.insert("team".into(), "ml".into());

@@ -623,3 +623,63 @@ async fn a_short_task_writes_its_status_once_and_a_long_one_shows_running_within
     assert_eq!(env.pods_of("slow").await.len(), 1);
     env.stop().await;
 }
+
+/// `--status-hold` over a chain: nodes that start and succeed within the
+/// hold are written together (outputs passed along intact, one pod per
+/// attempt), while a failure is written at once: a watch sees the
+/// retrying node before the chain goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chain_within_the_hold_is_written_together_and_a_failure_at_once() {
+    let env = Env::start().await;
+    env.ctx.set_status_hold(Duration::from_secs(5));
+    let out = |v: &str| sh(&format!("echo '{{\"v\": {v}}}' > /dev/termination-log"));
+    let seen = common::runs::statuses(env.workflows(), &["chain"]);
+    let marker = env.path("failed-once");
+    let flaky = sh(&format!(
+        "[ -e {m} ] || {{ touch {m}; exit 3; }}; echo '{{\"v\": 3}}' > /dev/termination-log",
+        m = marker.display()
+    ));
+    let spec = format!(
+        "nodes:\n  - {{id: a, task: {}}}\n  - {{id: b, dependsOn: [a], inputs: {{x: '${{nodes.a.outputs.v}}'}}, task: {}}}\n  - {{id: c, dependsOn: [b], retries: {{limit: 1, backoff: 1s}}, task: {flaky}}}\n  - {{id: d, dependsOn: [c], inputs: {{x: '${{nodes.c.outputs.v}}'}}, task: {}}}\n",
+        out("1"),
+        out("2"),
+        out("4"),
+    );
+    env.submit("chain", &spec).await;
+    let seen = seen.await.unwrap();
+    let statuses = &seen["chain"];
+    let last = statuses.last().unwrap();
+    assert_eq!(last.phase, WorkflowPhase::Succeeded, "{statuses:#?}");
+    for (id, v) in [("a", 1), ("b", 2), ("c", 3), ("d", 4)] {
+        let outputs = last.nodes[id].outputs.as_ref().expect("outputs");
+        assert_eq!(outputs["v"], v, "{id}: {outputs:?}");
+    }
+    let retrying = statuses.iter().position(|s| {
+        s.nodes
+            .get("c")
+            .is_some_and(|c| c.phase == NodePhase::Retrying)
+    });
+    let retrying = retrying.unwrap_or_else(|| panic!("c never seen Retrying: {statuses:#?}"));
+    let c = &statuses[retrying].nodes["c"];
+    assert_eq!((c.attempts, c.user_failures), (0, 1), "{c:?}");
+    // Before it: at most the chain's start; after it: the end.
+    assert!(statuses.len() <= retrying + 3, "{statuses:#?}");
+    let mut pods: Vec<String> = env
+        .pods_of("chain")
+        .await
+        .iter()
+        .map(common::name)
+        .collect();
+    pods.sort();
+    assert_eq!(
+        pods,
+        [
+            "chain-a-0",
+            "chain-b-0",
+            "chain-c-0",
+            "chain-c-1",
+            "chain-d-0"
+        ]
+    );
+    env.stop().await;
+}

@@ -479,7 +479,19 @@ async fn retry_and_suspend_survive_a_controller_kill() {
         Some(&workflow("chain", "", &chain)),
     )
     .await;
-    wait_node(&api, "chain", "c3", NodePhase::Running).await;
+    // While c3's pod runs (its Running status may be held with the next
+    // change: --status-hold), suspend.
+    let c3 = Some("chain-c3-0");
+    let mut tries = 0;
+    while !pods_of(&client, "chain")
+        .await
+        .iter()
+        .any(|p| p.metadata.name.as_deref() == c3)
+    {
+        tries += 1;
+        assert!(tries < 1200, "chain-c3-0 never created");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     weft_ok(&kc, &["suspend", "chain"]).await;
     wait_node(&api, "chain", "c3", NodePhase::Succeeded).await;
     let mut controller = controller;

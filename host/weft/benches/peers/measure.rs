@@ -69,6 +69,24 @@ pub fn requests(
     (by_verb, audit.len())
 }
 
+/// The most pods kube-scheduler bound in one second (its `create
+/// pods/binding` requests in the audit log after its first `skip` lines):
+/// with its default client limits (50 QPS, burst 100) it binds at most
+/// about 50 a second, a floor under every controller's pods/min.
+pub fn binds_peak(cluster: &RealCluster, skip: usize) -> usize {
+    let mut by_second: BTreeMap<String, usize> = BTreeMap::new();
+    for e in cluster.audit().iter().skip(skip) {
+        let bind = e["verb"] == "create"
+            && e["objectRef"]["subresource"] == "binding"
+            && e["stage"] == "ResponseComplete";
+        let at = e["requestReceivedTimestamp"].as_str().unwrap_or("");
+        if bind && at.len() >= 19 {
+            *by_second.entry(at[..19].to_string()).or_insert(0) += 1;
+        }
+    }
+    by_second.into_values().max().unwrap_or(0)
+}
+
 /// Writes and reads (get, list, watch) in `by_verb`.
 pub fn split(by_verb: &BTreeMap<String, usize>) -> (usize, usize) {
     by_verb.iter().fold((0, 0), |(w, r), (k, n)| {
@@ -78,10 +96,12 @@ pub fn split(by_verb: &BTreeMap<String, usize>) -> (usize, usize) {
 }
 
 /// When each pod of the namespace was first seen, by the name of the
-/// Workflow that owns it (and the earliest of all under "").
+/// Workflow that owns it (and the earliest of all under ""), and how long
+/// each pod lived from first seen to seen Succeeded.
 #[derive(Clone, Default)]
 pub struct FirstPods {
     inner: Arc<Mutex<(HashMap<String, Instant>, usize)>>,
+    lives: Arc<Mutex<Vec<f64>>>,
 }
 
 impl FirstPods {
@@ -90,15 +110,21 @@ impl FirstPods {
         let pods: kube::Api<Pod> = kube::Api::namespaced(client, ns);
         let me = self.clone();
         tokio::spawn(async move {
-            let mut seen = std::collections::HashSet::new();
+            let mut seen: HashMap<String, Option<Instant>> = HashMap::new();
             let mut events = watcher(pods, watcher::Config::default()).boxed();
             while let Some(Ok(ev)) = events.next().await {
                 let (watcher::Event::Apply(p) | watcher::Event::InitApply(p)) = ev else {
                     continue;
                 };
                 let name = p.metadata.name.clone().unwrap_or_default();
-                if seen.insert(name) {
+                let born = seen.entry(name).or_insert_with(|| {
                     me.record(&p);
+                    Some(Instant::now())
+                });
+                let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+                if let (Some("Succeeded"), Some(at)) = (phase, born.take()) {
+                    let ms = at.elapsed().as_secs_f64() * 1e3;
+                    me.lives.lock().unwrap().push(ms);
                 }
             }
         })
@@ -117,6 +143,12 @@ impl FirstPods {
         g.0.entry(owner).or_insert(now);
         g.0.entry(String::new()).or_insert(now);
         g.1 += 1;
+    }
+
+    /// The p-th percentile of the pods' lives (first seen to seen
+    /// Succeeded), in milliseconds.
+    pub fn life(&self, p: f64) -> f64 {
+        percentile(&mut self.lives.lock().unwrap().clone(), p)
     }
 
     /// How many distinct pods were seen.

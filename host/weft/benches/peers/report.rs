@@ -136,8 +136,63 @@ fn goals(rows: &[Row]) -> String {
     s
 }
 
+/// Where a floor that neither controller's code can move stops a goal,
+/// computed from the same runs: kube-scheduler's bind rate, Weft's own
+/// minimum of writes, and its RSS before any workflow.
+fn floors(rows: &[Row]) -> String {
+    let mut s = String::from(
+        "| Goal | Its bar | Floor under it (same runs) | Bar below the floor |\n|---|---|---|---|\n",
+    );
+    let (weft, argo) = (
+        find(rows, "a", "Weft", "matched"),
+        find(rows, "a", "Argo", "matched"),
+    );
+    if let (Some(weft), Some(argo)) = (weft, argo) {
+        let bar = 5.0 * argo.workflows_per_min;
+        let client = f64::from(MATCHED_QPS) / 2.0 * 60.0;
+        let _ = writeln!(
+            s,
+            "| throughput (a), matched | ≥ {bar:.0} workflows/min (5 × {:.0}) | kube-scheduler bound at most {} pods in one second (its default client limits, 50 QPS and burst 100, allow about 3,000 binds/min); Weft's {} QPS over its floor of 2 writes per one-node workflow (the pod, the final status) allows {client:.0}/min | {} |",
+            argo.workflows_per_min,
+            weft.binds_peak_per_s.max(argo.binds_peak_per_s),
+            MATCHED_QPS,
+            yes_no(bar > client.min(3_000.0)),
+        );
+        let bar = argo.peak_rss_mib / 4.0;
+        let _ = writeln!(
+            s,
+            "| peak RSS (a), matched | ≤ {bar:.0} MiB (¼ of {:.0}) | Weft's RSS before its first workflow (plugins compiled and loaded, caches synced): {:.0} MiB | {} |",
+            argo.peak_rss_mib,
+            weft.idle_rss_mib,
+            yes_no(weft.idle_rss_mib > bar),
+        );
+    }
+    for w in WORKLOADS {
+        if let Some(argo) = find(rows, w.key, "Argo", "matched") {
+            let bar = argo.writes_per_pod / 3.0;
+            let _ = writeln!(
+                s,
+                "| API writes per pod ({}), matched | ≤ {bar:.2} (⅓ of {:.2}) | one create per pod | {} |",
+                w.key,
+                argo.writes_per_pod,
+                yes_no(bar < 1.0),
+            );
+        }
+    }
+    s
+}
+
+fn yes_no(b: bool) -> &'static str {
+    if b { "yes" } else { "no" }
+}
+
 /// A row of a workload's table: its label and how a run shows it.
 type Figure = (&'static str, fn(&Row) -> String);
+
+/// A figure, or "—" for a run from before the bench measured it.
+fn opt(v: f64, shown: String) -> String {
+    if v > 0.0 { shown } else { "—".into() }
+}
 
 /// One table per workload: a column per run, a row per figure.
 fn workload_table(rows: &[Row], key: &str, title: &str) -> Option<String> {
@@ -150,7 +205,7 @@ fn workload_table(rows: &[Row], key: &str, title: &str) -> Option<String> {
     s.push_str("\n|---|");
     s.push_str(&"---|".repeat(runs.len()));
     s.push('\n');
-    let figures: [Figure; 12] = [
+    let figures: [Figure; 15] = [
         ("completion, s", |r| format!("{:.1}", r.seconds)),
         ("workflows/min", |r| format!("{:.0}", r.workflows_per_min)),
         ("pods/min", |r| format!("{:.0}", r.pods_per_min)),
@@ -167,6 +222,15 @@ fn workload_table(rows: &[Row], key: &str, title: &str) -> Option<String> {
         ("controller CPU, s", |r| format!("{:.1}", r.cpu_seconds)),
         ("controller peak RSS, MiB", |r| {
             format!("{:.0}", r.peak_rss_mib)
+        }),
+        ("controller RSS before the first workflow, MiB", |r| {
+            opt(r.idle_rss_mib, format!("{:.0}", r.idle_rss_mib))
+        }),
+        ("pod life (first seen → Succeeded) p50, ms", |r| {
+            opt(r.pod_life_p50_ms, format!("{:.0}", r.pod_life_p50_ms))
+        }),
+        ("kube-scheduler binds in its busiest second", |r| {
+            opt(r.binds_peak_per_s as f64, r.binds_peak_per_s.to_string())
         }),
         ("largest workflow object, bytes", |r| {
             r.largest_object_bytes.to_string()
@@ -215,6 +279,8 @@ pub fn tables(rows: &[Row], run_ms: u64, peers: &Path) -> String {
     let mut s = preamble(run_ms, peers);
     s.push('\n');
     s.push_str(&goals(rows));
+    s.push_str("\nWhere a floor stops a goal:\n\n");
+    s.push_str(&floors(rows));
     for w in WORKLOADS {
         if let Some(t) = workload_table(rows, w.key, w.title) {
             s.push('\n');

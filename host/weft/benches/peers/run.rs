@@ -38,6 +38,16 @@ pub struct Row {
     pub requests: BTreeMap<String, usize>,
     pub cpu_seconds: f64,
     pub peak_rss_mib: f64,
+    /// The controller's peak RSS before the first workflow was created
+    /// (started, caches synced, plugins loaded): its floor.
+    #[serde(default)]
+    pub idle_rss_mib: f64,
+    /// Pods' life from first seen to seen Succeeded, median.
+    #[serde(default)]
+    pub pod_life_p50_ms: f64,
+    /// The most pods kube-scheduler bound in one second.
+    #[serde(default)]
+    pub binds_peak_per_s: usize,
     pub largest_object_bytes: usize,
     pub controller_error_lines: usize,
 }
@@ -81,7 +91,7 @@ async fn measured(
     let pods = FirstPods::default();
     let watch = pods.watch(client.clone(), NAMESPACE);
     let (_, skip) = measure::requests(cluster, peer.user(), 0);
-    let (cpu0, _) = measure::usage(pid);
+    let (cpu0, idle_rss) = measure::usage(pid);
     let start = Instant::now();
     let created = create_all(peer, w, &api).await?;
     wait_done(peer, &api, w.workflows, pid).await?;
@@ -89,6 +99,7 @@ async fn measured(
     let (cpu1, rss) = measure::usage(pid);
     watch.abort();
     let (requests, _) = measure::requests(cluster, peer.user(), skip);
+    let binds_peak = measure::binds_peak(cluster, skip);
     let expected = w.workflows * w.shape.pods();
     anyhow::ensure!(
         pods.count() == expected,
@@ -125,6 +136,9 @@ async fn measured(
         requests,
         cpu_seconds: cpu1 - cpu0,
         peak_rss_mib: rss,
+        idle_rss_mib: idle_rss,
+        pod_life_p50_ms: pods.life(50.0),
+        binds_peak_per_s: binds_peak,
         largest_object_bytes: largest(&api).await?,
         controller_error_lines: error_lines(peer, &cluster.log("controller")),
     })

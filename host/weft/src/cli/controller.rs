@@ -108,9 +108,10 @@ pub struct ControllerArgs {
     pub sync_period: Duration,
     /// How long a round's status may wait to be written with the next
     /// change (gate CoalesceStatusWrites): minor changes, and rounds that
-    /// only started nodes. A task that starts and ends within it costs its
-    /// Workflow one status write instead of two; a running one is shown up
-    /// to this much later. 0s writes every round's status at once.
+    /// only started nodes or saw them succeed. A task that starts and ends
+    /// within it costs its Workflow one status write instead of two; a
+    /// node's progress is shown up to this much later (failures and the
+    /// workflow's end at once). 0s writes every round's status at once.
     #[arg(long, default_value = "2s", value_parser = humantime::parse_duration, value_name = "DURATION")]
     pub status_hold: Duration,
     /// How long a SIGTERM waits for running reconciles to finish (and

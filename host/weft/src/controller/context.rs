@@ -19,14 +19,16 @@ use crate::events::WorkflowEvents;
 use crate::metrics::Metrics;
 
 /// How long a round's status may wait to be written with the next change
-/// by default (`--status-hold`; gate `CoalesceStatusWrites`): a round whose changes are minor (a
-/// running task's sub-phase or message, an array item's progress) or that
-/// only started nodes by applying their children. A task that starts and
-/// ends within this costs one status write instead of two or three. The
-/// next round starts from the held status; a restart loses it, and the
-/// round then finds the same children (their names come from the
-/// workflow, node and attempt) and applies them unchanged, so nothing is
-/// lost or made twice, only shown up to this much later.
+/// by default (`--status-hold`; gate `CoalesceStatusWrites`): a round whose
+/// changes are minor (a running task's sub-phase or message, an array
+/// item's progress) or that only moved nodes forward (started them by
+/// applying their children, or saw them succeed while the workflow runs
+/// on). A task that starts and ends within this costs one status write
+/// instead of two to four. The next round starts from the held status; a
+/// restart loses it, and the round then finds the same children (their
+/// names come from the workflow, node and attempt) and applies them
+/// unchanged, so nothing is lost or made twice, only shown up to this much
+/// later.
 pub const STATUS_HOLD: Duration = Duration::from_secs(2);
 
 /// A status a round computed and has not written yet ([`STATUS_HOLD`]).

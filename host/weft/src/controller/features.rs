@@ -25,7 +25,7 @@ pub const GATES: &[(&str, Stage, &str)] = &[
     (
         "CoalesceStatusWrites",
         Stage::Beta,
-        "a round's status waits up to --status-hold (2 s) to be written with the next change when its changes are minor (a running task's sub-phase or message) or it only started nodes",
+        "a round's status waits up to --status-hold (2 s) to be written with the next change when its changes are minor (a running task's sub-phase or message) or it only started nodes or saw them succeed",
     ),
 ];
 

@@ -126,13 +126,9 @@ pub(super) async fn reconcile_owned(
         &planned.status,
         &planned.exec.lock_asks,
     );
-    let may_wait = (cur.held && planned.status == cur.old)
-        || is_minor(&cur.old, &planned)
-        || only_starts(&cur.old, &planned);
-    if let Some(left) = ctx.hold_status(&cur.uid, may_wait.then_some(&planned.status)) {
+    if let Some(left) = report(&cur, &ctx, &planned).await? {
         return Ok(Some(held_wakeup(&planned, left)));
     }
-    report(&cur, &ctx, &planned).await?;
     next_wakeup(&cur, &ctx, &planned).await
 }
 
@@ -362,17 +358,25 @@ fn is_minor(old: &WorkflowStatus, p: &Planned) -> bool {
         && old.observed_generation == status.observed_generation
 }
 
-/// Whether the round only started nodes ([`super::STATUS_HOLD`]): every
-/// transition is to Running, its only writes are children to apply, and
-/// no web-API task was touched (a remote job's identity lives only in the
-/// status). Its status may wait for the next change; a restart before it
-/// is written finds and reapplies the same children.
-fn only_starts(old: &WorkflowStatus, p: &Planned) -> bool {
+/// Whether the round only moved nodes forward ([`super::STATUS_HOLD`]):
+/// every transition is a node starting (to Running) or succeeding while the
+/// workflow runs on, its only writes are children to apply, and no web-API
+/// task was touched (a remote job's identity lives only in the status).
+/// Its status may wait for the next change. Nothing in it is known only
+/// here: a restart before it is written runs the round again from the last
+/// written status and finds the same children (their names come from the
+/// workflow, node and attempt; a succeeded node's outputs from its child,
+/// which pod GC deletes only after the status that records them is
+/// written), so it applies them unchanged. Failures, retries, user
+/// actions and the workflow's end are written at once.
+fn only_progress(old: &WorkflowStatus, p: &Planned) -> bool {
     let (exec, status) = (&p.exec, &p.status);
     let transitions = &p.outcome.transitions;
     (!exec.applies.is_empty() || !transitions.is_empty())
         && !status.phase.is_terminal()
-        && transitions.iter().all(|t| t.to == NodePhase::Running)
+        && transitions
+            .iter()
+            .all(|t| matches!(t.to, NodePhase::Running | NodePhase::Succeeded))
         && !exec.webapi_touched
         && exec.deletions.is_empty()
         && exec.workflow_aborts.is_empty()
@@ -404,14 +408,22 @@ fn held_wakeup(p: &Planned, left: Duration) -> Duration {
         + Duration::from_millis(5)
 }
 
-/// The status patch (only what changed), pod GC, Events and metrics.
-async fn report(cur: &Current, ctx: &Context, p: &Planned) -> Result<(), Error> {
-    write_status(&cur.api, &cur.name, &cur.uid, &cur.base, &p.status, ctx).await?;
-    history::written(ctx, &cur.wf, &p.status);
-    collect_children(ctx, &cur.wf, &p.status).await;
+/// The round's status, held when it may wait (`Some`: for at most that
+/// long), else patched (only what changed) with pod GC after it; then the
+/// round's Events and metrics, either way: a held round is not run again,
+/// so they would be lost.
+async fn report(cur: &Current, ctx: &Context, p: &Planned) -> Result<Option<Duration>, Error> {
+    let may_wait =
+        (cur.held && p.status == cur.old) || is_minor(&cur.old, p) || only_progress(&cur.old, p);
+    let held = ctx.hold_status(&cur.uid, may_wait.then_some(&p.status));
+    if held.is_none() {
+        write_status(&cur.api, &cur.name, &cur.uid, &cur.base, &p.status, ctx).await?;
+        history::written(ctx, &cur.wf, &p.status);
+        collect_children(ctx, &cur.wf, &p.status).await;
+    }
     report::action_events(ctx, &cur.wf, &cur.old, &p.status, p.retried.clone()).await;
     report::round_events(ctx, &cur.wf, &p.status, &p.outcome).await;
-    Ok(())
+    Ok(held)
 }
 
 /// When to look again: a finished Workflow's time to live (or its
