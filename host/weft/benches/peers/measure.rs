@@ -122,7 +122,9 @@ impl FirstPods {
                     Some(Instant::now())
                 });
                 let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
-                if let (Some("Succeeded"), Some(at)) = (phase, born.take()) {
+                if phase == Some("Succeeded")
+                    && let Some(at) = born.take()
+                {
                     let ms = at.elapsed().as_secs_f64() * 1e3;
                     me.lives.lock().unwrap().push(ms);
                 }

@@ -227,7 +227,7 @@ fn workload_table(rows: &[Row], key: &str, title: &str) -> Option<String> {
             opt(r.idle_rss_mib, format!("{:.0}", r.idle_rss_mib))
         }),
         ("pod life (first seen → Succeeded) p50, ms", |r| {
-            opt(r.pod_life_p50_ms, format!("{:.0}", r.pod_life_p50_ms))
+            r.pod_life_p50_ms.map_or("—".into(), |v| format!("{v:.0}"))
         }),
         ("kube-scheduler binds in its busiest second", |r| {
             opt(r.binds_peak_per_s as f64, r.binds_peak_per_s.to_string())

@@ -42,9 +42,10 @@ pub struct Row {
     /// (started, caches synced, plugins loaded): its floor.
     #[serde(default)]
     pub idle_rss_mib: f64,
-    /// Pods' life from first seen to seen Succeeded, median.
+    /// Pods' life from first seen to seen Succeeded, median (`None`: not
+    /// measured).
     #[serde(default)]
-    pub pod_life_p50_ms: f64,
+    pub pod_life_p50_ms: Option<f64>,
     /// The most pods kube-scheduler bound in one second.
     #[serde(default)]
     pub binds_peak_per_s: usize,
@@ -137,7 +138,7 @@ async fn measured(
         cpu_seconds: cpu1 - cpu0,
         peak_rss_mib: rss,
         idle_rss_mib: idle_rss,
-        pod_life_p50_ms: pods.life(50.0),
+        pod_life_p50_ms: Some(pods.life(50.0)).filter(|v| v.is_finite()),
         binds_peak_per_s: binds_peak,
         largest_object_bytes: largest(&api).await?,
         controller_error_lines: error_lines(peer, &cluster.log("controller")),
