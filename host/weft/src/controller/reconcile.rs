@@ -77,12 +77,9 @@ struct Current {
     /// The newest status written: what this controller last wrote, else
     /// the watch cache's. Status patches are the difference from it.
     base: WorkflowStatus,
-    /// The status the round starts from: the one the last round held
-    /// unwritten ([`super::STATUS_HOLD`]), else `base`.
-    old: WorkflowStatus,
-    /// Whether `old` is a held status: a round that changes nothing keeps
-    /// holding it (until the hold ends) rather than write it.
-    held: bool,
+    /// The status the last round held unwritten ([`super::STATUS_HOLD`]):
+    /// the next round starts from it (see [`Current::old`]).
+    held: Option<WorkflowStatus>,
 }
 
 /// What a round produced: the new status, the writes the executor
@@ -133,6 +130,11 @@ pub(super) async fn reconcile_owned(
 }
 
 impl Current {
+    /// The status the round starts from: the held one, else `base`.
+    fn old(&self) -> &WorkflowStatus {
+        self.held.as_ref().unwrap_or(&self.base)
+    }
+
     fn read(wf: Arc<Workflow>, ctx: &Context) -> Current {
         let ns = wf.namespace().unwrap_or_default();
         let uid = wf.uid().unwrap_or_default();
@@ -154,8 +156,6 @@ impl Current {
             .cloned();
         let base = remembered.unwrap_or_else(|| wf.status.clone().unwrap_or_default());
         let held = ctx.held_status(&uid);
-        let is_held = held.is_some();
-        let old = held.unwrap_or_else(|| base.clone());
         Current {
             gc_held: ctx.gc.held(&wf),
             api: Api::namespaced(ctx.client.clone(), &ns),
@@ -165,8 +165,7 @@ impl Current {
             uid,
             has_finalizer,
             base,
-            old,
-            held: is_held,
+            held,
             wf,
         }
     }
@@ -175,7 +174,7 @@ impl Current {
 /// A Workflow that is deleted or finished: released, or its children
 /// collected and its time to live looked after. `None`: it runs on.
 async fn settle(cur: &Current, ctx: &Context) -> Result<Option<Requeue>, Error> {
-    let old = &cur.old;
+    let old = cur.old();
     // Its artifacts first: a running one is stopped by the round, then
     // collected ([`next_wakeup`]).
     if cur.deleting && cur.gc_held {
@@ -221,7 +220,7 @@ async fn resolve_and_compile(
     cur: &Current,
     ctx: &Context,
 ) -> Result<Option<(Arc<Compiled>, WorkflowSpec, WorkflowStatus)>, Error> {
-    let mut status = cur.old.clone();
+    let mut status = cur.old().clone();
     let resolved = crate::templates::runnable(&ctx.client, &cur.wf, &mut status).await;
     match resolved.and_then(|spec| Ok((ctx.compiled(&cur.wf, &spec)?, spec))) {
         Ok((compiled, spec)) => Ok(Some((compiled, spec, status))),
@@ -242,7 +241,7 @@ async fn resolve_and_compile(
 /// nodes pin, the nesting depth, the shadow copies and the task cache.
 fn executor(cur: &Current, ctx: &Context, io: super::repositories::Found) -> PluginExecutor {
     let pins = cur
-        .old
+        .old()
         .nodes
         .values()
         .filter_map(|n| n.plugin.as_ref())
@@ -308,7 +307,7 @@ async fn run_round(
     .map_err(|e| anyhow::anyhow!("round panicked: {e}"))?;
     ctx.metrics.round(started.elapsed());
     let transitions = &outcome.transitions;
-    history::record_round(ctx, &cur.uid, &cur.old, &mut status, transitions, now);
+    history::record_round(ctx, &cur.uid, cur.old(), &mut status, transitions, now);
     Ok(Planned {
         status,
         exec,
@@ -413,15 +412,16 @@ fn held_wakeup(p: &Planned, left: Duration) -> Duration {
 /// round's Events and metrics, either way: a held round is not run again,
 /// so they would be lost.
 async fn report(cur: &Current, ctx: &Context, p: &Planned) -> Result<Option<Duration>, Error> {
-    let may_wait =
-        (cur.held && p.status == cur.old) || is_minor(&cur.old, p) || only_progress(&cur.old, p);
+    let may_wait = (cur.held.as_ref() == Some(&p.status))
+        || is_minor(cur.old(), p)
+        || only_progress(cur.old(), p);
     let held = ctx.hold_status(&cur.uid, may_wait.then_some(&p.status));
     if held.is_none() {
         write_status(&cur.api, &cur.name, &cur.uid, &cur.base, &p.status, ctx).await?;
         history::written(ctx, &cur.wf, &p.status);
         collect_children(ctx, &cur.wf, &p.status).await;
     }
-    report::action_events(ctx, &cur.wf, &cur.old, &p.status, p.retried.clone()).await;
+    report::action_events(ctx, &cur.wf, cur.old(), &p.status, p.retried.clone()).await;
     report::round_events(ctx, &cur.wf, &p.status, &p.outcome).await;
     Ok(held)
 }
