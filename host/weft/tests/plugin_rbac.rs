@@ -506,26 +506,32 @@ async fn a_tasks_secret_is_sent_as_a_header_only_once_its_namespace_grants_the_p
 }
 
 /// The most pods of `ns` not yet finished at once (what a `pods` quota
-/// counts), sampled every 50 ms until `stop` is set.
+/// counts), sampled every 50 ms until `stop` is set, with that list's pods
+/// (name, phase, deletion) so a failure says which they were.
 async fn most_unfinished_pods(
     client: kube::Client,
     ns: String,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-) -> usize {
+) -> (usize, Vec<String>) {
     use k8s_openapi::api::core::v1::Pod;
     let pods: Api<Pod> = Api::namespaced(client, &ns);
-    let mut most = 0;
+    let mut most = (0, Vec::new());
     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
         let list = pods.list(&Default::default()).await.unwrap();
-        let unfinished = list
+        let phase = |p: &Pod| p.status.as_ref().and_then(|s| s.phase.clone());
+        let unfinished: Vec<String> = list
             .items
             .iter()
-            .filter(|p| {
-                let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
-                !matches!(phase, Some("Succeeded" | "Failed"))
+            .filter(|p| !matches!(phase(p).as_deref(), Some("Succeeded" | "Failed")))
+            .map(|p| {
+                let deleted = p.metadata.deletion_timestamp.is_some();
+                let name = p.metadata.name.clone().unwrap_or_default();
+                format!("{name} {:?} deleted={deleted}", phase(p))
             })
-            .count();
-        most = most.max(unfinished);
+            .collect();
+        if unfinished.len() > most.0 {
+            most = (unfinished.len(), unfinished);
+        }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     most
@@ -583,7 +589,7 @@ async fn tasks_over_a_resource_quota_wait_for_it_instead_of_failing() {
 
     let wf = finished(&workflows, "fan-out").await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let most = sampler.await.unwrap();
+    let (most, which) = sampler.await.unwrap();
     let status = wf.status.unwrap();
     assert_eq!(status.phase, WorkflowPhase::Succeeded, "{status:#?}");
     for (id, n) in &status.nodes {
@@ -595,7 +601,7 @@ async fn tasks_over_a_resource_quota_wait_for_it_instead_of_failing() {
     }
     assert!(
         most <= 2,
-        "{most} unfinished pods at once under a quota of 2"
+        "{most} unfinished pods at once under a quota of 2: {which:?}"
     );
 
     // The Event says why they waited, naming the quota.

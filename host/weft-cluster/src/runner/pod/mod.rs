@@ -104,6 +104,12 @@ pub struct Pods {
     host: Arc<dyn PodHost>,
     cfg: RunnerConfig,
     runs: HashMap<String, PodHandle>,
+    /// Pods whose run ended, until they are deleted. A run writes its
+    /// statuses faster than the watch delivers them, so an event showing
+    /// the pod still Running can arrive after the run ended; starting a
+    /// second run on it ran the container again and wrote the finished pod
+    /// back to Running (it then counted against a pods quota again).
+    ended: HashSet<String>,
 }
 
 impl Pods {
@@ -113,13 +119,24 @@ impl Pods {
             host,
             cfg,
             runs: HashMap::new(),
+            ended: HashSet::new(),
         }
     }
 
     /// The pod as it is now (`deleted`: its last state before it went).
     pub fn update(&mut self, pod: &Arc<Value>, deleted: bool) {
-        self.runs.retain(|_, h| !h.task.is_finished());
+        let ended = &mut self.ended;
+        self.runs.retain(|uid, h| {
+            let done = h.task.is_finished();
+            if done {
+                ended.insert(uid.clone());
+            }
+            !done
+        });
         let uid = pod["metadata"]["uid"].as_str().unwrap_or("").to_string();
+        if deleted {
+            self.ended.remove(&uid);
+        }
         let update = if deleted {
             Update::Deleted
         } else {
@@ -144,6 +161,9 @@ impl Pods {
                 let (host, pod) = (self.host.clone(), pod.clone());
                 tokio::spawn(async move { host.finish(&pod).await });
             }
+            return;
+        }
+        if self.ended.contains(&uid) {
             return;
         }
         let (tx, rx) = watch::channel(Update::Pod(pod.clone()));
