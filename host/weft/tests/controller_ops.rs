@@ -208,6 +208,21 @@ async fn two_hundred_workflows_under_a_client_bucket_with_standard_metrics_and_p
         times.len()
     );
 
+    // The Namespace (its parallelism annotation) is read once per 10 s it
+    // is kept, however many workers miss it at once: reads are 10 s apart.
+    let reads: Vec<SystemTime> = cluster
+        .audit_timed()
+        .into_iter()
+        .filter(|(_, r)| r.user == CONTROLLER && r.resource == "namespaces" && r.verb == "get")
+        .map(|(t, _)| t)
+        .collect();
+    let most = span.as_secs() / 10 + 1;
+    assert!(
+        !reads.is_empty() && reads.len() as u64 <= most,
+        "{} reads of the Namespace in {span:?} (at most {most})",
+        reads.len()
+    );
+
     // The metrics moved with the work.
     let after = controller.metrics().await;
     let delta = |series: &str| {
