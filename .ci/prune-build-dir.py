@@ -10,11 +10,15 @@ then refused every upload of the tests). Dependencies are left alone:
 cargo reuses them across clones, and rebuilding them costs most.
 
 For each workspace target name (from `cargo metadata`), this keeps the
-newest set of artifacts and every set touched in the last KEEP_DAYS days,
-and removes the rest (their files in deps/, their fingerprint and
-build-script directories, and stale incremental directories).
+newest set of artifacts and the sets touched in the last KEEP_DAYS days,
+at most KEEP_SETS of them (the newest), and removes the rest (their files
+in deps/, their fingerprint and build-script directories, and stale
+incremental directories). The cap matters more than the age: two clean
+clones in one afternoon, each with its own set (a library crate has two
+per clone, its rlib and its unit tests), left 53 GB of test binaries all
+younger than three days. Four sets are one clone's and CI's.
 
-Usage: prune-build-dir.py BUILD_DIR [--keep-days N] [--min-free-gib N]
+Usage: prune-build-dir.py BUILD_DIR [--keep-days N] [--keep-sets N] [--min-free-gib N]
 """
 
 import argparse
@@ -56,16 +60,20 @@ def groups(directory, pattern, names):
     return found
 
 
-def stale(found, cutoff):
-    """The groups that are neither their name's newest nor touched since `cutoff`."""
-    newest = {}
-    mtime = {}
-    for key, paths in found.items():
-        mtime[key] = max(os.lstat(p).st_mtime for p in paths)
-        name = key[0]
-        if name not in newest or mtime[key] > mtime[newest[name]]:
-            newest[name] = key
-    return [k for k in found if newest[k[0]] != k and mtime[k] < cutoff]
+def stale(found, cutoff, keep_sets):
+    """The groups that are not their name's newest and were not touched since
+    `cutoff` or are beyond its `keep_sets` newest."""
+    mtime = {key: max(os.lstat(p).st_mtime for p in paths) for key, paths in found.items()}
+    by_name = {}
+    for key in found:
+        by_name.setdefault(key[0], []).append(key)
+    out = []
+    for keys in by_name.values():
+        keys.sort(key=lambda k: mtime[k], reverse=True)
+        for rank, key in enumerate(keys):
+            if rank > 0 and (mtime[key] < cutoff or rank >= keep_sets):
+                out.append(key)
+    return out
 
 
 def remove(paths):
@@ -81,7 +89,7 @@ def remove(paths):
     return freed
 
 
-def prune(build_dir, keep_days):
+def prune(build_dir, keep_days, keep_sets):
     packages, targets = workspace()
     cutoff = time.time() - keep_days * 86400
     freed = 0
@@ -89,7 +97,7 @@ def prune(build_dir, keep_days):
         base = os.path.join(build_dir, profile)
         deps = groups(os.path.join(base, "deps"), ARTIFACT, targets)
         gone = set()
-        for key in stale(deps, cutoff):
+        for key in stale(deps, cutoff, keep_sets):
             freed += remove(deps[key])
             gone.add(key[1])
         for sub in (".fingerprint", "build"):
@@ -98,7 +106,7 @@ def prune(build_dir, keep_days):
                 if key[1] in gone:
                     freed += remove(paths)
         incremental = groups(os.path.join(base, "incremental"), UNIT_DIR, targets)
-        for key in stale(incremental, cutoff):
+        for key in stale(incremental, cutoff, keep_sets):
             freed += remove(incremental[key])
     return freed
 
@@ -107,9 +115,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("build_dir")
     ap.add_argument("--keep-days", type=float, default=3)
+    ap.add_argument("--keep-sets", type=int, default=4)
     ap.add_argument("--min-free-gib", type=float, default=0)
     args = ap.parse_args()
-    freed = prune(args.build_dir, args.keep_days) if os.path.isdir(args.build_dir) else 0
+    freed = prune(args.build_dir, args.keep_days, max(1, args.keep_sets)) if os.path.isdir(args.build_dir) else 0
     if freed:
         print(f"prune-build-dir: removed {freed / 2**20:.0f} MiB of stale workspace artifacts")
     for path in (args.build_dir if os.path.isdir(args.build_dir) else ".", "/tmp"):
