@@ -15,7 +15,13 @@ use kube::api::{ListParams, PostParams};
 use weft::api::Workflow;
 use weft_dag::{NodePhase, WorkflowPhase};
 
-fn start_controller(kubeconfig: &std::path::Path) -> Child {
+/// The controller, its warnings appended to `log` (every start's).
+fn start_controller(kubeconfig: &std::path::Path, log: &std::path::Path) -> Child {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .unwrap();
     Command::new(env!("CARGO_BIN_EXE_weft"))
         .args([
             "controller",
@@ -28,7 +34,7 @@ fn start_controller(kubeconfig: &std::path::Path) -> Child {
         .env("KUBECONFIG", kubeconfig)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(file)
         .spawn()
         .expect("start weft controller")
 }
@@ -54,7 +60,9 @@ async fn sigkill_at_any_point_loses_nothing_and_duplicates_nothing() {
         step("5")
     );
     let names: Vec<String> = (1..=20).map(|i| format!("crash-{i}")).collect();
-    let mut controller = start_controller(&kubeconfig);
+    let log_dir = tempfile::tempdir().unwrap();
+    let log = log_dir.path().join("controller.log");
+    let mut controller = start_controller(&kubeconfig, &log);
     for name in &names {
         let s: weft_dag::WorkflowSpec = serde_yaml::from_str(&spec).unwrap();
         api.create(
@@ -77,7 +85,7 @@ async fn sigkill_at_any_point_loses_nothing_and_duplicates_nothing() {
         }
         controller.kill().unwrap(); // SIGKILL
         controller.wait().unwrap();
-        controller = start_controller(&kubeconfig);
+        controller = start_controller(&kubeconfig, &log);
     }
     // Then let it finish.
     let mut done = false;
@@ -95,10 +103,26 @@ async fn sigkill_at_any_point_loses_nothing_and_duplicates_nothing() {
     }
     controller.kill().ok();
     controller.wait().ok();
+    let unfinished: Vec<String> = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter(|w| !w.status.as_ref().is_some_and(|s| s.phase.is_terminal()))
+        .map(|w| {
+            let nodes = w.status.as_ref().map(|s| {
+                let phases = s.nodes.iter().map(|(id, n)| format!("{id}={:?}", n.phase));
+                phases.collect::<Vec<_>>().join(" ")
+            });
+            format!("{}: {nodes:?}", w.metadata.name.as_deref().unwrap_or(""))
+        })
+        .collect();
     assert!(
         done,
-        "not every workflow finished after the restarts on {}",
-        cluster.name
+        "not every workflow finished after the restarts on {}: {unfinished:#?}\ncontroller warnings:\n{}",
+        cluster.name,
+        std::fs::read_to_string(&log).unwrap_or_default()
     );
     assert!(
         mid_run_kills >= 3,
