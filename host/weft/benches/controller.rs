@@ -11,7 +11,8 @@
 //! of the data plane's first plain and first with-artifacts runs
 //! (target/controller-plain0-cpu.pb.gz, target/controller-io0-cpu.pb.gz);
 //! `IO_ROUNDS=N` sets how many rounds of both the data plane's line runs
-//! (default 8, `common::paired`); `DRIFT_ROUNDS=N` runs only the plain
+//! (default 8, `common::paired`; `PROFILE_EVERY_ROUND=1` profiles every
+//! round, target/controller-{plain,io}N-cpu.pb.gz); `DRIFT_ROUNDS=N` runs only the plain
 //! one-node workflows N times and prints what changes from run to run.
 
 mod common;
@@ -170,10 +171,13 @@ async fn artifacts_cost(
     let paired =
         common::paired::Paired::run(ctx, ["plain", "io"], rounds, WORKFLOWS, |v, round, name| {
             let spec = if v == 0 { &plain } else { &with };
-            let p = profile.as_ref().filter(|_| round == 0).map(|secs| {
-                let secs = secs.parse().expect("PROFILE_IO_SECONDS: seconds");
-                (secs, format!("controller-{name}"))
-            });
+            let p = profile
+                .as_ref()
+                .filter(|_| common::paired::profiles_round(round, 0))
+                .map(|secs| {
+                    let secs = secs.parse().expect("PROFILE_IO_SECONDS: seconds");
+                    (secs, format!("controller-{name}"))
+                });
             async move { common::profiled_run(api, &name, WORKFLOWS, spec, p).await }
         })
         .await?;

@@ -14,7 +14,9 @@
 //! `cargo bench -p weft --bench history` (after `make guests`);
 //! `HISTORY_PARTS=1,3` runs only those parts; `PROFILE_SECONDS=N` takes a
 //! CPU profile of the first N seconds of part 1's second history-on run
-//! (target/history-cpu.pb.gz, as the controller bench does).
+//! (target/history-cpu.pb.gz, as the controller bench does); with
+//! `PROFILE_EVERY_ROUND=1` also every run of part 1, off and on
+//! (target/history-{off,on}N-cpu.pb.gz).
 
 mod common;
 
@@ -105,6 +107,12 @@ async fn throughput(db: &Db) -> anyhow::Result<()> {
                     secs.parse().expect("PROFILE_SECONDS: seconds"),
                     "history".into(),
                 ))),
+                Some(secs) if common::paired::profiles_round(round, usize::MAX) => {
+                    Some(tokio::spawn(common::cpu_profile(
+                        secs.parse().expect("PROFILE_SECONDS: seconds"),
+                        format!("history-{name}"),
+                    )))
+                }
                 _ => None,
             };
             let (api, spec, h, on_secs, pg_cpu) = (&api, &spec, &h, &on_secs, &pg_cpu);

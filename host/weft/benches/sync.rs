@@ -11,7 +11,7 @@
 //! 1,000 workflows and the controller's reconciles and API writes per
 //! workflow; with `PROFILE_SECONDS=n`, a CPU profile of n seconds of each
 //! variant's second run (target/sync-free1-cpu.pb.gz,
-//! target/sync-held1-cpu.pb.gz).
+//! target/sync-held1-cpu.pb.gz; every round's with `PROFILE_EVERY_ROUND=1`).
 //!
 //! `cargo bench -p weft --bench sync` (after `make guests`).
 
@@ -38,10 +38,13 @@ async fn main() -> anyhow::Result<()> {
         WORKFLOWS,
         |v, round, name| {
             let spec = if v == 0 { &plain } else { &locked };
-            let p = profile.as_ref().filter(|_| round == 1).map(|secs| {
-                let secs = secs.parse().expect("PROFILE_SECONDS: seconds");
-                (secs, format!("sync-{name}"))
-            });
+            let p = profile
+                .as_ref()
+                .filter(|_| common::paired::profiles_round(round, 1))
+                .map(|secs| {
+                    let secs = secs.parse().expect("PROFILE_SECONDS: seconds");
+                    (secs, format!("sync-{name}"))
+                });
             let api = &api;
             async move { common::profiled_run(api, &name, WORKFLOWS, spec, p).await }
         },

@@ -130,3 +130,13 @@ pub fn rounds(var: &str, default: usize) -> usize {
         .and_then(|r| r.parse().ok())
         .unwrap_or(default)
 }
+
+/// Whether a paired bench profiles `round`: its `usual` round only, or
+/// every round with `PROFILE_EVERY_ROUND=1`. One run's profile holds a
+/// few hundred samples, too thin to rank a cost of a few percent; every
+/// round's files together are thick enough, as pprof merges the files it
+/// is given (`go tool pprof -top -diff_base 'target/controller-plain*'
+/// target/controller-io*-cpu.pb.gz`).
+pub fn profiles_round(round: usize, usual: usize) -> bool {
+    round == usual || std::env::var_os("PROFILE_EVERY_ROUND").is_some()
+}

@@ -157,6 +157,9 @@ fn weft(setting: Setting) -> Command {
     cmd.args(["controller", "--no-admin", "--metrics-addr", "127.0.0.1:0"])
         .args(["--namespace", NAMESPACE, "--plugins"])
         .arg(crate::root().join("target/plugins"));
+    if let Ok(addr) = std::env::var("PEERS_HEAP") {
+        cmd.args(["--profiling-addr", &addr]);
+    }
     if setting == Setting::Matched {
         cmd.arg(format!("--kube-api-qps={MATCHED_QPS}"))
             .arg(format!("--kube-api-burst={MATCHED_BURST}"))

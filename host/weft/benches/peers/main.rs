@@ -16,7 +16,8 @@
 //! Environment: `PEERS_WORKLOADS=a,b,…` (default all), `PEERS_SETTINGS`
 //! (`defaults,matched`), `PEERS` (`weft,argo`), `POD_RUN_MS`,
 //! `PEERS_WRITE_WORKLOADS=DIR` (only write the workloads' YAML),
-//! `PEERS_NO_DOCS=1` (leave docs/benchmarks.md alone), `PEERS_TABLES_ONLY=1`
+//! `PEERS_NO_DOCS=1` (leave docs/benchmarks.md alone), `PEERS_HEAP=ADDR`
+//! (Weft's heap profiles, `measure::HeapProfiles`), `PEERS_TABLES_ONLY=1`
 //! (no run: write the tables of results.jsonl).
 
 #[allow(dead_code)]

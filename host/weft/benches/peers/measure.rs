@@ -33,6 +33,60 @@ pub fn usage(pid: u32) -> (f64, f64) {
     (cpu, hwm / 1024.0)
 }
 
+/// A process's resident set now (MiB), from /proc.
+pub fn rss_now(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+/// With `PEERS_HEAP=ADDR` Weft's controller serves its profiles on ADDR
+/// (`--profiling-addr`), and a run saves jemalloc's heap profile when
+/// the controller's RSS is at a new high (so the last file saved is the
+/// one nearest its peak) and before the first workflow, as
+/// target/bench-peers/heap-{label}.pb.gz (`go tool pprof -top
+/// -sample_index=inuse_space BINARY FILE`).
+pub struct HeapProfiles {
+    addr: Option<String>,
+    high: f64,
+}
+
+impl HeapProfiles {
+    pub fn new(weft: bool) -> Self {
+        let addr = std::env::var("PEERS_HEAP").ok().filter(|_| weft);
+        HeapProfiles { addr, high: 0.0 }
+    }
+
+    /// Saves a profile as `label` when RSS is over every earlier one.
+    pub fn at_high(&mut self, pid: u32, label: &str) {
+        let rss = rss_now(pid);
+        if self.addr.is_some() && rss > self.high + 1.0 {
+            self.high = rss;
+            self.save(label);
+        }
+    }
+
+    /// Saves a profile as `label`.
+    pub fn save(&self, label: &str) {
+        let Some(addr) = &self.addr else { return };
+        let dir = crate::root().join("target/bench-peers");
+        let path = dir.join(format!("heap-{label}.pb.gz"));
+        let url = format!("http://{addr}/debug/pprof/heap");
+        let ok = std::process::Command::new("curl")
+            .args(["-sf", "-m", "30", "-o"])
+            .arg(&path)
+            .arg(&url)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            eprintln!("[peers] PEERS_HEAP: no heap profile from {url}");
+        }
+    }
+}
+
 /// Whether an audit verb writes.
 fn writes(verb: &str) -> bool {
     matches!(

@@ -93,9 +93,15 @@ async fn measured(
     let watch = pods.watch(client.clone(), NAMESPACE);
     let (_, skip) = measure::requests(cluster, peer.user(), 0);
     let (cpu0, idle_rss) = measure::usage(pid);
+    let mut heap = measure::HeapProfiles::new(peer == Peer::Weft);
+    let label = format!("{}-{}", w.key, setting.name());
+    heap.save(&format!("{label}-idle"));
     let start = Instant::now();
     let created = create_all(peer, w, &api).await?;
-    wait_done(peer, &api, w.workflows, pid).await?;
+    wait_done(peer, &api, w.workflows, pid, |pid| {
+        heap.at_high(pid, &label)
+    })
+    .await?;
     let seconds = start.elapsed().as_secs_f64();
     let (cpu1, rss) = measure::usage(pid);
     watch.abort();
@@ -192,9 +198,11 @@ async fn wait_done(
     api: &kube::Api<DynamicObject>,
     n: usize,
     pid: u32,
+    mut each: impl FnMut(u32),
 ) -> anyhow::Result<()> {
     let deadline = Instant::now() + DEADLINE;
     loop {
+        each(pid);
         anyhow::ensure!(
             bed::alive(pid),
             "{}'s controller exited during the run",
