@@ -93,6 +93,26 @@ impl fmt::Debug for Digest {
     }
 }
 
+/// The settings every plugin is compiled with (the running engine adds
+/// its instance pool): the artifact's compatibility depends on them, so
+/// an in-process compile and a child's ([`compile_artifact`]) agree.
+fn compile_config() -> Config {
+    let mut wasm = Config::new();
+    wasm.epoch_interruption(true);
+    // Plugins get a bounded stack: runaway recursion is a clean trap.
+    wasm.max_wasm_stack(1 << 20);
+    // Map data segments copy-on-write from the compiled image instead of
+    // copying them into every fresh instance.
+    wasm.memory_init_cow(true);
+    wasm
+}
+
+/// Compiles a component to the artifact a [`PluginEngine`] loads: what a
+/// [`ChildCompiler`] runs (`weft plugin compile-artifact`).
+pub fn compile_artifact(bytes: &[u8]) -> wasmtime::Result<Vec<u8>> {
+    Engine::new(&compile_config())?.precompile_component(bytes)
+}
+
 /// How the engine is set up.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -124,9 +144,15 @@ pub struct EngineConfig {
     pub keep_resident: usize,
     /// How the preparer thread competes for CPU with the callers.
     pub preparer_priority: PreparerPriority,
+    /// Compile plugins in a child process of this program (`None`: in
+    /// this process). Its artifact is loaded as a cached one is; a child
+    /// that fails is reported and the compile done here instead.
+    pub compiler: Option<ChildCompiler>,
 }
 
+mod child;
 pub use crate::prepared::PreparerPriority;
+pub use child::{ChildCompiler, ChildOutcome, REFUSED};
 
 impl Default for EngineConfig {
     fn default() -> Self {
@@ -140,6 +166,7 @@ impl Default for EngineConfig {
             spares: 1,
             keep_resident: 16 << 20,
             preparer_priority: PreparerPriority::default(),
+            compiler: None,
         }
     }
 }
@@ -155,6 +182,7 @@ pub(crate) struct Inner {
     pub(crate) preparer: Preparer,
     pub(crate) spares: usize,
     cache_dir: Option<PathBuf>,
+    compiler: Option<ChildCompiler>,
     compiled: Mutex<HashMap<Digest, Component>>,
     states: Mutex<HashMap<String, Arc<StateStore>>>,
     state_limits: StateLimits,
@@ -195,13 +223,7 @@ pub enum CompileSource {
 impl PluginEngine {
     /// Build the engine and start its epoch ticker.
     pub fn new(config: EngineConfig) -> Result<Self, Error> {
-        let mut wasm = Config::new();
-        wasm.epoch_interruption(true);
-        // Plugins get a bounded stack: runaway recursion is a clean trap.
-        wasm.max_wasm_stack(1 << 20);
-        // Map data segments copy-on-write from the compiled image instead of
-        // copying them into every fresh instance.
-        wasm.memory_init_cow(true);
+        let mut wasm = compile_config();
         // Compiles run in an engine of these settings made for each (see
         // `compile_apart`); the instance pool is the running engine's only.
         let compile_config = wasm.clone();
@@ -278,6 +300,7 @@ impl PluginEngine {
                 preparer,
                 spares: config.spares,
                 cache_dir: config.cache_dir,
+                compiler: config.compiler,
                 compiled: Mutex::default(),
                 states: Mutex::default(),
                 state_limits: config.state,
@@ -324,8 +347,7 @@ impl PluginEngine {
                 }
             }
         }
-        let compiled = self.compile_apart(bytes)?;
-        let component = self.load_artifact(&compiled)?;
+        let (compiled, component) = self.compile_fresh(bytes)?;
         if let Some(path) = &artifact
             && let Err(e) = write_artifact(path, &compiled)
         {
@@ -333,6 +355,28 @@ impl PluginEngine {
         }
         self.lock_compiled().insert(digest, component.clone());
         Ok((component, CompileSource::Compiled))
+    }
+
+    /// Compiles `bytes` and loads the result: in the child compiler when
+    /// there is one (its refusal is the component's error), else, or when
+    /// the child fails or its artifact does not load, here.
+    fn compile_fresh(&self, bytes: &[u8]) -> wasmtime::Result<(Vec<u8>, Component)> {
+        if let Some(child) = &self.inner.compiler {
+            let why = match child.compile(bytes) {
+                ChildOutcome::Compiled(artifact) => match self.load_artifact(&artifact) {
+                    Ok(c) => return Ok((artifact, c)),
+                    Err(e) => format!("its artifact does not load: {e:#}"),
+                },
+                ChildOutcome::Refused(why) => return Err(wasmtime::format_err!("{why}")),
+                ChildOutcome::Failed(why) => why,
+            };
+            tracing::warn!(
+                "compiling a plugin in a child process failed, compiling it here: {why}"
+            );
+        }
+        let compiled = self.compile_apart(bytes)?;
+        let component = self.load_artifact(&compiled)?;
+        Ok((compiled, component))
     }
 
     /// Compiles `bytes` to an artifact in an engine made for this compile

@@ -11,6 +11,7 @@ use kube::{
     Api, Client,
     api::{Patch, PatchParams},
 };
+use weft_plugin::engine::ChildCompiler;
 use weft_plugin::{EngineConfig, PluginEngine, PreparerPriority, Registry, RegistryConfig};
 
 use crate::controller::{self, Context, children::Children};
@@ -65,9 +66,9 @@ pub fn load_plugins(
 pub const DEFAULT_SPARES: usize = 1;
 
 /// How the plugin engine is sized (`weft controller --plugin-spares`,
-/// `--plugin-keep-resident`, `--plugin-preparer-priority`); see
-/// [`EngineConfig`].
-#[derive(Debug, Clone, Copy)]
+/// `--plugin-keep-resident`, `--plugin-preparer-priority`) and where it
+/// compiles; see [`EngineConfig`].
+#[derive(Debug, Clone)]
 pub struct PluginSizing {
     /// [`EngineConfig::spares`].
     pub spares: usize,
@@ -75,6 +76,10 @@ pub struct PluginSizing {
     pub keep_resident: usize,
     /// [`EngineConfig::preparer_priority`].
     pub preparer_priority: PreparerPriority,
+    /// [`EngineConfig::compiler`]: the `weft` binary's own commands
+    /// compile in a child of themselves ([`PluginSizing::weft`]); a test
+    /// that runs a controller in its own process compiles in it.
+    pub compiler: Option<ChildCompiler>,
 }
 
 impl Default for PluginSizing {
@@ -83,6 +88,19 @@ impl Default for PluginSizing {
             spares: DEFAULT_SPARES,
             keep_resident: EngineConfig::default().keep_resident,
             preparer_priority: PreparerPriority::default(),
+            compiler: None,
+        }
+    }
+}
+
+impl PluginSizing {
+    /// The defaults of the `weft` binary's commands: plugins compile in a
+    /// child `weft plugin compile-artifact`, so cranelift's peak (125 MiB
+    /// for the k8s-resource plugin) never enters the controller's memory.
+    pub fn weft() -> Self {
+        PluginSizing {
+            compiler: ChildCompiler::this_weft(),
+            ..PluginSizing::default()
         }
     }
 }
@@ -102,6 +120,7 @@ pub fn load_plugins_with(
         spares: sizing.spares,
         keep_resident: sizing.keep_resident,
         preparer_priority: sizing.preparer_priority,
+        compiler: sizing.compiler,
         ..EngineConfig::default()
     })?;
     let registry = Arc::new(Registry::new(config));

@@ -371,6 +371,7 @@ pub fn controller(args: ControllerArgs) -> anyhow::Result<ExitCode> {
                 spares: args.plugin_spares,
                 keep_resident: args.plugin_keep_resident,
                 preparer_priority: args.plugin_preparer_priority,
+                ..runtime::PluginSizing::weft()
             })?;
         if args.install_crd {
             runtime::install_crd(&client).await?;

@@ -126,7 +126,7 @@ pub fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
             &args.plugins,
             Some(&runtime::cache_dir(&args.data_dir)),
             registry_config,
-            runtime::PluginSizing::default(),
+            runtime::PluginSizing::weft(),
         )?;
         runtime::install_crd(&client).await?;
         args.webhook.start(&client, registry.clone()).await?;

@@ -256,7 +256,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             &args.plugins,
             Some(&runtime::cache_dir(&args.data_dir)),
             registry_config,
-            runtime::PluginSizing::default(),
+            runtime::PluginSizing::weft(),
         )?;
         if registry.snapshot().task_types().next().is_none() && !args.hotload {
             bail!(

@@ -44,6 +44,11 @@ pub enum PluginCommand {
     /// Print the ServiceAccount and ClusterRole a plugin's resources are
     /// written with (controller --impersonate-plugins), from its manifest.
     Rbac(super::rbac::RbacArgs),
+    /// Compile a component read on stdin to the artifact the controller
+    /// loads, on stdout: how `weft controller` compiles plugins outside
+    /// its own memory (`weft_plugin::engine::ChildCompiler`).
+    #[command(hide = true)]
+    CompileArtifact,
 }
 
 /// Run `weft plugin ...`.
@@ -57,6 +62,29 @@ pub fn run(cmd: PluginCommand) -> anyhow::Result<ExitCode> {
         PluginCommand::Promote(args) => status::end_rollout(args, true),
         PluginCommand::Abort(args) => status::end_rollout(args, false),
         PluginCommand::Rbac(args) => super::rbac::rbac(args),
+        PluginCommand::CompileArtifact => compile_artifact(),
+    }
+}
+
+/// `weft plugin compile-artifact`: exits [`weft_plugin::engine::REFUSED`]
+/// with the reason when the component does not compile.
+fn compile_artifact() -> anyhow::Result<ExitCode> {
+    use std::io::{Read, Write};
+    let mut bytes = Vec::new();
+    std::io::stdin()
+        .read_to_end(&mut bytes)
+        .context("reading the component from stdin")?;
+    match weft_plugin::engine::compile_artifact(&bytes) {
+        Ok(artifact) => {
+            std::io::stdout()
+                .write_all(&artifact)
+                .context("writing the artifact to stdout")?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            eprintln!("{e:#}");
+            Ok(ExitCode::from(weft_plugin::engine::REFUSED as u8))
+        }
     }
 }
 
