@@ -127,8 +127,9 @@ pub fn cluster(peer: Peer, peers: &Path, run_ms: u64) -> RealCluster {
 pub fn start(peer: Peer, setting: Setting, cluster: &RealCluster, peers: &Path) -> Child {
     let kubeconfig = cluster.kubeconfig_as(peer.user(), Some("system:masters"));
     let log = std::fs::File::create(cluster.dir.join("controller.log")).unwrap();
+    let metrics = crate::free_port();
     let mut cmd = match peer {
-        Peer::Weft => weft(setting),
+        Peer::Weft => weft(setting, metrics),
         Peer::Argo => argo(setting, peers),
     };
     let child = cmd
@@ -139,7 +140,7 @@ pub fn start(peer: Peer, setting: Setting, cluster: &RealCluster, peers: &Path) 
         .spawn()
         .unwrap_or_else(|e| panic!("start {}'s controller: {e}", peer.name()));
     cluster.adopt(child.id());
-    if let Err(e) = wait_ready(peer, &child) {
+    if let Err(e) = wait_ready(peer, &child, metrics) {
         panic!("{e}; its log ends:\n{}", log_tail(cluster, 30));
     }
     child
@@ -152,9 +153,10 @@ pub fn log_tail(cluster: &RealCluster, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
-fn weft(setting: Setting) -> Command {
+fn weft(setting: Setting, metrics: u16) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_weft"));
-    cmd.args(["controller", "--no-admin", "--metrics-addr", "127.0.0.1:0"])
+    cmd.args(["controller", "--no-admin", "--metrics-addr"])
+        .arg(format!("127.0.0.1:{metrics}"))
         .args(["--namespace", NAMESPACE, "--plugins"])
         .arg(crate::root().join("target/plugins"));
     if let Ok(addr) = std::env::var("PEERS_HEAP") {
@@ -191,9 +193,13 @@ fn argo(setting: Setting, peers: &Path) -> Command {
     cmd
 }
 
-/// Waits until the controller serves its health or metrics endpoint, then
-/// a little more for its informers to list.
-fn wait_ready(peer: Peer, child: &Child) -> Result<(), String> {
+/// Waits until the controller says it is ready, then a little more for
+/// its informers to list: Argo serves /healthz once its controller runs;
+/// Weft answers 200 on /readyz once its plugins are loaded and its caches
+/// synced (until 2026-11-30 the bench waited 3 s from the start for Weft,
+/// while it still compiled its plugins: its first workflows waited for
+/// that, and its CPU figure included part of it).
+fn wait_ready(peer: Peer, child: &Child, metrics: u16) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(60);
     while Instant::now() < deadline {
         if !alive(child.id()) {
@@ -202,7 +208,7 @@ fn wait_ready(peer: Peer, child: &Child) -> Result<(), String> {
         let ready = match peer {
             // Argo serves /healthz on :6060 once its controller runs.
             Peer::Argo => std::net::TcpStream::connect("127.0.0.1:6060").is_ok(),
-            Peer::Weft => true,
+            Peer::Weft => http_ok(metrics, "/readyz"),
         };
         if ready {
             std::thread::sleep(Duration::from_secs(3));
@@ -211,6 +217,20 @@ fn wait_ready(peer: Peer, child: &Child) -> Result<(), String> {
         std::thread::sleep(Duration::from_millis(200));
     }
     Err(format!("{}'s controller not ready in 60 s", peer.name()))
+}
+
+/// Whether `GET path` on loopback `port` answers 200.
+fn http_ok(port: u16, path: &str) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    let request = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+    let mut head = [0u8; 12];
+    s.write_all(request.as_bytes()).is_ok()
+        && s.read_exact(&mut head).is_ok()
+        && head.ends_with(b" 200")
 }
 
 /// Whether `pid` runs (not gone, not a zombie).
