@@ -161,7 +161,7 @@ fn floors(rows: &[Row]) -> String {
         let bar = argo.peak_rss_mib / 4.0;
         let _ = writeln!(
             s,
-            "| peak RSS (a), matched | ≤ {bar:.0} MiB (¼ of {:.0}) | Weft's RSS before its first workflow (plugins compiled and loaded, caches synced): {:.0} MiB | {} |",
+            "| peak RSS (a), matched | ≤ {bar:.0} MiB (¼ of {:.0}) | Weft's RSS before its first workflow (plugins loaded, compiled in a child process; caches synced): {:.0} MiB | {} |",
             argo.peak_rss_mib,
             weft.idle_rss_mib,
             yes_no(weft.idle_rss_mib > bar),
