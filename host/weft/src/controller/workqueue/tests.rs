@@ -22,6 +22,11 @@ fn a_waiting_item_is_merged_and_counted_once() {
     assert_eq!(q.depth(), 2);
     let adds = r#"workqueue_adds_total{controller="workflow",name="workflow"}"#;
     assert_eq!(figure(&m, adds), 2.0);
+    // The first add counted the depth; the next ones within 100 ms left it
+    // to the periodic refresh.
+    let depth = r#"workqueue_depth{controller="workflow",name="workflow"}"#;
+    assert_eq!(figure(&m, depth), 1.0);
+    q.refresh();
     assert_eq!(
         figure(
             &m,
@@ -46,4 +51,16 @@ fn a_delayed_requeue_is_not_ready_until_due_and_an_event_brings_it_forward() {
     assert_eq!(q.depth(), 1);
     q.taken("ns/a");
     assert_eq!(q.depth(), 0);
+}
+
+#[test]
+fn the_depth_is_counted_again_once_100_ms_have_passed() {
+    let (m, q) = queue();
+    let depth = r#"workqueue_depth{controller="workflow",name="workflow"}"#;
+    q.add("ns/a");
+    q.add("ns/b");
+    assert_eq!(figure(&m, depth), 1.0, "the second add within 100 ms");
+    std::thread::sleep(DEPTH_EVERY + Duration::from_millis(10));
+    q.taken("ns/a");
+    assert_eq!(figure(&m, depth), 1.0, "counted at the take: ns/b waits");
 }
