@@ -107,8 +107,13 @@ fn compile_config() -> Config {
     wasm
 }
 
-/// Compiles a component to the artifact a [`PluginEngine`] loads: what a
-/// [`ChildCompiler`] runs (`weft plugin compile-artifact`).
+/// Compiles a component to the artifact a [`PluginEngine`] loads (in this
+/// process, or in a [`ChildCompiler`]'s: `weft plugin compile-artifact`).
+/// In an engine made for this compile and dropped after it: cranelift
+/// keeps every compile's scratch buffers (function bodies, register
+/// allocation) in its engine for the engine's life, and after the
+/// first-party plugins an idle controller held ~24 MiB of them (its heap
+/// profile), and more in the allocator's pages around them.
 pub fn compile_artifact(bytes: &[u8]) -> wasmtime::Result<Vec<u8>> {
     Engine::new(&compile_config())?.precompile_component(bytes)
 }
@@ -173,9 +178,6 @@ impl Default for EngineConfig {
 
 pub(crate) struct Inner {
     pub(crate) engine: Engine,
-    /// The engine's settings but the instance pool: what `compile_apart`
-    /// compiles with.
-    compile_config: Config,
     pub(crate) linker: Linker<HostState>,
     pub(crate) tick: Duration,
     pub(crate) max_memory: u64,
@@ -223,10 +225,9 @@ pub enum CompileSource {
 impl PluginEngine {
     /// Build the engine and start its epoch ticker.
     pub fn new(config: EngineConfig) -> Result<Self, Error> {
-        let mut wasm = compile_config();
         // Compiles run in an engine of these settings made for each (see
-        // `compile_apart`); the instance pool is the running engine's only.
-        let compile_config = wasm.clone();
+        // `compile_artifact`); the instance pool is the running engine's only.
+        let mut wasm = compile_config();
 
         if config.pooling {
             let mut pool = PoolingAllocationConfig::default();
@@ -293,7 +294,6 @@ impl PluginEngine {
         Ok(PluginEngine {
             inner: Arc::new(Inner {
                 engine,
-                compile_config,
                 linker,
                 tick: config.tick,
                 max_memory: config.max_memory,
@@ -374,26 +374,16 @@ impl PluginEngine {
                 "compiling a plugin in a child process failed, compiling it here: {why}"
             );
         }
-        let compiled = self.compile_apart(bytes)?;
+        let compiled = compile_artifact(bytes)?;
         let component = self.load_artifact(&compiled)?;
         Ok((compiled, component))
-    }
-
-    /// Compiles `bytes` to an artifact in an engine made for this compile
-    /// and dropped after it. Cranelift keeps every compile's scratch
-    /// buffers (function bodies, register allocation) in its engine for
-    /// the engine's life: after the first-party plugins an idle controller
-    /// held ~24 MiB of them (its heap profile), and more in the allocator's
-    /// pages around them.
-    fn compile_apart(&self, bytes: &[u8]) -> wasmtime::Result<Vec<u8>> {
-        let compiler = Engine::new(&self.inner.compile_config)?;
-        compiler.precompile_component(bytes)
     }
 
     #[allow(unsafe_code)]
     fn load_artifact(&self, artifact: &[u8]) -> wasmtime::Result<Component> {
         // SAFETY: `deserialize` trusts the bytes to be an artifact that
-        // wasmtime produced: `compile_apart` made them just now, with this
+        // wasmtime produced: `compile_artifact` made them just now, in this
+        // process or in a child running this same executable, with this
         // engine's settings, which wasmtime checks again from the header.
         unsafe { Component::deserialize(&self.inner.engine, artifact) }
     }

@@ -24,21 +24,15 @@ pub fn usage(pid: u32) -> (f64, f64) {
     };
     // utime and stime are fields 14 and 15 (11 and 12 after the name).
     let cpu = (ticks(11) + ticks(12)) / 100.0;
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let hwm = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .unwrap_or(0.0);
-    (cpu, hwm / 1024.0)
+    (cpu, status_mib(pid, "VmHWM:"))
 }
 
-/// A process's resident set now (MiB), from /proc.
-pub fn rss_now(pid: u32) -> f64 {
+/// A figure of /proc/PID/status given in kB (`VmHWM:`, `VmRSS:`), in MiB.
+fn status_mib(pid: u32, key: &str) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(key))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
         .map_or(0.0, |kb| kb / 1024.0)
 }
@@ -62,8 +56,11 @@ impl HeapProfiles {
 
     /// Saves a profile as `label` when RSS is over every earlier one.
     pub fn at_high(&mut self, pid: u32, label: &str) {
-        let rss = rss_now(pid);
-        if self.addr.is_some() && rss > self.high + 1.0 {
+        if self.addr.is_none() {
+            return;
+        }
+        let rss = status_mib(pid, "VmRSS:");
+        if rss > self.high + 1.0 {
             self.high = rss;
             self.save(label);
         }
