@@ -8,17 +8,19 @@
 //!
 //! The bucket is shared by every client the process makes (its own and
 //! the ones impersonating plugins), as one client-go rate limiter is
-//! shared by a manager's clients. Waiting happens in `poll_ready`, behind
-//! kube's request buffer: callers queue as they do in client-go.
+//! shared by a manager's clients. Unlike client-go, its tokens go out in
+//! two lanes ([`lanes`]): creates, which start work, pass the status
+//! writes queued before them.
+
+mod lanes;
 
 use std::future::Future;
 use std::num::NonZeroU32;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use governor::clock::Clock;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use http::{Request, Response};
 use kube::client::{Body, ClientBuilder};
@@ -68,7 +70,7 @@ impl ApiLimits {
 /// The layer every controller client gets: one shared bucket, metrics.
 #[derive(Clone)]
 pub struct Throttle {
-    limiter: Option<Arc<DefaultDirectRateLimiter>>,
+    tokens: Option<Arc<lanes::Tokens>>,
     metrics: Arc<Metrics>,
     /// The API server's `host:port` (the `host` label).
     host: Arc<str>,
@@ -78,7 +80,7 @@ impl Throttle {
     /// A layer with `limits`, counting into `metrics`.
     pub fn new(limits: ApiLimits, metrics: Arc<Metrics>) -> anyhow::Result<Self> {
         Ok(Throttle {
-            limiter: limits.limiter()?.map(Arc::new),
+            tokens: limits.limiter()?.map(|l| Arc::new(lanes::Tokens::new(l))),
             metrics,
             host: Arc::from(""),
         })
@@ -102,46 +104,14 @@ impl<S> Layer<S> for Throttle {
         Throttled {
             inner,
             throttle: self.clone(),
-            sleep: None,
-            token: false,
-            waiting_since: None,
         }
     }
 }
 
-/// A service whose requests each take a token first.
+/// A service whose requests each take a token before they are sent.
 pub struct Throttled<S> {
     inner: S,
     throttle: Throttle,
-    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
-    /// A token taken for the next call.
-    token: bool,
-    /// When the next call started waiting for its token.
-    waiting_since: Option<Instant>,
-}
-
-impl<S> Throttled<S> {
-    /// Ready once a token is held (at once without a limit).
-    fn poll_token(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        let Some(limiter) = &self.throttle.limiter else {
-            return Poll::Ready(());
-        };
-        self.waiting_since.get_or_insert_with(Instant::now);
-        while !self.token {
-            if let Some(sleep) = &mut self.sleep {
-                ready!(sleep.as_mut().poll(cx));
-                self.sleep = None;
-            }
-            match limiter.check() {
-                Ok(()) => self.token = true,
-                Err(not_until) => {
-                    let wait = not_until.wait_time_from(limiter.clock().now());
-                    self.sleep = Some(Box::pin(tokio::time::sleep(wait)));
-                }
-            }
-        }
-        Poll::Ready(())
-    }
 }
 
 type Pending<B> = Pin<Box<dyn Future<Output = Result<Response<B>, BoxError>> + Send>>;
@@ -158,23 +128,27 @@ where
     type Future = Pending<B>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
-        ready!(self.poll_token(cx));
         self.inner.poll_ready(cx).map_err(Into::into)
     }
 
+    /// The inner call only builds its future: nothing is sent until it is
+    /// polled, after the token.
     fn call(&mut self, req: Request<Body>) -> Self::Future {
-        self.token = false;
+        let lane = lanes::Lane::of(req.method(), req.uri().path());
         let method = req.method().to_string();
         let host = self.throttle.host.clone();
         let metrics = self.throttle.metrics.clone();
-        if let Some(since) = self.waiting_since.take() {
-            metrics
-                .standard
-                .rate_limited(&method, &host, since.elapsed());
-        }
-        let started = Instant::now();
+        let tokens = self.throttle.tokens.clone();
         let sent = self.inner.call(req);
         Box::pin(async move {
+            if let Some(tokens) = tokens {
+                let since = Instant::now();
+                tokens.take(lane).await;
+                metrics
+                    .standard
+                    .rate_limited(&method, &host, since.elapsed());
+            }
+            let started = Instant::now();
             let result = sent.await.map_err(Into::into);
             let code = match &result {
                 Ok(r) => r.status().as_u16().to_string(),

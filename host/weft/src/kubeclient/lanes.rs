@@ -1,0 +1,317 @@
+//! The client-side bucket's tokens, handed out in two lanes.
+//!
+//! First come, first served (client-go's way), a burst of new Workflows
+//! queues each one's first create behind the status writes of the ones
+//! already running: at 100 requests a second the last Workflow of a
+//! thousand waited ~20 s for its first pod, most of it behind status
+//! writes that only record what happened. Requests that start work go
+//! first: while both lanes wait, four of every five tokens go to them, so
+//! status writes, Lease renewals and reads still move at a fifth of the
+//! rate and never starve. Every request still takes one token of the
+//! same bucket: the rate and burst the API server sees do not change.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, OnceLock};
+
+use governor::DefaultDirectRateLimiter;
+use governor::clock::Clock;
+use http::Method;
+use tokio::sync::{mpsc, oneshot};
+
+/// Which lane a request waits in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lane {
+    /// Creates: a child (pod, custom resource), a Workflow, a Lock.
+    Start,
+    /// Everything else: status writes, updates, deletes, reads, Events.
+    Rest,
+}
+
+impl Lane {
+    /// Creates (`POST`) start work, except Events, which report it.
+    pub fn of(method: &Method, path: &str) -> Lane {
+        let resource = path.trim_end_matches('/').rsplit('/').next();
+        if method == Method::POST && resource != Some("events") {
+            Lane::Start
+        } else {
+            Lane::Rest
+        }
+    }
+}
+
+/// While both lanes wait, `START_SHARE` tokens go to [`Lane::Start`] for
+/// each one that goes to [`Lane::Rest`].
+const START_SHARE: u32 = 4;
+
+/// A request waiting for its token.
+type Waiter = oneshot::Sender<()>;
+
+/// The shared bucket and the task that hands its tokens out by lane.
+pub struct Tokens {
+    limiter: Arc<DefaultDirectRateLimiter>,
+    /// Started on the first request, in the runtime that makes it.
+    lanes: OnceLock<[mpsc::UnboundedSender<Waiter>; 2]>,
+}
+
+impl Tokens {
+    /// Tokens of `limiter`.
+    pub fn new(limiter: DefaultDirectRateLimiter) -> Self {
+        Tokens {
+            limiter: Arc::new(limiter),
+            lanes: OnceLock::new(),
+        }
+    }
+
+    /// Waits for a token in `lane`.
+    pub async fn take(&self, lane: Lane) {
+        let (tx, rx) = oneshot::channel();
+        let queued = self.lanes()[lane as usize].send(tx).is_ok();
+        if !(queued && rx.await.is_ok()) {
+            // The dispatcher is gone with the runtime that started it:
+            // still take a token, first come, first served.
+            one_token(&self.limiter).await;
+        }
+    }
+
+    fn lanes(&self) -> &[mpsc::UnboundedSender<Waiter>; 2] {
+        self.lanes.get_or_init(|| {
+            let (start_tx, start_rx) = mpsc::unbounded_channel();
+            let (rest_tx, rest_rx) = mpsc::unbounded_channel();
+            tokio::spawn(dispatch(self.limiter.clone(), [start_rx, rest_rx]));
+            [start_tx, rest_tx]
+        })
+    }
+}
+
+/// Waits until the bucket gives one token.
+async fn one_token(limiter: &DefaultDirectRateLimiter) {
+    while let Err(not_until) = limiter.check() {
+        tokio::time::sleep(not_until.wait_time_from(limiter.clock().now())).await;
+    }
+}
+
+/// The waiters of both lanes, in arrival order within each.
+#[derive(Default)]
+struct Queues {
+    lanes: [VecDeque<Waiter>; 2],
+    /// Start tokens handed out since the last Rest one while Rest waited.
+    credit: u32,
+}
+
+impl Queues {
+    fn is_empty(&self) -> bool {
+        self.lanes.iter().all(VecDeque::is_empty)
+    }
+
+    /// Moves every request that arrived into its queue; false once the
+    /// clients are all gone.
+    fn drain(&mut self, rx: &mut [mpsc::UnboundedReceiver<Waiter>; 2]) -> bool {
+        let mut open = true;
+        for (queue, rx) in self.lanes.iter_mut().zip(rx.iter_mut()) {
+            loop {
+                match rx.try_recv() {
+                    Ok(w) => queue.push_back(w),
+                    Err(mpsc::error::TryRecvError::Empty) => break,
+                    Err(mpsc::error::TryRecvError::Disconnected) => {
+                        open = false;
+                        break;
+                    }
+                }
+            }
+        }
+        open
+    }
+
+    /// The lane the next token goes to (some lane is not empty).
+    fn next_lane(&mut self) -> Lane {
+        let [start, rest] = &self.lanes;
+        if start.is_empty() {
+            self.credit = 0;
+            return Lane::Rest;
+        }
+        if rest.is_empty() {
+            return Lane::Start;
+        }
+        if self.credit < START_SHARE {
+            self.credit += 1;
+            Lane::Start
+        } else {
+            self.credit = 0;
+            Lane::Rest
+        }
+    }
+
+    /// Gives one token to the next waiter still waiting (a request whose
+    /// caller gave up is skipped); false when none was left.
+    fn hand_out(&mut self) -> bool {
+        while !self.is_empty() {
+            let lane = self.next_lane();
+            let waiter = self.lanes[lane as usize].pop_front();
+            if waiter.is_some_and(|w| w.send(()).is_ok()) {
+                return true;
+            }
+        }
+        false
+    }
+}
+
+/// Hands the bucket's tokens to waiting requests until every client is
+/// dropped.
+async fn dispatch(
+    limiter: Arc<DefaultDirectRateLimiter>,
+    mut rx: [mpsc::UnboundedReceiver<Waiter>; 2],
+) {
+    let mut queues = Queues::default();
+    loop {
+        let open = queues.drain(&mut rx);
+        if queues.is_empty() {
+            if !open || !wait_for_request(&mut rx, &mut queues).await {
+                return;
+            }
+            continue;
+        }
+        one_token(&limiter).await;
+        // Requests that came while this token was awaited compete for it.
+        queues.drain(&mut rx);
+        queues.hand_out();
+    }
+}
+
+/// Waits for the next request of either lane; false once no client is left.
+async fn wait_for_request(
+    rx: &mut [mpsc::UnboundedReceiver<Waiter>; 2],
+    queues: &mut Queues,
+) -> bool {
+    let [start, rest] = rx;
+    let (lane, waiter) = tokio::select! {
+        w = start.recv() => (Lane::Start, w),
+        w = rest.recv() => (Lane::Rest, w),
+    };
+    match waiter {
+        Some(w) => {
+            queues.lanes[lane as usize].push_back(w);
+            true
+        }
+        // One lane closed means the Tokens (holding both senders) is gone.
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn creates_start_work_but_events_do_not() {
+        let start = |m: Method, p: &str| Lane::of(&m, p) == Lane::Start;
+        assert!(start(Method::POST, "/api/v1/namespaces/a/pods"));
+        assert!(start(
+            Method::POST,
+            "/apis/weft.dev/v1alpha1/namespaces/a/workflows"
+        ));
+        assert!(!start(Method::POST, "/api/v1/namespaces/a/events"));
+        assert!(!start(
+            Method::POST,
+            "/apis/events.k8s.io/v1/namespaces/a/events/"
+        ));
+        assert!(!start(
+            Method::PUT,
+            "/apis/weft.dev/v1alpha1/namespaces/a/workflows/w/status"
+        ));
+        assert!(!start(Method::PATCH, "/api/v1/namespaces/a/pods/p"));
+        assert!(!start(Method::GET, "/api/v1/namespaces/a/pods"));
+    }
+
+    fn waiter() -> (Waiter, oneshot::Receiver<()>) {
+        oneshot::channel()
+    }
+
+    #[test]
+    fn four_of_five_tokens_go_to_creates_while_both_wait() {
+        let mut q = Queues::default();
+        let mut got = Vec::new();
+        for i in 0..10 {
+            let (s, r) = waiter();
+            q.lanes[0].push_back(s);
+            got.push(("start", i, r));
+            let (s, r) = waiter();
+            q.lanes[1].push_back(s);
+            got.push(("rest", i, r));
+        }
+        let mut order = Vec::new();
+        for _ in 0..20 {
+            assert!(q.hand_out());
+            for (lane, i, r) in &mut got {
+                if r.try_recv().is_ok() {
+                    order.push(format!("{lane}{i}"));
+                }
+            }
+        }
+        assert!(!q.hand_out(), "every waiter had its token");
+        let first_ten: Vec<_> = order[..10].iter().map(String::as_str).collect();
+        assert_eq!(
+            first_ten,
+            [
+                "start0", "start1", "start2", "start3", "rest0", "start4", "start5", "start6",
+                "start7", "rest1"
+            ]
+        );
+        assert_eq!(order.len(), 20);
+    }
+
+    #[test]
+    fn a_waiter_that_gave_up_passes_its_token_on() {
+        let mut q = Queues::default();
+        let (gone, r) = waiter();
+        drop(r);
+        let (next, mut r2) = waiter();
+        q.lanes[0].push_back(gone);
+        q.lanes[1].push_back(next);
+        assert!(q.hand_out());
+        assert!(r2.try_recv().is_ok());
+        assert!(!q.hand_out());
+    }
+
+    /// Ten status writes queue, then a create: the create goes first, and
+    /// all eleven still take the bucket's rate (burst 2, then one per 10 ms).
+    #[tokio::test]
+    async fn a_create_passes_queued_writes_at_the_buckets_rate() {
+        use futures::StreamExt;
+        use governor::{Quota, RateLimiter};
+        use std::num::NonZeroU32;
+        use std::time::{Duration, Instant};
+        let quota = Quota::with_period(Duration::from_millis(10))
+            .unwrap()
+            .allow_burst(NonZeroU32::new(2).unwrap());
+        let tokens = Tokens::new(RateLimiter::direct(quota));
+        // Drain the burst so every request below waits.
+        tokens.take(Lane::Rest).await;
+        tokens.take(Lane::Rest).await;
+        let started = Instant::now();
+        let waiting = futures::stream::FuturesUnordered::new();
+        for i in 0..10 {
+            let t = &tokens;
+            waiting.push(Box::pin(async move {
+                t.take(Lane::Rest).await;
+                format!("rest{i}")
+            })
+                as std::pin::Pin<Box<dyn std::future::Future<Output = String>>>);
+        }
+        let t = &tokens;
+        waiting.push(Box::pin(async move {
+            t.take(Lane::Start).await;
+            "start".to_string()
+        }));
+        let order: Vec<String> = waiting.collect().await;
+        assert_eq!(order[0], "start", "{order:?}");
+        assert_eq!(
+            order[1..],
+            (0..10).map(|i| format!("rest{i}")).collect::<Vec<_>>()[..]
+        );
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_millis(100),
+            "11 tokens at 100/s came in {took:?}"
+        );
+    }
+}
