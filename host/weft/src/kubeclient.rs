@@ -134,7 +134,7 @@ where
     /// The inner call only builds its future: nothing is sent until it is
     /// polled, after the token.
     fn call(&mut self, req: Request<Body>) -> Self::Future {
-        let lane = lanes::Lane::of(req.method(), req.uri().path());
+        let lane = lanes::Lane::of(&req);
         let method = req.method().to_string();
         let host = self.throttle.host.clone();
         let metrics = self.throttle.metrics.clone();

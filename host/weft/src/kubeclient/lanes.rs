@@ -15,7 +15,8 @@ use std::sync::{Arc, OnceLock};
 
 use governor::DefaultDirectRateLimiter;
 use governor::clock::Clock;
-use http::Method;
+use http::header::CONTENT_TYPE;
+use http::{Method, Request};
 use tokio::sync::{mpsc, oneshot};
 
 /// Which lane a request waits in.
@@ -28,10 +29,18 @@ pub enum Lane {
 }
 
 impl Lane {
-    /// Creates (`POST`) start work, except Events, which report it.
-    pub fn of(method: &Method, path: &str) -> Lane {
-        let resource = path.trim_end_matches('/').rsplit('/').next();
-        if method == Method::POST && resource != Some("events") {
+    /// Creates start work: a `POST` (except an Event, which reports
+    /// it) or a server-side apply, which is how the controller creates
+    /// children (status writes are merge patches of `/status`).
+    pub fn of<B>(req: &Request<B>) -> Lane {
+        let path = req.uri().path().trim_end_matches('/');
+        let resource = path.rsplit('/').next();
+        let apply = req.method() == Method::PATCH
+            && req.headers().get(CONTENT_TYPE).map(|v| v.as_bytes())
+                == Some(b"application/apply-patch+yaml".as_slice())
+            && resource != Some("status");
+        let create = req.method() == Method::POST && resource != Some("events");
+        if create || apply {
             Lane::Start
         } else {
             Lane::Rest
@@ -201,25 +210,37 @@ async fn wait_for_request(
 mod tests {
     use super::*;
 
+    /// The requests kube-rs builds for each kind of write.
     #[test]
-    fn creates_start_work_but_events_do_not() {
-        let start = |m: Method, p: &str| Lane::of(&m, p) == Lane::Start;
-        assert!(start(Method::POST, "/api/v1/namespaces/a/pods"));
-        assert!(start(
-            Method::POST,
-            "/apis/weft.dev/v1alpha1/namespaces/a/workflows"
-        ));
-        assert!(!start(Method::POST, "/api/v1/namespaces/a/events"));
-        assert!(!start(
-            Method::POST,
-            "/apis/events.k8s.io/v1/namespaces/a/events/"
-        ));
-        assert!(!start(
-            Method::PUT,
-            "/apis/weft.dev/v1alpha1/namespaces/a/workflows/w/status"
-        ));
-        assert!(!start(Method::PATCH, "/api/v1/namespaces/a/pods/p"));
-        assert!(!start(Method::GET, "/api/v1/namespaces/a/pods"));
+    fn creates_and_applies_start_work_but_events_and_status_do_not() {
+        use kube::api::{Patch, PatchParams, PostParams};
+        use kube::core::Request as Url;
+        let pods = Url::new("/api/v1/namespaces/a/pods");
+        let wfs = Url::new("/apis/weft.dev/v1alpha1/namespaces/a/workflows");
+        let events = Url::new("/apis/events.k8s.io/v1/namespaces/a/events");
+        let post = PostParams::default();
+        let apply = PatchParams::apply("weft").force();
+        let json = serde_json::json!({"status": {}});
+        let lane = |r: http::Request<Vec<u8>>| Lane::of(&r);
+        assert_eq!(lane(pods.create(&post, vec![]).unwrap()), Lane::Start);
+        assert_eq!(lane(wfs.create(&post, vec![]).unwrap()), Lane::Start);
+        assert_eq!(
+            lane(pods.patch("p", &apply, &Patch::Apply(&json)).unwrap()),
+            Lane::Start
+        );
+        assert_eq!(lane(events.create(&post, vec![]).unwrap()), Lane::Rest);
+        let merge = Patch::Merge(&json);
+        let status = wfs.patch_subresource("status", "w", &PatchParams::default(), &merge);
+        assert_eq!(lane(status.unwrap()), Lane::Rest);
+        assert_eq!(
+            lane(pods.patch("p", &PatchParams::default(), &merge).unwrap()),
+            Lane::Rest
+        );
+        assert_eq!(lane(pods.list(&Default::default()).unwrap()), Lane::Rest);
+        assert_eq!(
+            lane(pods.delete("p", &Default::default()).unwrap()),
+            Lane::Rest
+        );
     }
 
     fn waiter() -> (Waiter, oneshot::Receiver<()>) {
