@@ -9,10 +9,10 @@
 //! The bucket is shared by every client the process makes (its own and
 //! the ones impersonating plugins), as one client-go rate limiter is
 //! shared by a manager's clients. Unlike client-go, its tokens go out in
-//! two lanes ([`lanes`]): creates, which start work, pass the status
+//! two lanes ([`crate::lanes`]): creates, which start work, pass the status
 //! writes queued before them.
 
-mod lanes;
+mod tokens;
 
 use std::future::Future;
 use std::num::NonZeroU32;
@@ -70,7 +70,7 @@ impl ApiLimits {
 /// The layer every controller client gets: one shared bucket, metrics.
 #[derive(Clone)]
 pub struct Throttle {
-    tokens: Option<Arc<lanes::Tokens>>,
+    tokens: Option<Arc<tokens::Tokens>>,
     metrics: Arc<Metrics>,
     /// The API server's `host:port` (the `host` label).
     host: Arc<str>,
@@ -80,7 +80,7 @@ impl Throttle {
     /// A layer with `limits`, counting into `metrics`.
     pub fn new(limits: ApiLimits, metrics: Arc<Metrics>) -> anyhow::Result<Self> {
         Ok(Throttle {
-            tokens: limits.limiter()?.map(|l| Arc::new(lanes::Tokens::new(l))),
+            tokens: limits.limiter()?.map(|l| Arc::new(tokens::Tokens::new(l))),
             metrics,
             host: Arc::from(""),
         })
@@ -134,7 +134,7 @@ where
     /// The inner call only builds its future: nothing is sent until it is
     /// polled, after the token.
     fn call(&mut self, req: Request<Body>) -> Self::Future {
-        let lane = lanes::Lane::of(&req);
+        let lane = tokens::lane_of(&req);
         let method = req.method().to_string();
         let host = self.throttle.host.clone();
         let metrics = self.throttle.metrics.clone();

@@ -15,6 +15,7 @@ pub mod events;
 pub mod history;
 pub mod hotload;
 pub mod kubeclient;
+pub mod lanes;
 pub mod metrics;
 pub mod node;
 pub mod pod_io;

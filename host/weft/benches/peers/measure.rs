@@ -42,7 +42,9 @@ fn status_mib(pid: u32, key: &str) -> f64 {
 /// the controller's RSS is at a new high (so the last file saved is the
 /// one nearest its peak) and before the first workflow, as
 /// target/bench-peers/heap-{label}.pb.gz (`go tool pprof -top
-/// -sample_index=inuse_space BINARY FILE`).
+/// -sample_index=inuse_space BINARY FILE`), with the process's memory
+/// map beside it (smaps-{label}.txt: what is resident outside the heap,
+/// such as the plugins' linear memories and code).
 pub struct HeapProfiles {
     addr: Option<String>,
     high: f64,
@@ -62,14 +64,21 @@ impl HeapProfiles {
         let rss = status_mib(pid, "VmRSS:");
         if rss > self.high + 1.0 {
             self.high = rss;
-            self.save(label);
+            self.save(pid, label);
         }
     }
 
-    /// Saves a profile as `label`.
-    pub fn save(&self, label: &str) {
+    /// Saves a profile and the memory map of `pid` as `label`.
+    pub fn save(&self, pid: u32, label: &str) {
         let Some(addr) = &self.addr else { return };
         let dir = crate::root().join("target/bench-peers");
+        let smaps = std::fs::copy(
+            format!("/proc/{pid}/smaps"),
+            dir.join(format!("smaps-{label}.txt")),
+        );
+        if let Err(e) = smaps {
+            eprintln!("[peers] PEERS_HEAP: /proc/{pid}/smaps: {e}");
+        }
         let path = dir.join(format!("heap-{label}.pb.gz"));
         let url = format!("http://{addr}/debug/pprof/heap");
         let ok = std::process::Command::new("curl")

@@ -95,9 +95,14 @@ async fn measured(
     let (cpu0, idle_rss) = measure::usage(pid);
     let mut heap = measure::HeapProfiles::new(peer == Peer::Weft);
     let label = format!("{}-{}", w.key, setting.name());
-    heap.save(&format!("{label}-idle"));
+    heap.save(pid, &format!("{label}-idle"));
     let start = Instant::now();
     let created = create_all(peer, w, &api).await?;
+    eprintln!(
+        "[peers] {} workflows created in {:.1} s",
+        created.len(),
+        start.elapsed().as_secs_f64()
+    );
     wait_done(peer, &api, w.workflows, pid, |pid| {
         heap.at_high(pid, &label)
     })

@@ -143,6 +143,9 @@ pub struct Context {
     max_depth: AtomicU32,
     events: Mutex<WorkflowEvents>,
     concurrency: AtomicU16,
+    /// The workers reconciles take ([`Settings::concurrency`] of them;
+    /// unset: no limit), made when the controller starts.
+    pub(super) workers: OnceLock<Arc<super::workers::Workers>>,
     /// The other settings, fixed at start.
     plugin_wait: Duration,
     default_ttl: AtomicU64,
@@ -206,6 +209,7 @@ impl Context {
             max_depth: settings.max_depth.into(),
             events: Mutex::new(settings.events),
             concurrency: settings.concurrency.into(),
+            workers: OnceLock::new(),
             plugin_wait: settings.plugin_wait,
             default_ttl: settings
                 .default_ttl
@@ -385,6 +389,12 @@ impl Context {
             None => held.remove(uid),
         };
         left
+    }
+
+    /// Whether a Workflow's last round held a status unwritten.
+    pub(super) fn has_held(&self, uid: &str) -> bool {
+        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        held.contains_key(uid)
     }
 
     /// The status a Workflow's last round held unwritten, if any.

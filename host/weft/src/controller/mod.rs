@@ -37,6 +37,7 @@ pub mod shadow;
 pub mod shard;
 mod sync;
 pub mod webapi;
+pub mod workers;
 pub mod workqueue;
 mod writes;
 

@@ -37,6 +37,10 @@ pub async fn reconcile(wf: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action, E
         namespace = %wf.namespace().unwrap_or_default()
     );
     let (key, queued) = (backoff_key(&wf), queue_key(&wf));
+    let _worker = match ctx.workers.get() {
+        Some(workers) => Some(workers.enter(lane(&wf, &ctx)).await),
+        None => None,
+    };
     ctx.queue.taken(&queued);
     let standard = &ctx.metrics.standard;
     standard.worker_started(WORKFLOW_CONTROLLER);
@@ -60,6 +64,17 @@ pub async fn reconcile(wf: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action, E
         }
         None => Action::await_change(),
     })
+}
+
+/// A Workflow this controller has not started (no status written or
+/// held) waits for a worker in the lane that goes first.
+fn lane(wf: &Workflow, ctx: &Context) -> crate::lanes::Lane {
+    let fresh = wf.status.is_none() && !ctx.has_held(&wf.uid().unwrap_or_default());
+    if fresh {
+        crate::lanes::Lane::Start
+    } else {
+        crate::lanes::Lane::Rest
+    }
 }
 
 /// What a reconcile knows of its Workflow before it acts.

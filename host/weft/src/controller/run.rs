@@ -88,8 +88,14 @@ pub async fn run(
         let ns = r.namespace.as_deref().unwrap_or_default();
         queued.queue.add(&format!("{ns}/{}", r.name));
     });
-    let controller = KubeController::for_stream(workflows, store)
-        .with_config(kube::runtime::controller::Config::default().concurrency(concurrency));
+    // The limit is kept by `workers` (new Workflows first), so
+    // kube-runtime hands every due Workflow to a reconcile at once.
+    if concurrency > 0 {
+        let _ = ctx
+            .workers
+            .set(super::workers::Workers::new(concurrency.into()));
+    }
+    let controller = KubeController::for_stream(workflows, store);
     let gauges = tokio::spawn(count_nodes(controller.store(), ctx.clone()));
     let resync = resyncs(controller.store(), ctx.clone());
     let shutdown = futures::FutureExt::shared(Box::pin(shutdown));

@@ -1,16 +1,9 @@
-//! The client-side bucket's tokens, handed out in two lanes.
-//!
-//! First come, first served (client-go's way), a burst of new Workflows
-//! queues each one's first create behind the status writes of the ones
-//! already running: at 100 requests a second the last Workflow of a
-//! thousand waited ~20 s for its first pod, most of it behind status
-//! writes that only record what happened. Requests that start work go
-//! first: while both lanes wait, four of every five tokens go to them, so
-//! status writes, Lease renewals and reads still move at a fifth of the
-//! rate and never starve. Every request still takes one token of the
-//! same bucket: the rate and burst the API server sees do not change.
+//! The client-side bucket's tokens, handed out in two lanes
+//! ([`crate::lanes`]): creates, which start work, pass the status writes,
+//! reads and Events queued before them. Every request still takes one
+//! token of the same bucket: the rate and burst the API server sees do not
+//! change.
 
-use std::collections::VecDeque;
 use std::sync::{Arc, OnceLock};
 
 use governor::DefaultDirectRateLimiter;
@@ -19,38 +12,27 @@ use http::header::CONTENT_TYPE;
 use http::{Method, Request};
 use tokio::sync::{mpsc, oneshot};
 
-/// Which lane a request waits in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Lane {
-    /// Creates: a child (pod, custom resource), a Workflow, a Lock.
-    Start,
-    /// Everything else: status writes, updates, deletes, reads, Events.
-    Rest,
-}
+pub use crate::lanes::Lane;
+use crate::lanes::Queues;
 
-impl Lane {
-    /// Creates start work: a `POST` (except an Event, which reports
-    /// it) or a server-side apply, which is how the controller creates
-    /// children (status writes are merge patches of `/status`).
-    pub fn of<B>(req: &Request<B>) -> Lane {
-        let path = req.uri().path().trim_end_matches('/');
-        let resource = path.rsplit('/').next();
-        let apply = req.method() == Method::PATCH
-            && req.headers().get(CONTENT_TYPE).map(|v| v.as_bytes())
-                == Some(b"application/apply-patch+yaml".as_slice())
-            && resource != Some("status");
-        let create = req.method() == Method::POST && resource != Some("events");
-        if create || apply {
-            Lane::Start
-        } else {
-            Lane::Rest
-        }
+/// The lane of a request. Creates start work: a `POST` (except an
+/// Event, which reports it) or a server-side apply, which is how the
+/// controller creates children (status writes are merge patches of
+/// `/status`).
+pub fn lane_of<B>(req: &Request<B>) -> Lane {
+    let path = req.uri().path().trim_end_matches('/');
+    let resource = path.rsplit('/').next();
+    let apply = req.method() == Method::PATCH
+        && req.headers().get(CONTENT_TYPE).map(|v| v.as_bytes())
+            == Some(b"application/apply-patch+yaml".as_slice())
+        && resource != Some("status");
+    let create = req.method() == Method::POST && resource != Some("events");
+    if create || apply {
+        Lane::Start
+    } else {
+        Lane::Rest
     }
 }
-
-/// While both lanes wait, `START_SHARE` tokens go to [`Lane::Start`] for
-/// each one that goes to [`Lane::Rest`].
-const START_SHARE: u32 = 4;
 
 /// A request waiting for its token.
 type Waiter = oneshot::Sender<()>;
@@ -99,69 +81,23 @@ async fn one_token(limiter: &DefaultDirectRateLimiter) {
     }
 }
 
-/// The waiters of both lanes, in arrival order within each.
-#[derive(Default)]
-struct Queues {
-    lanes: [VecDeque<Waiter>; 2],
-    /// Start tokens handed out since the last Rest one while Rest waited.
-    credit: u32,
-}
-
-impl Queues {
-    fn is_empty(&self) -> bool {
-        self.lanes.iter().all(VecDeque::is_empty)
-    }
-
-    /// Moves every request that arrived into its queue; false once the
-    /// clients are all gone.
-    fn drain(&mut self, rx: &mut [mpsc::UnboundedReceiver<Waiter>; 2]) -> bool {
-        let mut open = true;
-        for (queue, rx) in self.lanes.iter_mut().zip(rx.iter_mut()) {
-            loop {
-                match rx.try_recv() {
-                    Ok(w) => queue.push_back(w),
-                    Err(mpsc::error::TryRecvError::Empty) => break,
-                    Err(mpsc::error::TryRecvError::Disconnected) => {
-                        open = false;
-                        break;
-                    }
+/// Moves every request that arrived into its queue; false once the
+/// clients are all gone.
+fn drain(queues: &mut Queues<()>, rx: &mut [mpsc::UnboundedReceiver<Waiter>; 2]) -> bool {
+    let mut open = true;
+    for (lane, rx) in [Lane::Start, Lane::Rest].into_iter().zip(rx.iter_mut()) {
+        loop {
+            match rx.try_recv() {
+                Ok(w) => queues.push(lane, w),
+                Err(mpsc::error::TryRecvError::Empty) => break,
+                Err(mpsc::error::TryRecvError::Disconnected) => {
+                    open = false;
+                    break;
                 }
             }
         }
-        open
     }
-
-    /// The lane the next token goes to (some lane is not empty).
-    fn next_lane(&mut self) -> Lane {
-        let [start, rest] = &self.lanes;
-        if start.is_empty() {
-            self.credit = 0;
-            return Lane::Rest;
-        }
-        if rest.is_empty() {
-            return Lane::Start;
-        }
-        if self.credit < START_SHARE {
-            self.credit += 1;
-            Lane::Start
-        } else {
-            self.credit = 0;
-            Lane::Rest
-        }
-    }
-
-    /// Gives one token to the next waiter still waiting (a request whose
-    /// caller gave up is skipped); false when none was left.
-    fn hand_out(&mut self) -> bool {
-        while !self.is_empty() {
-            let lane = self.next_lane();
-            let waiter = self.lanes[lane as usize].pop_front();
-            if waiter.is_some_and(|w| w.send(()).is_ok()) {
-                return true;
-            }
-        }
-        false
-    }
+    open
 }
 
 /// Hands the bucket's tokens to waiting requests until every client is
@@ -172,7 +108,7 @@ async fn dispatch(
 ) {
     let mut queues = Queues::default();
     loop {
-        let open = queues.drain(&mut rx);
+        let open = drain(&mut queues, &mut rx);
         if queues.is_empty() {
             if !open || !wait_for_request(&mut rx, &mut queues).await {
                 return;
@@ -181,15 +117,15 @@ async fn dispatch(
         }
         one_token(&limiter).await;
         // Requests that came while this token was awaited compete for it.
-        queues.drain(&mut rx);
-        queues.hand_out();
+        drain(&mut queues, &mut rx);
+        let _ = queues.hand_out(());
     }
 }
 
 /// Waits for the next request of either lane; false once no client is left.
 async fn wait_for_request(
     rx: &mut [mpsc::UnboundedReceiver<Waiter>; 2],
-    queues: &mut Queues,
+    queues: &mut Queues<()>,
 ) -> bool {
     let [start, rest] = rx;
     let (lane, waiter) = tokio::select! {
@@ -198,7 +134,7 @@ async fn wait_for_request(
     };
     match waiter {
         Some(w) => {
-            queues.lanes[lane as usize].push_back(w);
+            queues.push(lane, w);
             true
         }
         // One lane closed means the Tokens (holding both senders) is gone.
@@ -221,7 +157,7 @@ mod tests {
         let post = PostParams::default();
         let apply = PatchParams::apply("weft").force();
         let json = serde_json::json!({"status": {}});
-        let lane = |r: http::Request<Vec<u8>>| Lane::of(&r);
+        let lane = |r: http::Request<Vec<u8>>| lane_of(&r);
         assert_eq!(lane(pods.create(&post, vec![]).unwrap()), Lane::Start);
         assert_eq!(lane(wfs.create(&post, vec![]).unwrap()), Lane::Start);
         assert_eq!(
@@ -241,56 +177,6 @@ mod tests {
             lane(pods.delete("p", &Default::default()).unwrap()),
             Lane::Rest
         );
-    }
-
-    fn waiter() -> (Waiter, oneshot::Receiver<()>) {
-        oneshot::channel()
-    }
-
-    #[test]
-    fn four_of_five_tokens_go_to_creates_while_both_wait() {
-        let mut q = Queues::default();
-        let mut got = Vec::new();
-        for i in 0..10 {
-            let (s, r) = waiter();
-            q.lanes[0].push_back(s);
-            got.push(("start", i, r));
-            let (s, r) = waiter();
-            q.lanes[1].push_back(s);
-            got.push(("rest", i, r));
-        }
-        let mut order = Vec::new();
-        for _ in 0..20 {
-            assert!(q.hand_out());
-            for (lane, i, r) in &mut got {
-                if r.try_recv().is_ok() {
-                    order.push(format!("{lane}{i}"));
-                }
-            }
-        }
-        assert!(!q.hand_out(), "every waiter had its token");
-        let first_ten: Vec<_> = order[..10].iter().map(String::as_str).collect();
-        assert_eq!(
-            first_ten,
-            [
-                "start0", "start1", "start2", "start3", "rest0", "start4", "start5", "start6",
-                "start7", "rest1"
-            ]
-        );
-        assert_eq!(order.len(), 20);
-    }
-
-    #[test]
-    fn a_waiter_that_gave_up_passes_its_token_on() {
-        let mut q = Queues::default();
-        let (gone, r) = waiter();
-        drop(r);
-        let (next, mut r2) = waiter();
-        q.lanes[0].push_back(gone);
-        q.lanes[1].push_back(next);
-        assert!(q.hand_out());
-        assert!(r2.try_recv().is_ok());
-        assert!(!q.hand_out());
     }
 
     /// Ten status writes queue, then a create: the create goes first, and
