@@ -97,8 +97,8 @@ pub struct ControllerArgs {
     /// average (client-go's QPS; every request, watches included, takes a
     /// token); 0 is no limit. The default keeps well below kube-apiserver's
     /// default max-in-flight (400 reads, 200 writes) shared by all clients.
-    /// Creates (children, Workflows) get a token first (four in five while
-    /// other requests wait too).
+    /// Creates (children, Workflows) and Lease renewals get a token first
+    /// (four in five while other requests wait too).
     #[arg(long, default_value_t = crate::kubeclient::DEFAULT_QPS, value_name = "QPS", env = "WEFT_KUBE_API_QPS")]
     pub kube_api_qps: f32,
     /// Requests that may go at once after a quiet spell (client-go's

@@ -18,8 +18,12 @@ use crate::lanes::Queues;
 /// The lane of a request. Creates start work: a `POST` (except an
 /// Event, which reports it) or a server-side apply, which is how the
 /// controller creates children (status writes are merge patches of
-/// `/status`).
+/// `/status`). A Lease's writes go first too: a leader whose renewal
+/// waited behind a burst's status writes would lose its Lease.
 pub fn lane_of<B>(req: &Request<B>) -> Lane {
+    if req.uri().path().starts_with("/apis/coordination.k8s.io/") {
+        return Lane::Start;
+    }
     let path = req.uri().path().trim_end_matches('/');
     let resource = path.rsplit('/').next();
     let apply = req.method() == Method::PATCH
@@ -176,6 +180,13 @@ mod tests {
         assert_eq!(
             lane(pods.delete("p", &Default::default()).unwrap()),
             Lane::Rest
+        );
+        let leases = Url::new("/apis/coordination.k8s.io/v1/namespaces/a/leases");
+        let renew = leases.replace("weft", &post, vec![]).unwrap();
+        assert_eq!(
+            lane(renew),
+            Lane::Start,
+            "a renewal never waits behind status writes"
         );
     }
 
