@@ -447,7 +447,15 @@ async fn with_parallelism_one_queued_workflows_start_by_priority_then_creation()
         assert!(Instant::now() < deadline, "{waiting} of the five in line");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let waiting = api.get("low-2").await.unwrap().status.unwrap_or_default();
+    // Its waiting status is written once the status hold (2 s) ends.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let waiting = loop {
+        let s = api.get("low-2").await.unwrap().status.unwrap_or_default();
+        if s.message.is_some() || Instant::now() > deadline {
+            break s;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     assert_eq!(waiting.phase, WorkflowPhase::Pending, "{waiting:?}");
     let message = waiting.message.unwrap_or_default();
     assert!(
@@ -626,6 +634,66 @@ async fn a_free_lock_starts_its_workflow_at_once_and_a_waiter_first_says_its_pla
     );
     assert_eq!(second.last().unwrap().phase, WorkflowPhase::Succeeded);
     assert_eq!(intervals(&log).len(), 2);
+    controller.kill();
+    bed.stop().await;
+}
+
+/// A wait that ends within `--status-hold` writes no waiting status: the
+/// waiter is in the Lock's line (kubectl shows it) while its status stays
+/// unwritten, and the status written next is its start's, so it never
+/// shows a waiting status at all. (A longer wait is written when the hold
+/// ends: the test above, at the default 2 s.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_shorter_than_the_status_hold_writes_no_waiting_status() {
+    let bed = Bed::start().await;
+    let (log, release) = (bed.path("runs.log"), bed.path("release"));
+    let mut controller = bed.controller("sync-short", &["--status-hold", "60s"]);
+    let api: Api<Workflow> = Api::namespaced(bed.client.clone(), &bed.ns);
+    let locks: Api<Lock> = Api::namespaced(bed.client.clone(), &bed.ns);
+    let seen = statuses(api.clone(), &["first", "short"]);
+    let spec = |task: String| {
+        format!(
+            "  synchronization: {{mutex: {{name: brief}}}}\n  nodes:\n    - {{id: a, task: {task}}}\n"
+        )
+    };
+    create(
+        &bed,
+        &workflow("first", &spec(held_until("first", &log, &release))),
+    )
+    .await;
+    until_logged(&log, "start first").await;
+    create(
+        &bed,
+        &workflow("short", &spec(recorded("short", &log, 0.1))),
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let lock = locks.get_opt("mutex.brief").await.unwrap();
+        let waiters = lock.map(|l| l.spec.waiters).unwrap_or_default();
+        if waiters.iter().any(|c| c.workflow == "short") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "short never joined the line");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let waiting = api.get("short").await.unwrap();
+    assert!(waiting.status.is_none(), "{:?}", waiting.status);
+    std::fs::write(&release, "").unwrap();
+    let seen = tokio::time::timeout(Duration::from_secs(120), seen)
+        .await
+        .expect("both finished")
+        .unwrap();
+    for s in &seen["short"] {
+        let waited = s.synchronization.as_ref().and_then(|x| x.waiting.clone());
+        assert!(waited.is_none(), "short wrote a waiting status: {s:?}");
+    }
+    assert_eq!(
+        seen["short"].last().unwrap().phase,
+        WorkflowPhase::Succeeded
+    );
+    let runs = intervals(&log);
+    assert_eq!(runs.len(), 2, "{runs:?}");
     controller.kill();
     bed.stop().await;
 }

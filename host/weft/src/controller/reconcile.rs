@@ -121,13 +121,7 @@ pub(super) async fn reconcile_owned(
     artifact_gc::guard(&ctx, &cur.wf, &spec, cur.deleting).await?;
     let (locks, mut status) = (sync::Plan::of(&ctx, &cur.wf, &spec).await, status);
     if sync::gate(&ctx, &cur.wf, &locks, &mut status).await {
-        ctx.echoes.expect(&cur.wf, &status);
-        let written = write_status(&cur.api, &cur.name, &cur.uid, &cur.base, &status, &ctx).await;
-        if written.is_err() {
-            ctx.echoes.forget(&cur.uid);
-        }
-        written?;
-        return Ok(Some(Duration::from_secs(60)));
+        return wait_for_locks(&cur, &ctx, &status).await;
     }
     let planned = run_round(&cur, &ctx, compiled, spec, status).await?;
     apply(&cur, &ctx, &planned.exec).await?;
@@ -142,6 +136,31 @@ pub(super) async fn reconcile_owned(
         return Ok(Some(held_wakeup(&planned, left)));
     }
     next_wakeup(&cur, &ctx, &planned).await
+}
+
+/// A workflow that waits for its own locks ([`sync::gate`]). Its waiting
+/// status is held as a minor change is ([`super::STATUS_HOLD`]): a wait
+/// that ends within the hold costs no write of its own (the start's
+/// status, written or held from the same moment, replaces it), and a
+/// longer one is written when the hold ends, then waits for the Lock's
+/// wake (or a minute). Nothing is lost by a restart: the waiter's place
+/// is its claim in the Lock, and the next gate computes the same status.
+async fn wait_for_locks(
+    cur: &Current,
+    ctx: &Context,
+    status: &WorkflowStatus,
+) -> Result<Requeue, Error> {
+    let changed = (status != &cur.base).then_some(status);
+    if let Some(left) = ctx.hold_status(&cur.uid, changed) {
+        return Ok(Some(left));
+    }
+    ctx.echoes.expect(&cur.wf, status);
+    let written = write_status(&cur.api, &cur.name, &cur.uid, &cur.base, status, ctx).await;
+    if written.is_err() {
+        ctx.echoes.forget(&cur.uid);
+    }
+    written?;
+    Ok(Some(Duration::from_secs(60)))
 }
 
 impl Current {
