@@ -1,6 +1,7 @@
 //! Weft and Argo Workflows side by side on the same real control plane
 //! (issue 41): `make bench-peers`. For every workload of
-//! [`workloads::WORKLOADS`], every setting and both controllers, a fresh
+//! [`workloads::all`] (the issue's five, then the scale curve's other
+//! points), every setting and both controllers, a fresh
 //! control plane (etcd, kube-apiserver, kube-controller-manager,
 //! kube-scheduler, all from tests/k8s/build.sh), kwok nodes whose pods end
 //! Succeeded `POD_RUN_MS` (default 1,000) after they run, and the
@@ -13,7 +14,8 @@
 //! writes the tables of the latest run of each (workload, controller,
 //! setting) in it between the markers of docs/benchmarks.md's "Weft vs
 //! Argo": rerunning one workload replaces its columns only.
-//! Environment: `PEERS_WORKLOADS=a,b,…` (default all), `PEERS_SETTINGS`
+//! Environment: `PEERS_WORKLOADS=a,b,…,n10,n100,w100,w10000` (default
+//! all), `PEERS_SETTINGS`
 //! (`defaults,matched`), `PEERS` (`weft,argo`), `POD_RUN_MS`,
 //! `PEERS_WRITE_WORKLOADS=DIR` (only write the workloads' YAML),
 //! `PEERS_NO_DOCS=1` (leave docs/benchmarks.md alone), `PEERS_HEAP=ADDR`
@@ -62,7 +64,7 @@ async fn main() -> anyhow::Result<()> {
         return workloads::write_all(std::path::Path::new(&dir));
     }
     let run_ms: u64 = std::env::var("POD_RUN_MS").map_or(Ok(1_000), |v| v.parse())?;
-    let chosen = pick("PEERS_WORKLOADS", &workloads::WORKLOADS, |w| w.key.into())?;
+    let chosen = pick("PEERS_WORKLOADS", &workloads::all(), |w| w.key.into())?;
     let settings = pick(
         "PEERS_SETTINGS",
         &[Setting::Defaults, Setting::Matched],

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use crate::bed::{MATCHED_BURST, MATCHED_QPS, MATCHED_WORKERS};
 use crate::run::Row;
-use crate::workloads::WORKLOADS;
+use crate::workloads::{SCALE_NODES, SCALE_WORKFLOWS, WORKLOADS};
 
 const BEGIN: &str = "<!-- peers:begin (written by `make bench-peers`) -->";
 const END: &str = "<!-- peers:end -->";
@@ -274,6 +274,57 @@ fn requests_table(rows: &[Row]) -> String {
     s
 }
 
+/// The scale curves (issue 41, item 5), one table per curve and setting:
+/// how each controller's time, throughput, writes and memory grow with
+/// nodes per workflow and with concurrent workflows. A point not run
+/// reads "—".
+fn scale_tables(rows: &[Row]) -> String {
+    let curves: [(&str, &str, &[(usize, &str)]); 2] = [
+        ("nodes per workflow (one workflow)", "nodes", &SCALE_NODES),
+        (
+            "concurrent one-node workflows",
+            "workflows",
+            &SCALE_WORKFLOWS,
+        ),
+    ];
+    let mut s = String::new();
+    for setting in ["matched", "defaults"] {
+        for (title, unit, points) in curves {
+            let ran = points.iter().any(|(_, k)| {
+                find(rows, k, "Weft", setting).is_some() || find(rows, k, "Argo", setting).is_some()
+            });
+            if !ran {
+                continue;
+            }
+            let _ = write!(
+                s,
+                "\n#### Scale curve: {title}, {setting}\n\n| {unit} | completion s (Weft / Argo) | pods/min | API writes per pod | controller CPU s | controller peak RSS MiB | run at, Weft commit (Weft / Argo) |\n|---|---|---|---|---|---|---|\n"
+            );
+            for (n, key) in points {
+                let (w, a) = (
+                    find(rows, key, "Weft", setting),
+                    find(rows, key, "Argo", setting),
+                );
+                let both = |f: fn(&Row) -> String| {
+                    let one = |r: Option<&Row>| r.map_or("—".to_string(), f);
+                    format!("{} / {}", one(w), one(a))
+                };
+                let _ = writeln!(
+                    s,
+                    "| {n} ({key}) | {} | {} | {} | {} | {} | {} |",
+                    both(|r| format!("{:.1}", r.seconds)),
+                    both(|r| format!("{:.0}", r.pods_per_min)),
+                    both(|r| format!("{:.2}", r.writes_per_pod)),
+                    both(|r| format!("{:.1}", r.cpu_seconds)),
+                    both(|r| format!("{:.0}", r.peak_rss_mib)),
+                    both(|r| format!("{} `{}`", r.at, r.commit)),
+                );
+            }
+        }
+    }
+    s
+}
+
 /// The whole section's body.
 pub fn tables(rows: &[Row], run_ms: u64, peers: &Path) -> String {
     let mut s = preamble(run_ms, peers);
@@ -287,6 +338,7 @@ pub fn tables(rows: &[Row], run_ms: u64, peers: &Path) -> String {
             s.push_str(&t);
         }
     }
+    s.push_str(&scale_tables(rows));
     s.push_str("\nThe controllers' requests, from kube-apiserver's audit log:\n\n");
     s.push_str(&requests_table(rows));
     s

@@ -211,10 +211,60 @@ pub const WORKLOADS: [Workload; 5] = [
     },
 ];
 
+/// The scale curve's points that no workload above already measures:
+/// one workflow of 10 and of 100 nodes (the curve's 1,000 and 10,000 are
+/// (d) and (e)), and 100 and 10,000 one-node workflows at once (1,000 is
+/// (a)). [`SCALE_NODES`] and [`SCALE_WORKFLOWS`] order each curve.
+pub const SCALE: [Workload; 4] = [
+    Workload {
+        key: "n10",
+        title: "one 10-node DAG (1 layer of 10)",
+        workflows: 1,
+        shape: Shape::Layers {
+            layers: 1,
+            width: 10,
+        },
+    },
+    Workload {
+        key: "n100",
+        title: "one 100-node DAG (10 layers of 10)",
+        workflows: 1,
+        shape: Shape::Layers {
+            layers: 10,
+            width: 10,
+        },
+    },
+    Workload {
+        key: "w100",
+        title: "100 one-node workflows at once",
+        workflows: 100,
+        shape: Shape::One,
+    },
+    Workload {
+        key: "w10000",
+        title: "10,000 one-node workflows at once",
+        workflows: 10_000,
+        shape: Shape::One,
+    },
+];
+
+/// The curve of nodes per workflow: (nodes, workload key).
+pub const SCALE_NODES: [(usize, &str); 4] =
+    [(10, "n10"), (100, "n100"), (1_000, "d"), (10_000, "e")];
+
+/// The curve of concurrent one-node workflows: (workflows, workload key).
+pub const SCALE_WORKFLOWS: [(usize, &str); 3] = [(100, "w100"), (1_000, "a"), (10_000, "w10000")];
+
+/// Every workload the bench runs: the five, then the scale
+/// curve's own points.
+pub fn all() -> Vec<Workload> {
+    WORKLOADS.iter().chain(&SCALE).copied().collect()
+}
+
 /// Writes both renderings of every workload's first workflow to `dir`.
 pub fn write_all(dir: &std::path::Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir)?;
-    for w in WORKLOADS {
+    for w in all() {
         for (lang, doc) in [
             ("weft", weft("w-0", w.shape)),
             ("argo", argo("w-0", w.shape)),
