@@ -115,7 +115,9 @@ pub struct ControllerArgs {
     /// only started nodes or saw them succeed. A task that starts and ends
     /// within it costs its Workflow one status write instead of two; a
     /// node's progress is shown up to this much later (failures and the
-    /// workflow's end at once). 0s writes every round's status at once.
+    /// workflow's end at once). While status writes are slow the hold
+    /// stretches to ten times their recent latency, at most 30s. 0s writes
+    /// every round's status at once.
     #[arg(long, default_value = "2s", value_parser = humantime::parse_duration, value_name = "DURATION")]
     pub status_hold: Duration,
     /// How long a SIGTERM waits for running reconciles to finish (and

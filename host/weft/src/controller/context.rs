@@ -135,6 +135,9 @@ pub struct Context {
     held: Mutex<HashMap<String, Held>>,
     /// [`Settings::status_hold`], in milliseconds (a test may change it).
     status_hold: AtomicU64,
+    /// How long status writes take: a hold is stretched while they are
+    /// slow ([`super::write_pace`]).
+    pub(super) write_pace: super::write_pace::WritePace,
     /// When failed reconciles run again (controller-runtime's rate limiter).
     pub(super) backoff: backoff::Backoff,
     /// The work queue's figures (`workqueue_*`).
@@ -206,6 +209,7 @@ impl Context {
             cache: OnceLock::new(),
             held: Mutex::new(HashMap::new()),
             status_hold: (settings.status_hold.as_millis() as u64).into(),
+            write_pace: Default::default(),
             max_depth: settings.max_depth.into(),
             events: Mutex::new(settings.events),
             concurrency: settings.concurrency.into(),
@@ -371,6 +375,7 @@ impl Context {
     ) -> Option<Duration> {
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         let hold = Duration::from_millis(self.status_hold.load(Ordering::Relaxed));
+        let hold = self.write_pace.stretch(hold);
         let status = status.filter(|_| self.gates.enabled("CoalesceStatusWrites"));
         let Some(status) = status.filter(|_| !hold.is_zero()) else {
             held.remove(uid);

@@ -39,6 +39,7 @@ mod sync;
 pub mod webapi;
 pub mod workers;
 pub mod workqueue;
+pub mod write_pace;
 mod writes;
 
 use std::time::Duration;

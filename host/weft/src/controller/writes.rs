@@ -138,8 +138,10 @@ where
     let new_v = serde_json::to_value(new).unwrap_or(Value::Null);
     if let Some(diff) = merge_diff(&old_v, &new_v) {
         let patch = json!({"status": diff});
+        let started = std::time::Instant::now();
         api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
+        ctx.write_pace.record(started.elapsed());
         ctx.metrics.api_write("status");
     }
     Ok(())
