@@ -15,7 +15,8 @@
 //! setting) in it between the markers of docs/benchmarks.md's "Weft vs
 //! Argo": rerunning one workload replaces its columns only.
 //! Environment: `PEERS_WORKLOADS=a,b,…,n10,n100,w100,w10000` (default
-//! all), `PEERS_SETTINGS`
+//! all; `t`, the 100,000-node tree, Weft only, runs only when named),
+//! `PEERS_SETTINGS`
 //! (`defaults,matched`), `PEERS` (`weft,argo`), `POD_RUN_MS`,
 //! `PEERS_WRITE_WORKLOADS=DIR` (only write the workloads' YAML),
 //! `PEERS_NO_DOCS=1` (leave docs/benchmarks.md alone), `PEERS_HEAP=ADDR`
@@ -64,7 +65,10 @@ async fn main() -> anyhow::Result<()> {
         return workloads::write_all(std::path::Path::new(&dir));
     }
     let run_ms: u64 = std::env::var("POD_RUN_MS").map_or(Ok(1_000), |v| v.parse())?;
-    let chosen = pick("PEERS_WORKLOADS", &workloads::all(), |w| w.key.into())?;
+    let mut chosen = pick("PEERS_WORKLOADS", &workloads::named(), |w| w.key.into())?;
+    if std::env::var_os("PEERS_WORKLOADS").is_none() {
+        chosen.retain(|w| w.key != workloads::TREE.key);
+    }
     let settings = pick(
         "PEERS_SETTINGS",
         &[Setting::Defaults, Setting::Matched],
@@ -78,6 +82,9 @@ async fn main() -> anyhow::Result<()> {
     for w in chosen.iter().filter(|_| !only_tables) {
         for s in &settings {
             for p in &peers {
+                if w.key == workloads::TREE.key && *p != Peer::Weft {
+                    continue;
+                }
                 eprintln!(
                     "[peers] workload {} ({}), {}, {}",
                     w.key,

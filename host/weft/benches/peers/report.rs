@@ -7,7 +7,7 @@ use std::path::Path;
 
 use crate::bed::{MATCHED_BURST, MATCHED_QPS, MATCHED_WORKERS};
 use crate::run::Row;
-use crate::workloads::{SCALE_NODES, SCALE_WORKFLOWS, WORKLOADS};
+use crate::workloads::{SCALE_NODES, SCALE_WORKFLOWS, TREE, WORKLOADS};
 
 const BEGIN: &str = "<!-- peers:begin (written by `make bench-peers`) -->";
 const END: &str = "<!-- peers:end -->";
@@ -132,6 +132,23 @@ fn goals(rows: &[Row]) -> String {
         "creation to first pod p99 (a), matched: Weft ≤ ½ of Argo's",
         ratio(rows, "a", "matched", |r| r.first_pod_p99_ms),
         |r| r <= 0.5,
+    );
+    let tree = ["matched", "defaults"]
+        .iter()
+        .find_map(|setting| find(rows, TREE.key, "Weft", setting));
+    let (m, ok) = match tree {
+        Some(r) => (
+            format!(
+                "ran in {:.0} s; Weft's peak RSS {:.0} MiB",
+                r.seconds, r.peak_rss_mib
+            ),
+            yes_no(r.peak_rss_mib <= 2048.0),
+        ),
+        None => ("not run".into(), "—"),
+    };
+    let _ = writeln!(
+        s,
+        "| 100,000-node workflow (tree, (t)) on the real control plane: runs, Weft's controller RSS ≤ 2 GiB | {m} | {ok} |"
     );
     s
 }
@@ -274,12 +291,15 @@ fn requests_table(rows: &[Row]) -> String {
     s
 }
 
+/// A scale curve: its title, its unit, and its points (n, workload key).
+type Curve = (&'static str, &'static str, &'static [(usize, &'static str)]);
+
 /// The scale curves (issue 41, item 5), one table per curve and setting:
 /// how each controller's time, throughput, writes and memory grow with
 /// nodes per workflow and with concurrent workflows. A point not run
 /// reads "—".
 fn scale_tables(rows: &[Row]) -> String {
-    let curves: [(&str, &str, &[(usize, &str)]); 2] = [
+    let curves: [Curve; 2] = [
         ("nodes per workflow (one workflow)", "nodes", &SCALE_NODES),
         (
             "concurrent one-node workflows",
@@ -332,7 +352,7 @@ pub fn tables(rows: &[Row], run_ms: u64, peers: &Path) -> String {
     s.push_str(&goals(rows));
     s.push_str("\nWhere a floor stops a goal:\n\n");
     s.push_str(&floors(rows));
-    for w in WORKLOADS {
+    for w in WORKLOADS.iter().chain([&TREE]) {
         if let Some(t) = workload_table(rows, w.key, w.title) {
             s.push('\n');
             s.push_str(&t);

@@ -22,7 +22,15 @@ pub enum Shape {
     /// as a sub-workflow node (a child Workflow); Argo, which has no child
     /// Workflow, as a nested DAG template inside the one Workflow.
     Tree { children: usize, each: usize },
+    /// `children` sub-workflow nodes, each launching the WorkflowTemplate
+    /// [`GROUP_TEMPLATE`] of `each` independent tasks ([`weft_setup`] makes
+    /// it): the tree too large to write inline (100,000 nodes would make a
+    /// parent of ~9 MB). Argo renders it as [`Shape::Tree`].
+    TemplateTree { children: usize, each: usize },
 }
+
+/// The WorkflowTemplate a [`Shape::TemplateTree`]'s children launch.
+pub const GROUP_TEMPLATE: &str = "group";
 
 impl Shape {
     /// How many pods one workflow of this shape runs.
@@ -32,7 +40,9 @@ impl Shape {
             Shape::Chain(n) => n,
             Shape::FanOutJoin(n) => n + 1,
             Shape::Layers { layers, width } => layers * width,
-            Shape::Tree { children, each } => children * each,
+            Shape::Tree { children, each } | Shape::TemplateTree { children, each } => {
+                children * each
+            }
         }
     }
 
@@ -61,7 +71,9 @@ impl Shape {
                     })
                 })
                 .collect(),
-            Shape::Tree { each, .. } => (0..each).map(|i| (format!("n{i}"), vec![])).collect(),
+            Shape::Tree { each, .. } | Shape::TemplateTree { each, .. } => {
+                (0..each).map(|i| (format!("n{i}"), vec![])).collect()
+            }
         }
     }
 }
@@ -94,6 +106,9 @@ pub fn weft(name: &str, shape: Shape) -> Value {
                 .map(|c| json!({"id": format!("c{c}"), "workflow": {"nodes": inner}}))
                 .collect()
         }
+        Shape::TemplateTree { children, .. } => (0..children)
+            .map(|c| json!({"id": format!("c{c}"), "workflow": {"templateRef": GROUP_TEMPLATE}}))
+            .collect(),
         flat => flat.tasks().into_iter().map(node).collect(),
     };
     json!({
@@ -101,6 +116,23 @@ pub fn weft(name: &str, shape: Shape) -> Value {
         "metadata": {"name": name},
         "spec": {"nodes": nodes}
     })
+}
+
+/// The objects a Weft run of `shape` needs before its workflows: the
+/// WorkflowTemplate of a [`Shape::TemplateTree`] (none for the others).
+pub fn weft_setup(shape: Shape) -> Vec<Value> {
+    let Shape::TemplateTree { each, .. } = shape else {
+        return Vec::new();
+    };
+    let task = json!({"type": "pod", "config": {"image": IMAGE, "command": ["true"]}});
+    let nodes: Vec<Value> = (0..each)
+        .map(|i| json!({"id": format!("n{i}"), "task": task}))
+        .collect();
+    vec![json!({
+        "apiVersion": "weft.dev/v1alpha1", "kind": "WorkflowTemplate",
+        "metadata": {"name": GROUP_TEMPLATE},
+        "spec": {"nodes": nodes}
+    })]
 }
 
 /// The most tasks one DAG template may have in Argo's CRD (`maxItems` of
@@ -127,7 +159,7 @@ pub fn argo(name: &str, shape: Shape) -> Value {
     };
     let templates = match shape {
         Shape::One => vec![json!({"name": "main", "container": pod["container"]})],
-        Shape::Tree { children, each } => {
+        Shape::Tree { children, each } | Shape::TemplateTree { children, each } => {
             let outer = (0..children).map(|c| (format!("c{c}"), vec![])).collect();
             let inner = Shape::Tree { children, each }.tasks();
             vec![
@@ -255,22 +287,45 @@ pub const SCALE_NODES: [(usize, &str); 4] =
 /// The curve of concurrent one-node workflows: (workflows, workload key).
 pub const SCALE_WORKFLOWS: [(usize, &str); 3] = [(100, "w100"), (1_000, "a"), (10_000, "w10000")];
 
+/// The last goal row: a 100,000-node workflow (a tree) runs on
+/// the real control plane with Weft's controller under 2 GiB. Weft only
+/// (the row has no Argo figure); not in the default run (~40 minutes at
+/// kube-scheduler's ~3,000 binds a minute): `PEERS_WORKLOADS=t`.
+pub const TREE: Workload = Workload {
+    key: "t",
+    title: "one 100,000-node tree (100 sub-workflows of a 1,000-node WorkflowTemplate), Weft only",
+    workflows: 1,
+    shape: Shape::TemplateTree {
+        children: 100,
+        each: 1_000,
+    },
+};
+
 /// Every workload the bench runs: the five, then the scale
 /// curve's own points.
 pub fn all() -> Vec<Workload> {
     WORKLOADS.iter().chain(&SCALE).copied().collect()
 }
 
-/// Writes both renderings of every workload's first workflow to `dir`.
+/// Every workload `PEERS_WORKLOADS` may name: [`all`] and [`TREE`].
+pub fn named() -> Vec<Workload> {
+    all().into_iter().chain([TREE]).collect()
+}
+
+/// Writes both renderings of every workload's first workflow to `dir`
+/// (Weft's with the objects it needs first).
 pub fn write_all(dir: &std::path::Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir)?;
-    for w in all() {
-        for (lang, doc) in [
-            ("weft", weft("w-0", w.shape)),
-            ("argo", argo("w-0", w.shape)),
-        ] {
-            let path = dir.join(format!("{}-{lang}.yaml", w.key));
-            std::fs::write(&path, serde_yaml::to_string(&doc)?)?;
+    for w in named() {
+        let mut weft_docs = weft_setup(w.shape);
+        weft_docs.push(weft("w-0", w.shape));
+        for (lang, docs) in [("weft", weft_docs), ("argo", vec![argo("w-0", w.shape)])] {
+            let text = docs
+                .iter()
+                .map(serde_yaml::to_string)
+                .collect::<Result<Vec<_>, _>>()?
+                .join("---\n");
+            std::fs::write(dir.join(format!("{}-{lang}.yaml", w.key)), text)?;
         }
     }
     Ok(())
