@@ -85,9 +85,14 @@ fn prev(i: usize) -> Option<usize> {
 /// The one pod every task runs.
 const IMAGE: &str = "busybox";
 
+/// Weft's task for one pod of [`IMAGE`] running `true`.
+fn weft_task() -> Value {
+    json!({"type": "pod", "config": {"image": IMAGE, "command": ["true"]}})
+}
+
 /// The Weft Workflow `name` of `shape` (apiVersion weft.dev/v1alpha1).
 pub fn weft(name: &str, shape: Shape) -> Value {
-    let task = json!({"type": "pod", "config": {"image": IMAGE, "command": ["true"]}});
+    let task = weft_task();
     let node = |(id, deps): (String, Vec<String>)| {
         let mut n = json!({"id": id, "task": task});
         if !deps.is_empty() {
@@ -124,7 +129,7 @@ pub fn weft_setup(shape: Shape) -> Vec<Value> {
     let Shape::TemplateTree { each, .. } = shape else {
         return Vec::new();
     };
-    let task = json!({"type": "pod", "config": {"image": IMAGE, "command": ["true"]}});
+    let task = weft_task();
     let nodes: Vec<Value> = (0..each)
         .map(|i| json!({"id": format!("n{i}"), "task": task}))
         .collect();
