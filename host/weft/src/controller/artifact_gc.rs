@@ -282,10 +282,13 @@ fn uploads_may_come(ctx: &Context, wf: &Workflow) -> bool {
     let (ns, name) = (wf.namespace(), wf.name_any());
     pods.store.state().iter().any(|p| {
         let label = p.labels().get(weft_plugin::plugin::LABEL_WORKFLOW);
-        let phase = p.data["status"]["phase"].as_str();
+        // The labels first: only this workflow's pods are parsed.
         p.metadata.namespace == ns
             && label == Some(&name)
-            && !matches!(phase, Some("Succeeded" | "Failed"))
+            && !matches!(
+                p.field("status")["phase"].as_str(),
+                Some("Succeeded" | "Failed")
+            )
     })
 }
 

@@ -5,10 +5,12 @@
 //! reflector per kind limited to what Weft manages. Every change to a child
 //! wakes the Workflow that owns it.
 
+mod cached;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use futures::{StreamExt, channel::mpsc};
+use futures::{StreamExt, TryStreamExt, channel::mpsc};
 use kube::{
     Api, Client,
     api::{ApiResource, DynamicObject, GroupVersionKind},
@@ -20,14 +22,15 @@ use kube::{
 };
 
 use crate::api::Workflow;
+pub use cached::CachedChild;
 
 /// A watched child kind.
 #[derive(Clone)]
 pub struct ChildKind {
     /// How to reach it.
     pub resource: ApiResource,
-    /// What the watch has seen.
-    pub store: Store<DynamicObject>,
+    /// What the watch has seen (compact: [`CachedChild`]).
+    pub store: Store<CachedChild>,
 }
 
 /// Wakes the controller for a Workflow when one of its children changes.
@@ -183,7 +186,7 @@ impl Children {
         kind: &str,
         namespace: &str,
         name: &str,
-    ) -> Option<Arc<DynamicObject>> {
+    ) -> Option<Arc<CachedChild>> {
         let k = self.kind(api_version, kind)?;
         k.store
             .get(&ObjectRef::new_with(name, k.resource.clone()).within(namespace))
@@ -212,7 +215,7 @@ impl Children {
         if let Some(k) = kinds.get(&(api_version.to_string(), kind.to_string())) {
             return Ok(k.clone());
         }
-        let writer = reflector::store::Writer::<DynamicObject>::new(resource.clone());
+        let writer = reflector::store::Writer::<CachedChild>::new(resource.clone());
         let store = writer.as_reader();
         let api: Api<DynamicObject> = match &self.namespace {
             Some(ns) => Api::namespaced_with(self.client.clone(), ns, &resource),
@@ -224,8 +227,7 @@ impl Children {
         let task = tokio::spawn(async move {
             let mut events = watcher(api, config)
                 .default_backoff()
-                // Unread, and as large as a pod's spec: not kept in the cache.
-                .modify(|o| o.metadata.managed_fields = None)
+                .map_ok(compact)
                 .reflect(writer)
                 .touched_objects()
                 .boxed();
@@ -254,5 +256,17 @@ impl Children {
         kinds.insert((api_version.to_string(), kind.to_string()), k.clone());
         tracing::info!(api_version, kind, "watching child kind");
         Ok(k)
+    }
+}
+
+/// A watch event with its object in the cache's compact form.
+fn compact(ev: watcher::Event<DynamicObject>) -> watcher::Event<CachedChild> {
+    use watcher::Event;
+    match ev {
+        Event::Apply(o) => Event::Apply(CachedChild::new(o)),
+        Event::Delete(o) => Event::Delete(CachedChild::new(o)),
+        Event::Init => Event::Init,
+        Event::InitApply(o) => Event::InitApply(CachedChild::new(o)),
+        Event::InitDone => Event::InitDone,
     }
 }

@@ -593,7 +593,7 @@ impl Executor for PluginExecutor {
         };
         self.children.seen(&key);
         let waited = self.children.waits.clear(&key);
-        let observed = serde_json::to_value(&*observed).unwrap_or(Value::Null);
+        let observed = observed.to_value();
         if let Some(why) = pod_secrets::missing(&observed) {
             // Running without them would fail later and less clearly.
             self.children.forget(&key);

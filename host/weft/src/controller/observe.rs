@@ -2,7 +2,7 @@
 //! attempt: read the same way by the executor (resource tasks, child
 //! Workflows) and by the web-API tasks, so neither imports the other.
 
-use kube::api::DynamicObject;
+use super::children::CachedChild;
 use serde_json::Value;
 use weft_dag::WorkflowPhase;
 use weft_dag::schedule::{TaskObservation, TaskState};
@@ -71,13 +71,9 @@ pub(super) fn observation(info: weft_plugin::PhaseInfo) -> TaskObservation {
 }
 
 /// What a child Workflow's status means for its node.
-pub(super) fn child_observation(name: &str, child: &DynamicObject) -> TaskObservation {
-    let status: weft_dag::WorkflowStatus = child
-        .data
-        .get("status")
-        .cloned()
-        .and_then(|s| serde_json::from_value(s).ok())
-        .unwrap_or_default();
+pub(super) fn child_observation(name: &str, child: &CachedChild) -> TaskObservation {
+    let status: weft_dag::WorkflowStatus =
+        serde_json::from_value(child.field("status")).unwrap_or_default();
     let msg = status.message.clone().unwrap_or_default();
     match status.phase {
         WorkflowPhase::Succeeded => TaskObservation::succeeded(status.outputs),
