@@ -5,6 +5,7 @@
 #   ${WEFT_K8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/weft/k8s}/peers-<key>/
 #     bin/workflow-controller      Argo's controller
 #     argo-crds/*.yaml             the CRDs of the same module version
+#     bin/flytepropeller           Flyte's propeller (tests/k8s/flyte/'s wrapper)
 # A second run only checks the stamp and prints the directory (seconds).
 # Prints the directory on its last line; every failure says which step.
 set -euo pipefail
@@ -35,6 +36,15 @@ cp "$adir"/manifests/base/crds/full/argoproj.io_*.yaml "$DIR/argo-crds/" \
   || fail "$ARGO@$ARGO_VERSION ships no manifests/base/crds/full"
 chmod u+w "$DIR/argo-crds/"*.yaml
 [ -x "$DIR/bin/workflow-controller" ] || fail "$DIR/bin/workflow-controller was not built"
+
+log "building Flyte's flytepropeller $FLYTE_VERSION (tests/k8s/flyte)"
+rm -rf "$DIR/flyte-mod" && cp -r "$HERE/flyte" "$DIR/flyte-mod"
+grep -q "flytepropeller $FLYTE_VERSION\$" "$DIR/flyte-mod/go.mod" \
+  || fail "tests/k8s/flyte/go.mod does not pin flytepropeller $FLYTE_VERSION (peers.env)"
+(cd "$DIR/flyte-mod" && go build -trimpath \
+    -ldflags "-s -w -X github.com/flyteorg/flyte/flytestdlib/version.Version=$FLYTE_VERSION" \
+    -o "$DIR/bin/flytepropeller" .) \
+  || fail "go build of flytepropeller $FLYTE_VERSION (tests/k8s/flyte) failed"
 cp "$HERE/peers.env" "$DIR/peers.env"
 touch "$DIR/done"
 for other in "$ROOT"/peers-*/; do

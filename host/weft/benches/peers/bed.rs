@@ -19,6 +19,9 @@ pub const NAMESPACE: &str = "bench";
 pub enum Peer {
     Weft,
     Argo,
+    /// Flyte's flytepropeller alone: no flyteadmin (its launcher off, events
+    /// to its log), no datacatalog, in-memory storage ([`flyte`]).
+    Flyte,
 }
 
 /// How the controller is configured.
@@ -26,7 +29,8 @@ pub enum Peer {
 pub enum Setting {
     /// Each controller as it ships: Weft 100 QPS / 200 burst and no limit
     /// on concurrent reconciles; Argo 20 QPS / 30 burst and 32 workflow
-    /// workers. Each at its default log level.
+    /// workers; Flyte 100 QPS / 25 burst, 20 workers. Each at its default
+    /// log level.
     Defaults,
     /// The same client limits and workers for both: 100 QPS / 200 burst
     /// (Weft's defaults) and 32 workers (Argo's), logs at warn.
@@ -42,6 +46,7 @@ impl Peer {
         match self {
             Peer::Weft => "Weft",
             Peer::Argo => "Argo",
+            Peer::Flyte => "Flyte",
         }
     }
 
@@ -50,17 +55,19 @@ impl Peer {
         match self {
             Peer::Weft => "weft-controller",
             Peer::Argo => "argo-workflow-controller",
+            Peer::Flyte => "flytepropeller",
         }
     }
 
-    /// The Workflow kind's group/version and plural.
+    /// The workflow kind's group/version and plural.
     pub fn resource(self) -> kube::api::ApiResource {
-        let (group, version) = match self {
-            Peer::Weft => ("weft.dev", "v1alpha1"),
-            Peer::Argo => ("argoproj.io", "v1alpha1"),
+        let (group, kind, plural) = match self {
+            Peer::Weft => ("weft.dev", "Workflow", "workflows"),
+            Peer::Argo => ("argoproj.io", "Workflow", "workflows"),
+            Peer::Flyte => ("flyte.lyft.com", "FlyteWorkflow", "flyteworkflows"),
         };
-        let gvk = kube::api::GroupVersionKind::gvk(group, version, "Workflow");
-        kube::api::ApiResource::from_gvk_with_plural(&gvk, "workflows")
+        let gvk = kube::api::GroupVersionKind::gvk(group, "v1alpha1", kind);
+        kube::api::ApiResource::from_gvk_with_plural(&gvk, plural)
     }
 }
 
@@ -73,8 +80,8 @@ impl Setting {
     }
 }
 
-/// The directory `tests/k8s/build-peers.sh` built Argo's controller and
-/// CRDs into (once per machine).
+/// The directory `tests/k8s/build-peers.sh` built the peers (Argo's
+/// controller and CRDs, flytepropeller) into (once per machine).
 pub fn peers_dir() -> PathBuf {
     let out = Command::new("bash")
         .arg(crate::root().join("tests/k8s/build-peers.sh"))
@@ -93,7 +100,9 @@ pub fn peers_dir() -> PathBuf {
 /// A fresh control plane with `peer`'s CRDs, kwok nodes and the namespace.
 pub fn cluster(peer: Peer, peers: &Path, run_ms: u64) -> RealCluster {
     let extra = match peer {
-        Peer::Weft => Vec::new(),
+        // flytepropeller creates its CRD itself (`create-flyteworkflow-crd`,
+        // from its own Go definition): the bench waits for it.
+        Peer::Weft | Peer::Flyte => Vec::new(),
         Peer::Argo => {
             let mut files: Vec<PathBuf> = std::fs::read_dir(peers.join("argo-crds"))
                 .expect("the Argo CRDs")
@@ -131,6 +140,7 @@ pub fn start(peer: Peer, setting: Setting, cluster: &RealCluster, peers: &Path) 
     let mut cmd = match peer {
         Peer::Weft => weft(setting, metrics),
         Peer::Argo => argo(setting, peers),
+        Peer::Flyte => flyte(setting, peers, cluster, &kubeconfig, metrics),
     };
     let child = cmd
         .env("KUBECONFIG", kubeconfig)
@@ -140,7 +150,7 @@ pub fn start(peer: Peer, setting: Setting, cluster: &RealCluster, peers: &Path) 
         .spawn()
         .unwrap_or_else(|e| panic!("start {}'s controller: {e}", peer.name()));
     cluster.adopt(child.id());
-    if let Err(e) = wait_ready(peer, &child, metrics) {
+    if let Err(e) = wait_ready(peer, &child, metrics, cluster) {
         panic!("{e}; its log ends:\n{}", log_tail(cluster, 30));
     }
     child
@@ -193,13 +203,53 @@ fn argo(setting: Setting, peers: &Path) -> Command {
     cmd
 }
 
+/// flytepropeller as a platform team would run it without flyteadmin
+/// (tests/k8s/flyte/README.md says why each key): its admin launcher off,
+/// storage in memory, no catalog, only the pod plugin's
+/// `container` task type, watching `bench`; events to stdout (its log). Every pod asks 10m CPU and
+/// 16Mi (its default is 1 CPU and 1 GiB a pod; Argo's and Weft's pods ask
+/// nothing). `admin.endpoint` must name something (the client is built at
+/// start; it is never called with the launcher off): nothing listens.
+fn flyte(
+    setting: Setting,
+    peers: &Path,
+    cluster: &RealCluster,
+    kubeconfig: &Path,
+    metrics: u16,
+) -> Command {
+    // Its logs are at warn by default: both settings.
+    let (workers, qps, burst) = match setting {
+        Setting::Defaults => (20, 100, 25),
+        Setting::Matched => (MATCHED_WORKERS, MATCHED_QPS, MATCHED_BURST),
+    };
+    let admin = crate::free_port();
+    let config = format!(
+        "propeller:\n  kube-config: {kc}\n  create-flyteworkflow-crd: true\n  enable-admin-launcher: false\n  workers: {workers}\n  limit-namespace: {NAMESPACE}\n  prof-port: {metrics}\n  metadata-prefix: mem://flyte/metadata\n  rawoutput-prefix: mem://flyte/raw\n  kube-client-config:\n    qps: {qps}\n    burst: {burst}\n    timeout: 30s\n  leader-election:\n    enabled: false\nadmin:\n  endpoint: localhost:{admin}\n  insecure: true\nevent:\n  type: stdout\nstorage:\n  type: mem\ncatalog-cache:\n  type: noop\ntasks:\n  task-plugins:\n    enabled-plugins: [container]\n    default-for-task-types:\n      container: container\nplugins:\n  k8s:\n    default-cpus: 10m\n    default-memory: 16Mi\n",
+        kc = kubeconfig.display(),
+    );
+    let file = cluster.dir.join("propeller.yaml");
+    std::fs::write(&file, config).expect("write propeller.yaml");
+    let mut cmd = Command::new(peers.join("bin/flytepropeller"));
+    cmd.arg("--config")
+        .arg(file)
+        .env("POD_NAMESPACE", NAMESPACE);
+    cmd
+}
+
 /// Waits until the controller says it is ready, then a little more for
 /// its informers to list: Argo serves /healthz once its controller runs;
+/// flytepropeller serves /version on its profiling port and has created
+/// its CRD;
 /// Weft answers 200 on /readyz once its plugins are loaded and its caches
 /// synced (until 2026-11-30 the bench waited 3 s from the start for Weft,
 /// while it still compiled its plugins: its first workflows waited for
 /// that, and its CPU figure included part of it).
-fn wait_ready(peer: Peer, child: &Child, metrics: u16) -> Result<(), String> {
+fn wait_ready(
+    peer: Peer,
+    child: &Child,
+    metrics: u16,
+    cluster: &RealCluster,
+) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(60);
     while Instant::now() < deadline {
         if !alive(child.id()) {
@@ -209,6 +259,18 @@ fn wait_ready(peer: Peer, child: &Child, metrics: u16) -> Result<(), String> {
             // Argo serves /healthz on :6060 once its controller runs.
             Peer::Argo => std::net::TcpStream::connect("127.0.0.1:6060").is_ok(),
             Peer::Weft => http_ok(metrics, "/readyz"),
+            Peer::Flyte => {
+                http_ok(metrics, "/version")
+                    && cluster
+                        .kubectl(&[
+                            "wait",
+                            "--for=condition=Established",
+                            "crd/flyteworkflows.flyte.lyft.com",
+                            "--timeout=1s",
+                        ])
+                        .status
+                        .success()
+            }
         };
         if ready {
             std::thread::sleep(Duration::from_secs(3));

@@ -1,7 +1,7 @@
-//! Weft and Argo Workflows side by side on the same real control plane
-//! (issue 41): `make bench-peers`. For every workload of
+//! Weft, Argo Workflows and Flyte's flytepropeller side by side on the
+//! same real control plane (issue 41): `make bench-peers`. For every workload of
 //! [`workloads::all`] (the issue's five, then the scale curve's other
-//! points), every setting and both controllers, a fresh
+//! points), every setting and every peer, a fresh
 //! control plane (etcd, kube-apiserver, kube-controller-manager,
 //! kube-scheduler, all from tests/k8s/build.sh), kwok nodes whose pods end
 //! Succeeded `POD_RUN_MS` (default 1,000) after they run, and the
@@ -17,7 +17,7 @@
 //! Environment: `PEERS_WORKLOADS=a,b,…,n10,n100,w100,w10000` (default
 //! all; `t`, the 100,000-node tree, Weft only, runs only when named),
 //! `PEERS_SETTINGS`
-//! (`defaults,matched`), `PEERS` (`weft,argo`), `POD_RUN_MS`,
+//! (`defaults,matched`), `PEERS` (`weft,argo,flyte`), `POD_RUN_MS`,
 //! `PEERS_WRITE_WORKLOADS=DIR` (only write the workloads' YAML),
 //! `PEERS_NO_DOCS=1` (leave docs/benchmarks.md alone), `PEERS_HEAP=ADDR`
 //! (Weft's heap profiles, `measure::HeapProfiles`), `PEERS_TABLES_ONLY=1`
@@ -74,7 +74,9 @@ async fn main() -> anyhow::Result<()> {
         &[Setting::Defaults, Setting::Matched],
         |s| s.name().into(),
     )?;
-    let peers = pick("PEERS", &[Peer::Weft, Peer::Argo], |p| p.name().into())?;
+    let peers = pick("PEERS", &[Peer::Weft, Peer::Argo, Peer::Flyte], |p| {
+        p.name().into()
+    })?;
     let dir = bed::peers_dir();
     let mut rows = Vec::new();
     // PEERS_TABLES_ONLY=1: no run, the tables of results.jsonl only.

@@ -199,7 +199,8 @@ impl FirstPods {
             .owner_references
             .iter()
             .flatten()
-            .find(|o| o.kind == "Workflow")
+            // flytepropeller writes its kind in lower case.
+            .find(|o| o.kind == "Workflow" || o.kind.eq_ignore_ascii_case("FlyteWorkflow"))
             .map_or(String::new(), |o| o.name.clone());
         let mut g = self.inner.lock().unwrap();
         g.0.entry(owner).or_insert(now);

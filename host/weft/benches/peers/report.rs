@@ -50,8 +50,15 @@ pub fn latest() -> anyhow::Result<Vec<Row>> {
         });
         rows.push(row);
     }
-    rows.sort_by_key(|r| (r.workload.clone(), r.setting.clone(), r.peer != "Weft"));
+    rows.sort_by_key(|r| (r.workload.clone(), r.setting.clone(), peer_rank(&r.peer)));
     Ok(rows)
+}
+
+/// The peers in the order of the tables' columns.
+const PEERS: [&str; 3] = ["Weft", "Argo", "Flyte"];
+
+fn peer_rank(peer: &str) -> usize {
+    PEERS.iter().position(|p| *p == peer).unwrap_or(PEERS.len())
 }
 
 /// The versions and the bed, as the tables' preamble.
@@ -66,17 +73,19 @@ fn preamble(run_ms: u64, peers: &Path) -> String {
     };
     format!(
         "Tables written {date} (each column names its run) on {cpus} cores, {mem}; Weft `{commit}` (release), Argo Workflows \
-         `{argo}` (`{peers}`), Kubernetes `{kube}`, etcd `{etcd}`, kwok `{kwok}`. Pods end \
+         `{argo}` and Flyte's flytepropeller `{flyte}` (`{peers}`), Kubernetes `{kube}`, etcd `{etcd}`, kwok `{kwok}`. Pods end \
          Succeeded {run_ms} ms after they run (kwok, 4 nodes); kube-scheduler at its defaults. \
          Settings: **defaults** = each controller as it ships (Weft 100 QPS / 200 burst, \
          unlimited reconciles, info logs; Argo 20 QPS / 30 burst, 32 workflow workers, info \
-         logs); **matched** = both at {MATCHED_QPS} QPS / {MATCHED_BURST} burst, \
-         {MATCHED_WORKERS} workers, warn logs.\n",
+         logs; flytepropeller 100 QPS / 25 burst, 20 workers, warn logs, no flyteadmin: \
+         events to its log, storage in memory, pods asking 10m CPU / 16Mi); **matched** = \
+         each at {MATCHED_QPS} QPS / {MATCHED_BURST} burst, {MATCHED_WORKERS} workers, warn logs.\n",
         date = sh("date -u +%Y-%m-%dT%H:%MZ"),
         cpus = sh("nproc"),
         mem = sh("free -g | awk '/Mem:/{print $2\" GiB\"}'"),
         commit = sh(&format!("git -C {} rev-parse --short HEAD", root.display())),
         argo = env("peers.env", "ARGO_VERSION"),
+        flyte = env("peers.env", "FLYTE_VERSION"),
         peers = peers.display(),
         kube = env("versions.env", "KUBE_VERSION"),
         etcd = env("versions.env", "ETCD_VERSION"),
@@ -310,24 +319,21 @@ fn scale_tables(rows: &[Row]) -> String {
     let mut s = String::new();
     for setting in ["matched", "defaults"] {
         for (title, unit, points) in curves {
-            let ran = points.iter().any(|(_, k)| {
-                find(rows, k, "Weft", setting).is_some() || find(rows, k, "Argo", setting).is_some()
-            });
+            let ran = points
+                .iter()
+                .any(|(_, k)| PEERS.iter().any(|p| find(rows, k, p, setting).is_some()));
             if !ran {
                 continue;
             }
             let _ = write!(
                 s,
-                "\n#### Scale curve: {title}, {setting}\n\n| {unit} | completion s (Weft / Argo) | pods/min | API writes per pod | controller CPU s | controller peak RSS MiB | run at, Weft commit (Weft / Argo) |\n|---|---|---|---|---|---|---|\n"
+                "\n#### Scale curve: {title}, {setting}\n\n| {unit} | completion s ({peers}) | pods/min | API writes per pod | controller CPU s | controller peak RSS MiB | run at, Weft commit ({peers}) |\n|---|---|---|---|---|---|---|\n",
+                peers = PEERS.join(" / ")
             );
             for (n, key) in points {
-                let (w, a) = (
-                    find(rows, key, "Weft", setting),
-                    find(rows, key, "Argo", setting),
-                );
                 let both = |f: fn(&Row) -> String| {
-                    let one = |r: Option<&Row>| r.map_or("—".to_string(), f);
-                    format!("{} / {}", one(w), one(a))
+                    let one = |p: &&str| find(rows, key, p, setting).map_or("—".to_string(), f);
+                    PEERS.iter().map(one).collect::<Vec<_>>().join(" / ")
                 };
                 let _ = writeln!(
                     s,

@@ -193,6 +193,7 @@ async fn create_all(
             let doc = match peer {
                 Peer::Weft => workloads::weft(&name, w.shape),
                 Peer::Argo => workloads::argo(&name, w.shape),
+                Peer::Flyte => workloads::flyte(&name, w.shape),
             };
             let obj: DynamicObject = serde_json::from_value(doc)?;
             api.create(&PostParams::default(), &obj)
@@ -206,10 +207,22 @@ async fn create_all(
     results.into_iter().collect()
 }
 
-/// The phase in a workflow's own status.
+/// The phase in a workflow's own status; flytepropeller's is a number
+/// (its `WorkflowPhase`: 3 Success, 5 Failed, 6 Aborted).
 fn phase(o: &DynamicObject) -> &str {
-    o.data["status"]["phase"].as_str().unwrap_or("")
+    let phase = &o.data["status"]["phase"];
+    match phase.as_u64() {
+        Some(3) => "Succeeded",
+        Some(5) => "Failed",
+        Some(6) => "Aborted",
+        Some(_) => "",
+        None => phase.as_str().unwrap_or(""),
+    }
 }
+
+/// The workload's own workflows: Weft labels every child it creates with
+/// its parent's name (`weft.dev/workflow`), the workloads never.
+const TOP_LEVEL: &str = "!weft.dev/workflow";
 
 /// Whether `o` is one of the workload's workflows (not a Weft child).
 fn top_level(o: &DynamicObject) -> bool {
@@ -230,6 +243,7 @@ async fn wait_done(
     mut each: impl FnMut(u32),
 ) -> anyhow::Result<()> {
     let deadline = Instant::now() + DEADLINE;
+    let mut failed_lists = 0;
     loop {
         each(pid);
         anyhow::ensure!(
@@ -242,7 +256,24 @@ async fn wait_done(
             "{}: not done in {DEADLINE:?}",
             peer.name()
         );
-        let list = api.list(&ListParams::default()).await?;
+        // Weft's children (labelled with their parent) are left out: a
+        // tree's 100 children of 1,000 nodes each would make every list
+        // tens of megabytes. A failed list is the bench's, not the
+        // controller's: tried again (it failed once mid-run on a closed
+        // connection).
+        let list = match api.list(&ListParams::default().labels(TOP_LEVEL)).await {
+            Ok(list) => {
+                failed_lists = 0;
+                list
+            }
+            Err(e) if failed_lists < 10 => {
+                failed_lists += 1;
+                eprintln!("[peers] listing the workflows failed ({e}); trying again");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
         let done: Vec<_> = list
             .items
             .iter()
@@ -277,12 +308,14 @@ async fn largest(api: &kube::Api<DynamicObject>) -> anyhow::Result<usize> {
 }
 
 /// Error-level lines of the controller's log (Argo's slog text says
-/// `level=ERROR`, older releases `level=error`; Weft's tracing ` ERROR `).
+/// `level=ERROR`, older releases `level=error`; Weft's tracing ` ERROR `;
+/// flytepropeller's JSON `"level":"error"`).
 fn error_lines(peer: Peer, log: &str) -> usize {
     log.lines()
         .filter(|l| match peer {
             Peer::Weft => l.contains(" ERROR "),
             Peer::Argo => l.to_ascii_lowercase().contains("level=error"),
+            Peer::Flyte => l.contains(r#""level":"error""#),
         })
         .count()
 }

@@ -1,10 +1,10 @@
 //! The workloads of the side-by-side bench, written once and rendered in
-//! both languages: a Weft `Workflow` and an Argo `Workflow` of the same
-//! shape, whose every task is one pod (`busybox`, `true`) that kwok ends
+//! each peer's language: a Weft `Workflow`, an Argo `Workflow` and a Flyte
+//! `FlyteWorkflow` of the same shape, whose every task is one pod (`busybox`, `true`) that kwok ends
 //! after the bed's fixed duration. `PEERS_WRITE_WORKLOADS=DIR` writes each
 //! rendering to DIR so a reader can see exactly what both controllers ran.
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 /// How a workflow's task nodes depend on each other.
 #[derive(Clone, Copy, Debug)]
@@ -198,6 +198,75 @@ pub fn argo(name: &str, shape: Shape) -> Value {
     })
 }
 
+/// The FlyteWorkflow `name` of `shape` (apiVersion flyte.lyft.com/v1alpha1),
+/// as flyteadmin would compile it: one `container` task (the same pod), a
+/// task node per task, `start-node` before the roots and `end-node` after
+/// the leaves, edges both ways (propeller walks `downstream` and waits on
+/// `upstream`). A tree is one workflow of all its tasks: Flyte's
+/// sub-workflows are inlined into the same object, and a launch plan per
+/// group needs flyteadmin.
+pub fn flyte(name: &str, shape: Shape) -> Value {
+    let tasks = match shape {
+        Shape::Tree { children, each } | Shape::TemplateTree { children, each } => (0..children
+            * each)
+            .map(|i| (format!("n{i}"), vec![]))
+            .collect(),
+        flat => flat.tasks(),
+    };
+    let ids: Vec<String> = tasks.iter().map(|(id, _)| id.clone()).collect();
+    let (mut down, mut up) = (Map::new(), Map::new());
+    for (id, deps) in &tasks {
+        let deps: Vec<&str> = match deps.is_empty() {
+            true => vec!["start-node"],
+            false => deps.iter().map(String::as_str).collect(),
+        };
+        for d in deps {
+            push(&mut up, id, d);
+            push(&mut down, d, id);
+        }
+    }
+    let leaves: Vec<&String> = ids
+        .iter()
+        .filter(|id| !down.contains_key(id.as_str()))
+        .collect();
+    for id in leaves {
+        push(&mut down, id, "end-node");
+        push(&mut up, "end-node", id);
+    }
+    let mut nodes = Map::new();
+    nodes.insert(
+        "start-node".into(),
+        json!({"id": "start-node", "kind": "start"}),
+    );
+    nodes.insert("end-node".into(), json!({"id": "end-node", "kind": "end"}));
+    for id in ids {
+        let node = json!({"id": id, "kind": "task", "task": "pod", "resources": {}});
+        nodes.insert(id, node);
+    }
+    let interface = json!({"inputs": {"variables": {}}, "outputs": {"variables": {}}});
+    json!({
+        "apiVersion": "flyte.lyft.com/v1alpha1", "kind": "FlyteWorkflow",
+        "metadata": {"name": name},
+        "executionId": {"project": "bench", "domain": "development", "name": name},
+        "inputs": {},
+        "tasks": {"pod": {
+            "id": {"resourceType": "TASK", "project": "bench", "domain": "development",
+                "name": "pod", "version": "v1"},
+            "type": "container",
+            "interface": interface,
+            "container": {"image": IMAGE, "command": ["true"]}
+        }},
+        "spec": {"id": "bench", "nodes": nodes, "edges": {"downstream": down, "upstream": up}}
+    })
+}
+
+/// Adds `v` to the list under `k`.
+fn push(map: &mut Map<String, Value>, k: &str, v: &str) {
+    if let Value::Array(a) = map.entry(k).or_insert_with(|| json!([])) {
+        a.push(json!(v));
+    }
+}
+
 /// One row of the bench: how many workflows of which shape are created at
 /// once.
 #[derive(Clone, Copy, Debug)]
@@ -324,7 +393,12 @@ pub fn write_all(dir: &std::path::Path) -> anyhow::Result<()> {
     for w in named() {
         let mut weft_docs = weft_setup(w.shape);
         weft_docs.push(weft("w-0", w.shape));
-        for (lang, docs) in [("weft", weft_docs), ("argo", vec![argo("w-0", w.shape)])] {
+        let peers = [
+            ("weft", weft_docs),
+            ("argo", vec![argo("w-0", w.shape)]),
+            ("flyte", vec![flyte("w-0", w.shape)]),
+        ];
+        for (lang, docs) in peers {
             let text = docs
                 .iter()
                 .map(serde_yaml::to_string)
