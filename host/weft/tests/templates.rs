@@ -186,20 +186,30 @@ async fn templates_launch_with_their_inputs_and_keep_the_spec_they_started_with(
         let msg = s.message.unwrap_or_default();
         assert!(msg.contains(want), "{name}: {msg}");
         assert!(env.pods_of(name).await.is_empty(), "{name} started pods");
-        // What a user reads with kubectl describe.
-        let events = common::kubectl_ok(
-            &kc,
-            &[
-                "get",
-                "events",
-                "--field-selector",
-                &format!("involvedObject.name={name}"),
-                "-o",
-                "jsonpath={.items[*].message}",
-            ],
-            None,
-        )
-        .await;
+        // What a user reads with kubectl describe. The Event is posted
+        // after the status is written: polled (once failed on
+        // kube-apiserver, read a moment too early).
+        let selector = format!("involvedObject.name={name}");
+        let mut events = String::new();
+        for _ in 0..100 {
+            events = common::kubectl_ok(
+                &kc,
+                &[
+                    "get",
+                    "events",
+                    "--field-selector",
+                    &selector,
+                    "-o",
+                    "jsonpath={.items[*].message}",
+                ],
+                None,
+            )
+            .await;
+            if events.contains(want) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
         assert!(events.contains(want), "{name}: events {events}");
     }
     assert_eq!(env.pods_of("launch-a").await.len(), 1);
