@@ -70,10 +70,31 @@ pub(super) fn observation(info: weft_plugin::PhaseInfo) -> TaskObservation {
     }
 }
 
+/// The part of a child Workflow its parent reads: not its nodes nor its
+/// resolved spec, which a parent of 100 children of 1,000 nodes would
+/// otherwise decode (often decompress) for every child on every round.
+#[derive(Default, serde::Deserialize)]
+struct ChildView {
+    #[serde(default)]
+    status: ChildStatus,
+}
+
+/// [`ChildView`]'s status: the fields of `WorkflowStatus` it needs.
+#[derive(Default, serde::Deserialize)]
+struct ChildStatus {
+    #[serde(default)]
+    phase: WorkflowPhase,
+    #[serde(default)]
+    message: Option<String>,
+    #[serde(default)]
+    progress: Option<String>,
+    #[serde(default)]
+    outputs: Option<serde_json::Map<String, Value>>,
+}
+
 /// What a child Workflow's status means for its node.
 pub(super) fn child_observation(name: &str, child: &CachedChild) -> TaskObservation {
-    let status: weft_dag::WorkflowStatus =
-        serde_json::from_value(child.field("status")).unwrap_or_default();
+    let status = child.parse::<ChildView>().unwrap_or_default().status;
     let msg = status.message.clone().unwrap_or_default();
     match status.phase {
         WorkflowPhase::Succeeded => TaskObservation::succeeded(status.outputs),

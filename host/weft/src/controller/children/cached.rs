@@ -51,6 +51,13 @@ impl CachedChild {
         self.fields().remove(name).unwrap_or(Value::Null)
     }
 
+    /// The fields other than `apiVersion`, `kind` and `metadata` read as
+    /// `T`, which may name only what it needs (the rest is skipped, not
+    /// built): `None` when they do not read as `T`.
+    pub fn parse<T: serde::de::DeserializeOwned>(&self) -> Option<T> {
+        serde_json::from_str(&self.body).ok()
+    }
+
     /// The whole object as JSON, as the API server served it (without
     /// `managedFields`): what plugins are given to observe.
     pub fn to_value(&self) -> Value {
@@ -125,6 +132,13 @@ mod tests {
         assert_eq!(c.to_value(), want);
         assert_eq!(c.field("status")["phase"], "Succeeded");
         assert_eq!(c.field("missing"), Value::Null);
+        #[derive(serde::Deserialize)]
+        struct Phase {
+            status: serde_json::Map<String, Value>,
+        }
+        let phase = c.parse::<Phase>().unwrap().status;
+        assert_eq!(phase["phase"], "Succeeded");
+        assert!(c.parse::<Vec<u8>>().is_none());
         assert!(c.metadata.managed_fields.is_none());
         assert_eq!(
             c.metadata.labels.as_ref().unwrap()["weft.dev/workflow"],
