@@ -159,11 +159,12 @@ plugin-tests:
 bench: guests
 	$(HOST_CARGO) bench --locked -p weft-plugin
 
-## Weft and Argo Workflows side by side on the same real control plane
-## (issue 41; host/weft/benches/peers/): Argo's controller from its Go module
-## (tests/k8s/build-peers.sh, cached like the control plane), every workload
-## in both languages, both settings; writes target/bench-peers/results.jsonl
-## and the tables of docs/benchmarks.md's "Weft vs Argo". PEERS_WORKLOADS,
+## Weft, Argo Workflows and Flyte's flytepropeller side by side on the same
+## real control plane (issue 41; host/weft/benches/peers/): the peers from
+## their Go modules (tests/k8s/build-peers.sh, cached like the control plane),
+## every workload in each language, both settings; writes
+## target/bench-peers/results.jsonl and the tables of docs/benchmarks.md's
+## "Weft vs Argo Workflows (and Flyte)". PEERS_WORKLOADS,
 ## PEERS_SETTINGS and PEERS narrow it (the bench's doc comment).
 bench-peers: plugins k8s
 	@bash tests/k8s/build-peers.sh >/dev/null
