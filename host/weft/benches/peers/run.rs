@@ -229,15 +229,6 @@ fn phase(o: &DynamicObject) -> &str {
 /// its parent's name (`weft.dev/workflow`), the workloads never.
 const TOP_LEVEL: &str = "!weft.dev/workflow";
 
-/// Whether `o` is one of the workload's workflows (not a Weft child).
-fn top_level(o: &DynamicObject) -> bool {
-    !o.metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|r| r.kind == "Workflow")
-}
-
 /// Waits until all of `w`'s workflows have a terminal phase; an error if
 /// one did not succeed, the controller exited, or its deadline passed.
 async fn wait_done(
@@ -283,7 +274,6 @@ async fn wait_done(
         let done: Vec<_> = list
             .items
             .iter()
-            .filter(|o| top_level(o))
             .filter(|o| matches!(phase(o), "Succeeded" | "Failed" | "Error" | "Aborted"))
             .collect();
         if let Some(bad) = done.iter().find(|o| phase(o) != "Succeeded") {
