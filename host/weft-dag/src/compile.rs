@@ -235,7 +235,7 @@ fn compile_node(
     let when = condition(n, p);
     expressions(spec, n, cx.exit, p);
     cache(n, p);
-    synchronization(n.synchronization.as_ref(), Some(n), p);
+    synchronization(n.synchronization.as_deref(), Some(n), p);
     let timeout = match n.timeout.as_deref().map(duration) {
         Some(Ok(d)) => Some(d),
         Some(Err(e)) => {

@@ -215,13 +215,13 @@ fn node_kinds_gates_and_arrays_are_checked() {
         id: "g".into(),
         ..Default::default()
     };
-    gate.gate = Some(crate::spec::GateSpec {
+    gate.gate = Some(Box::new(crate::spec::GateSpec {
         sleep: Some("forever".into()),
         approval: None,
-    });
+    }));
     let array = NodeSpec {
         id: "arr".into(),
-        array: Some(crate::spec::ArraySpec {
+        array: Some(Box::new(crate::spec::ArraySpec {
             over: serde_json::json!(7),
             min_success_ratio: Some(1.5),
             task: TaskSpec {
@@ -229,7 +229,7 @@ fn node_kinds_gates_and_arrays_are_checked() {
                 ..Default::default()
             },
             ..Default::default()
-        }),
+        })),
         ..Default::default()
     };
     let spec = WorkflowSpec {

@@ -125,6 +125,11 @@ pub enum FailurePolicy {
     FailAfterExecutableNodesComplete,
 }
 
+// The kinds other than `task`, and the options few nodes set, are boxed:
+// the controller's cache holds every node of every running Workflow (the
+// peers bench's 100,000-node tree), and unboxed a node took 1,184 bytes
+// before its first string (a plain comment: doc comments become the CRD's
+// descriptions).
 /// One node of the DAG. Exactly one of `task`, `array`, `gate`,
 /// `workflow` and `dynamic`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -149,33 +154,33 @@ pub struct NodeSpec {
     pub when: Option<String>,
     /// Retries after a failure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub retries: Option<RetrySpec>,
+    pub retries: Option<Box<RetrySpec>>,
     /// Each attempt fails when it runs longer than this (e.g. `10m`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<String>,
     /// Map a task over a list.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub array: Option<ArraySpec>,
+    pub array: Option<Box<ArraySpec>>,
     /// Wait for time to pass or for a person.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gate: Option<GateSpec>,
+    pub gate: Option<Box<GateSpec>>,
     /// Run a workflow as a child Workflow (Flyte's sub-workflow and
     /// launch-plan nodes, Argo's templateRef): a template's, or nodes given
     /// here. Its outputs become this node's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workflow: Option<SubWorkflowSpec>,
+    pub workflow: Option<Box<SubWorkflowSpec>>,
     /// Run a task whose output `nodes` is a list of nodes, then run them as
     /// a child Workflow (Flyte's dynamic nodes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dynamic: Option<DynamicSpec>,
+    pub dynamic: Option<Box<DynamicSpec>>,
     /// Reuse the outputs of an earlier successful run of the same task
     /// with the same inputs (Flyte's cache, Argo's memoize); task nodes only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cache: Option<cache::CacheSpec>,
+    pub cache: Option<Box<cache::CacheSpec>>,
     /// Mutexes and semaphores the node holds from its start to its end
     /// (retries included); it waits `Pending` (`WaitingForLock`) for them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub synchronization: Option<sync::Synchronization>,
+    pub synchronization: Option<Box<sync::Synchronization>>,
 }
 
 /// What a node is, by which of its kind fields is set: one place that
