@@ -114,10 +114,9 @@ pub struct Context {
     pub(super) shard: Option<Shard>,
     /// Compiled specs by (uid, generation).
     compiled: Mutex<HashMap<(String, i64), Arc<Compiled>>>,
-    /// The last status this controller wrote, by uid. Only the controller
-    /// writes status, so this is never older than the watch cache, which
-    /// may lag behind our own last write.
-    pub(super) written: Mutex<HashMap<String, WorkflowStatus>>,
+    /// The last status this controller wrote, by uid, until the watch
+    /// cache holds it.
+    pub(super) written: super::written::Written,
     /// Watch events that would only echo a waiting status this controller
     /// wrote (`intake::Echoes`): they cost no reconcile.
     pub(super) echoes: super::intake::Echoes,
@@ -168,6 +167,8 @@ pub struct Context {
     pub(super) locks: OnceLock<Arc<crate::sync::Locks>>,
     /// The controller's limits on running workflows.
     pub(super) parallelism: Arc<crate::sync::Parallelism>,
+    /// Workflows a lock was just handed to.
+    pub(super) promoted: Arc<super::sync::Promoted>,
 }
 
 impl Context {
@@ -203,7 +204,7 @@ impl Context {
             shard,
             compiled: Mutex::new(HashMap::new()),
             backoff: backoff::Backoff::default(),
-            written: Mutex::new(HashMap::new()),
+            written: Default::default(),
             echoes: super::intake::Echoes::default(),
             finalized: Mutex::new(HashMap::new()),
             cache: OnceLock::new(),
@@ -227,6 +228,7 @@ impl Context {
             history: settings.history.into(),
             locks: OnceLock::new(),
             parallelism: Arc::new(crate::sync::Parallelism::new(settings.limits)),
+            promoted: Default::default(),
         })
     }
 
@@ -342,10 +344,7 @@ impl Context {
     /// Forgets a Workflow that is gone (a watch Delete): what this
     /// controller remembered of it is bounded by the live Workflows.
     pub fn forget(&self, uid: &str) {
-        self.written
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(uid);
+        self.written.forget(uid);
         self.finalized
             .lock()
             .unwrap_or_else(|e| e.into_inner())

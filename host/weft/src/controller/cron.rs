@@ -343,7 +343,8 @@ async fn write_status(
 ) -> Result<(), Error> {
     let api: Api<CronWorkflow> =
         Api::namespaced(ctx.client.clone(), &cw.namespace().unwrap_or_default());
-    Ok(super::patch_status(&api, &cw.name_any(), old, new, ctx).await?)
+    super::patch_status(&api, &cw.name_any(), old, new, ctx).await?;
+    Ok(())
 }
 
 /// Deletes finished Workflows beyond the history limits, oldest first.

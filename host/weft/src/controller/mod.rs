@@ -41,6 +41,7 @@ pub mod workers;
 pub mod workqueue;
 pub mod write_pace;
 mod writes;
+mod written;
 
 use std::time::Duration;
 

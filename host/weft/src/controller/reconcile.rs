@@ -67,10 +67,12 @@ pub async fn reconcile(wf: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action, E
 }
 
 /// A Workflow this controller has not started (no status written or
-/// held) waits for a worker in the lane that goes first.
+/// held), or one a lock was just handed to, waits for a worker in the lane
+/// that goes first.
 fn lane(wf: &Workflow, ctx: &Context) -> crate::lanes::Lane {
     let fresh = wf.status.is_none() && !ctx.has_held(&wf.uid().unwrap_or_default());
-    if fresh {
+    let ns = wf.namespace().unwrap_or_default();
+    if fresh || ctx.promoted.take(&ns, &wf.name_any()) {
         crate::lanes::Lane::Start
     } else {
         crate::lanes::Lane::Rest
@@ -182,12 +184,7 @@ impl Current {
             .get(&uid)
             .copied()
             .unwrap_or_else(|| wf.finalizers().iter().any(|f| f == FINALIZER));
-        let remembered = ctx
-            .written
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&uid)
-            .cloned();
+        let remembered = ctx.written.last(&uid, wf.resource_version().as_deref());
         let base = remembered.unwrap_or_else(|| wf.status.clone().unwrap_or_default());
         let held = ctx.held_status(&uid);
         Current {

@@ -29,10 +29,38 @@ pub(super) fn start(ctx: &Context, namespace: Option<&str>) -> Arc<Locks> {
     ctx.locks
         .get_or_init(|| {
             let children = ctx.children.clone();
-            let wake = Arc::new(move |ns: &str, name: &str| children.wake(ns, name));
+            let promoted = ctx.promoted.clone();
+            let wake = Arc::new(move |ns: &str, name: &str| {
+                promoted.add(ns, name);
+                children.wake(ns, name)
+            });
             Locks::start(ctx.client.clone(), namespace, wake, ctx.metrics.clone())
         })
         .clone()
+}
+
+/// Workflows a lock was handed to since their last reconcile, by
+/// namespace and name: that reconcile takes a worker before the running
+/// ones (`reconcile::lane`), so a hand-over does not queue behind
+/// status writes on a busy controller (the sync bench's hand-over p99).
+#[derive(Default)]
+pub(super) struct Promoted(std::sync::Mutex<HashSet<(String, String)>>);
+
+impl Promoted {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<(String, String)>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn add(&self, ns: &str, name: &str) {
+        self.lock().insert((ns.to_string(), name.to_string()));
+    }
+
+    /// Whether a lock was handed to the Workflow since this was last
+    /// asked (it forgets the Workflow).
+    pub(super) fn take(&self, ns: &str, name: &str) -> bool {
+        let mut set = self.lock();
+        !set.is_empty() && set.remove(&(ns.to_string(), name.to_string()))
+    }
 }
 
 /// Every 30 s, once the Workflow cache is ready: entries of Workflows
