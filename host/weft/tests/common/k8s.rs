@@ -628,11 +628,40 @@ impl RealCluster {
 
     /// The audit log's events (JSON lines), as kube-apiserver wrote them.
     pub fn audit(&self) -> Vec<serde_json::Value> {
-        std::fs::read_to_string(self.dir.join("audit.log"))
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect()
+        let mut all = Vec::new();
+        self.each_audit(|e| all.push(e));
+        all
+    }
+
+    /// Calls `f` on each event of the audit log, oldest first, one line at
+    /// a time (a 100,000-pod run writes gigabytes), across the files
+    /// kube-apiserver rotated: `--audit-log-maxsize=0` is its logger's
+    /// default of 100 MB, not "never", and a rotated file is
+    /// `audit-<time>.log` beside `audit.log` (so the names sort in time
+    /// order: '-' before '.').
+    pub fn each_audit(&self, mut f: impl FnMut(serde_json::Value)) {
+        use std::io::BufRead;
+        let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(&self.dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                name.starts_with("audit") && name.ends_with(".log")
+            })
+            .collect();
+        files.sort();
+        for file in files {
+            let Ok(file) = std::fs::File::open(&file) else {
+                continue;
+            };
+            for line in std::io::BufReader::new(file).lines().map_while(Result::ok) {
+                if let Ok(e) = serde_json::from_str(&line) {
+                    f(e);
+                }
+            }
+        }
     }
 }
 
