@@ -169,7 +169,10 @@ fn weft(setting: Setting, metrics: u16) -> Command {
         .arg(format!("127.0.0.1:{metrics}"))
         .args(["--namespace", NAMESPACE, "--plugins"])
         .arg(crate::root().join("target/plugins"));
-    if let Ok(addr) = std::env::var("PEERS_HEAP") {
+    // PEERS_PROFILE serves the profiles without the heap snapshots that
+    // PEERS_HEAP takes at every new high (for a CPU profile by hand).
+    let profiling = std::env::var("PEERS_HEAP").or_else(|_| std::env::var("PEERS_PROFILE"));
+    if let Ok(addr) = profiling {
         cmd.args(["--profiling-addr", &addr]);
     }
     if setting == Setting::Matched {

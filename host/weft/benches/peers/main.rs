@@ -20,7 +20,9 @@
 //! (`defaults,matched`), `PEERS` (`weft,argo,flyte`), `POD_RUN_MS`,
 //! `PEERS_WRITE_WORKLOADS=DIR` (only write the workloads' YAML),
 //! `PEERS_NO_DOCS=1` (leave docs/benchmarks.md alone), `PEERS_HEAP=ADDR`
-//! (Weft's heap profiles, `measure::HeapProfiles`), `PEERS_TABLES_ONLY=1`
+//! (Weft's heap profiles, `measure::HeapProfiles`), `PEERS_PROFILE=ADDR`
+//! (Weft serves its profiles there, e.g. `curl
+//! ADDR/debug/pprof/profile?seconds=60`; nothing saved), `PEERS_TABLES_ONLY=1`
 //! (no run: write the tables of results.jsonl).
 
 #[allow(dead_code)]
