@@ -16,6 +16,7 @@ pub mod history;
 pub mod hotload;
 pub mod kubeclient;
 pub mod lanes;
+pub mod live;
 pub mod metrics;
 pub mod node;
 pub mod pod_io;

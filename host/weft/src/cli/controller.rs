@@ -391,13 +391,20 @@ pub fn controller(args: ControllerArgs) -> anyhow::Result<ExitCode> {
         if let Some(h) = history.clone() {
             ready.add_detail("history", Box::new(move || h.health()));
         }
+        // The controller lends its Workflow cache here; the loader's pins
+        // read it.
+        let live = crate::live::LiveWorkflows::new();
         let loader = (!args.no_hotload).then(|| {
+            let config = crate::hotload::HotloadConfig {
+                workflows: Some(live.clone()),
+                ..args.hotload()
+            };
             runtime::spawn_hotload(
                 client.clone(),
                 engine,
                 registry.clone(),
                 metrics.clone(),
-                args.hotload(),
+                config,
                 futures::future::pending(),
             )
         });
@@ -476,6 +483,7 @@ pub fn controller(args: ControllerArgs) -> anyhow::Result<ExitCode> {
                         .unwrap_or_else(|| args.election.leader_elect_namespace.clone()),
                     pools: args.resource_pools.iter().cloned().collect(),
                 },
+                live,
             },
             grace: args.graceful_shutdown_timeout,
         };

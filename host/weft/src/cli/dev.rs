@@ -158,6 +158,7 @@ pub fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
         let hotload = crate::hotload::HotloadConfig {
             namespaces: vec![args.namespace.clone()],
             workflow_namespace: None,
+            workflows: Some(ctx.live.clone()),
             ..Default::default()
         };
         let (hot, loader) = runtime::spawn_hotload(

@@ -303,6 +303,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             let config = crate::hotload::HotloadConfig {
                 namespaces: vec![args.namespace.clone()],
                 workflow_namespace: Some(args.namespace.clone()),
+                workflows: Some(ctx.live.clone()),
                 ..Default::default()
             };
             runtime::spawn_hotload(

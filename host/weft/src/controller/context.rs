@@ -79,6 +79,9 @@ pub struct Settings {
     pub history: Option<Arc<crate::history::History>>,
     /// `--parallelism`, `--namespace-parallelism` (running workflows).
     pub limits: crate::sync::Limits,
+    /// Where the controller lends its Workflow cache while it runs (the
+    /// hot loader's pins read it): one slot across leadership terms.
+    pub live: Arc<crate::live::LiveWorkflows>,
 }
 
 impl Default for Settings {
@@ -97,6 +100,7 @@ impl Default for Settings {
             artifacts: None,
             history: None,
             limits: Default::default(),
+            live: crate::live::LiveWorkflows::new(),
         }
     }
 }
@@ -169,6 +173,8 @@ pub struct Context {
     pub(super) parallelism: Arc<crate::sync::Parallelism>,
     /// Workflows a lock was just handed to.
     pub(super) promoted: Arc<super::sync::Promoted>,
+    /// Where this controller lends its Workflow cache.
+    pub live: Arc<crate::live::LiveWorkflows>,
 }
 
 impl Context {
@@ -229,6 +235,7 @@ impl Context {
             locks: OnceLock::new(),
             parallelism: Arc::new(crate::sync::Parallelism::new(settings.limits)),
             promoted: Default::default(),
+            live: settings.live,
         })
     }
 

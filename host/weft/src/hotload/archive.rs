@@ -184,28 +184,44 @@ impl HotLoader {
         }
     }
 
-    /// (plugin, digest) -> running Workflows whose nodes used it.
+    /// (plugin, digest) -> running Workflows whose nodes used it: from the
+    /// controller's cache when it lent one (`crate::live`), else listed.
     pub(super) async fn pins(&self) -> Result<BTreeMap<(String, Digest), usize>, kube::Error> {
-        let api: Api<Workflow> = match &self.config.workflow_namespace {
+        let ns = self.config.workflow_namespace.as_deref();
+        let live = self.config.workflows.as_ref().and_then(|l| l.get());
+        if let Some(store) = live {
+            let all = store.state();
+            let mine = all
+                .iter()
+                .filter(|w| ns.is_none() || w.namespace().as_deref() == ns);
+            return Ok(count_pins(mine.map(|w| w.as_ref())));
+        }
+        let api: Api<Workflow> = match ns {
             Some(ns) => Api::namespaced(self.client.clone(), ns),
             None => Api::all(self.client.clone()),
         };
-        let mut pins = BTreeMap::new();
-        for wf in api.list(&ListParams::default()).await? {
-            let Some(status) = wf.status else { continue };
-            if status.phase.is_terminal() {
-                continue;
-            }
-            let used: BTreeSet<(String, Digest)> = status
-                .nodes
-                .values()
-                .filter_map(|n| n.plugin.as_ref())
-                .filter_map(|p| Some((p.name.clone(), Digest::parse(&p.digest)?)))
-                .collect();
-            for u in used {
-                *pins.entry(u).or_insert(0) += 1;
-            }
-        }
-        Ok(pins)
+        Ok(count_pins(api.list(&ListParams::default()).await?.iter()))
     }
+}
+
+/// (plugin, digest) -> how many of `workflows` that still run used it.
+fn count_pins<'a>(
+    workflows: impl Iterator<Item = &'a Workflow>,
+) -> BTreeMap<(String, Digest), usize> {
+    let mut pins = BTreeMap::new();
+    for status in workflows.filter_map(|wf| wf.status.as_ref()) {
+        if status.phase.is_terminal() {
+            continue;
+        }
+        let used: BTreeSet<(String, Digest)> = status
+            .nodes
+            .values()
+            .filter_map(|n| n.plugin.as_ref())
+            .filter_map(|p| Some((p.name.clone(), Digest::parse(&p.digest)?)))
+            .collect();
+        for u in used {
+            *pins.entry(u).or_insert(0) += 1;
+        }
+    }
+    pins
 }

@@ -76,6 +76,9 @@ pub struct HotloadConfig {
     pub breaker: BreakerConfig,
     /// How often unpinned versions are unloaded and status refreshed.
     pub prune_every: Duration,
+    /// The controller's Workflow cache, when one runs in this process: the
+    /// pins are counted from it, not from a list of every Workflow.
+    pub workflows: Option<std::sync::Arc<crate::live::LiveWorkflows>>,
 }
 
 impl Default for HotloadConfig {
@@ -86,6 +89,7 @@ impl Default for HotloadConfig {
             max_size: 64 << 20,
             breaker: BreakerConfig::default(),
             prune_every: Duration::from_secs(2),
+            workflows: None,
         }
     }
 }

@@ -123,7 +123,10 @@ impl Env {
         );
         ctx.set_artifacts(local_artifacts(&bed.dir.path().join("artifacts")));
         let (stop_hotload, hotload_rx) = tokio::sync::oneshot::channel::<()>();
-        let loader = hotload.map(|config| {
+        let loader = hotload.map(|mut config| {
+            // As `weft controller` and `weft dev` do: pins from the
+            // controller's Workflow cache.
+            config.workflows.get_or_insert_with(|| ctx.live.clone());
             let (loader, _task) = weft::runtime::spawn_hotload(
                 client.clone(),
                 engine,
