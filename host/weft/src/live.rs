@@ -7,15 +7,20 @@
 //! bench's tree (100 children of 1,000 nodes) made that list 42 % of the
 //! controller's CPU while the cache it duplicates sat beside it.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use kube::runtime::reflector::Store;
 
 use crate::api::Workflow;
 
-/// The cache, while a controller of this process has one synced.
+/// The cache, while a controller of this process has one, and whether
+/// its first list is in.
 #[derive(Default)]
-pub struct LiveWorkflows(RwLock<Option<Store<Workflow>>>);
+pub struct LiveWorkflows {
+    store: RwLock<Option<Store<Workflow>>>,
+    synced: AtomicBool,
+}
 
 impl std::fmt::Debug for LiveWorkflows {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -32,19 +37,55 @@ impl LiveWorkflows {
         Arc::default()
     }
 
-    /// Lends a cache that has synced (its first list is in): until then
-    /// it would read as no Workflows at all.
+    /// Lends the cache; readers get it once [`LiveWorkflows::synced`]
+    /// says its first list is in.
     pub fn lend(&self, store: Store<Workflow>) {
-        *self.0.write().unwrap_or_else(|e| e.into_inner()) = Some(store);
+        self.synced.store(false, Ordering::SeqCst);
+        *self.store.write().unwrap_or_else(|e| e.into_inner()) = Some(store);
+    }
+
+    /// Says the cache holds its first list (the reflector applied the
+    /// watch's `InitDone`). Not kube-runtime's `Store::wait_until_ready`:
+    /// its readiness is a oneshot channel that wakes only the last of
+    /// several waiters, and the controller already waits on it (a second
+    /// waiter, such as the lock sweep, never woke).
+    pub fn synced(&self) {
+        self.synced.store(true, Ordering::SeqCst);
     }
 
     /// Takes the cache back (the controller stopped: it goes stale).
     pub fn withdraw(&self) {
-        *self.0.write().unwrap_or_else(|e| e.into_inner()) = None;
+        self.synced.store(false, Ordering::SeqCst);
+        *self.store.write().unwrap_or_else(|e| e.into_inner()) = None;
     }
 
-    /// The cache, if lent.
+    /// The cache, if lent and synced.
     pub fn get(&self) -> Option<Store<Workflow>> {
-        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+        if !self.synced.load(Ordering::SeqCst) {
+            return None;
+        }
+        self.store.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::runtime::reflector;
+
+    #[test]
+    fn a_cache_is_read_only_while_lent_and_synced() {
+        let live = LiveWorkflows::new();
+        let (store, _writer) = reflector::store::<Workflow>();
+        assert!(live.get().is_none(), "nothing lent");
+        live.lend(store.clone());
+        assert!(live.get().is_none(), "lent, its first list not in");
+        live.synced();
+        assert!(live.get().is_some());
+        live.lend(store);
+        assert!(live.get().is_none(), "a new term's cache starts unsynced");
+        live.synced();
+        live.withdraw();
+        assert!(live.get().is_none(), "withdrawn");
     }
 }

@@ -53,7 +53,14 @@ pub fn workflows(
         .modify(|wf| wf.metadata.managed_fields = None);
     let (reader, writer) = reflector::store();
     let mut seen = std::collections::HashMap::new();
+    let live = echoes.live.clone();
+    live.lend(reader.clone());
     let stream = reflector::reflector(writer, decoded)
+        .inspect(move |ev| {
+            if let Ok(watcher::Event::InitDone) = ev {
+                live.synced();
+            }
+        })
         .applied_objects()
         .filter(move |wf| {
             let pass = match wf {

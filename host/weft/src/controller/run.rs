@@ -71,16 +71,8 @@ pub async fn run(
         }
     });
     let (store, workflows) = intake::workflows(ctx.clone(), namespace.as_deref());
-    let lend = tokio::spawn({
-        let (store, live) = (store.clone(), ctx.live.clone());
-        async move {
-            if store.wait_until_ready().await.is_ok() {
-                live.lend(store);
-            }
-        }
-    });
     let locks = super::sync::start(&ctx, namespace.as_deref());
-    let sweeper = tokio::spawn(super::sync::sweep(locks.clone(), store.clone()));
+    let sweeper = tokio::spawn(super::sync::sweep(locks.clone(), ctx.live.clone()));
     let concurrency = ctx.concurrency();
     let standard = &ctx.metrics.standard;
     standard.controller_started(WORKFLOW_CONTROLLER, concurrency);
@@ -114,7 +106,6 @@ pub async fn run(
         .run(reconcile, error_policy, ctx.clone())
         .for_each(|_| futures::future::ready(()));
     futures::join!(workflows, cron::run(ctx.clone(), namespace, shutdown));
-    lend.abort();
     ctx.live.withdraw();
     gauges.abort();
     sweeper.abort();

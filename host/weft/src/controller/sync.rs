@@ -12,7 +12,6 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use kube::ResourceExt;
-use kube::runtime::reflector::Store;
 use weft_dag::schedule::{
     LockState, WAITING_FOR_LOCK, WAITING_FOR_RESOURCES, claim_item, item_claim,
 };
@@ -63,16 +62,14 @@ impl Promoted {
     }
 }
 
-/// Every 30 s, once the Workflow cache is ready: entries of Workflows
-/// that are gone or finished are released (one deleted while no
-/// controller ran).
-pub(super) async fn sweep(locks: Arc<Locks>, store: Store<Workflow>) {
-    if store.wait_until_ready().await.is_err() {
-        return;
-    }
+/// Every 30 s, once the Workflow cache is synced (`crate::live`):
+/// entries of Workflows that are gone or finished are released (one
+/// deleted while no controller ran).
+pub(super) async fn sweep(locks: Arc<Locks>, live: Arc<crate::live::LiveWorkflows>) {
     let mut tick = tokio::time::interval(Duration::from_secs(30));
     loop {
         tick.tick().await;
+        let Some(store) = live.get() else { continue };
         let alive: HashSet<String> = store
             .state()
             .iter()

@@ -188,8 +188,7 @@ impl HotLoader {
     /// controller's cache when it lent one (`crate::live`), else listed.
     pub(super) async fn pins(&self) -> Result<BTreeMap<(String, Digest), usize>, kube::Error> {
         let ns = self.config.workflow_namespace.as_deref();
-        let live = self.config.workflows.as_ref().and_then(|l| l.get());
-        if let Some(store) = live {
+        if let Some(store) = self.config.workflows.as_ref().and_then(|l| l.get()) {
             let all = store.state();
             let mine = all
                 .iter()
