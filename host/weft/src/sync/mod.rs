@@ -34,7 +34,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use futures::{FutureExt, StreamExt};
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
 use kube::runtime::reflector::{self, Store};
@@ -99,6 +99,9 @@ struct Pending {
 pub struct Locks {
     client: Client,
     store: Store<Lock>,
+    /// Whether the watch's first list is in. Not `Store::wait_until_ready`:
+    /// its oneshot wakes only the last of several waiters (`crate::live`).
+    ready: tokio::sync::watch::Sender<bool>,
     pending: Mutex<HashMap<Key, Pending>>,
     /// The last version of each lock this process wrote.
     written: Mutex<HashMap<Key, Arc<Lock>>>,
@@ -196,6 +199,7 @@ impl Locks {
         let locks = Arc::new(Locks {
             client,
             store,
+            ready: tokio::sync::watch::Sender::new(false),
             pending: Mutex::new(HashMap::new()),
             written: Mutex::new(HashMap::new()),
             seen: Mutex::new(SeenHolders::new()),
@@ -217,7 +221,10 @@ impl Locks {
                         locks.refill(&l);
                     }
                     Ok(watcher::Event::Delete(l)) => locks.deleted(&l),
-                    Ok(watcher::Event::Init | watcher::Event::InitDone) => {}
+                    Ok(watcher::Event::InitDone) => {
+                        locks.ready.send_replace(true);
+                    }
+                    Ok(watcher::Event::Init) => {}
                     Err(e) => tracing::warn!("watching Locks: {e}"),
                 }
             }
@@ -425,10 +432,11 @@ impl Locks {
     /// listed the Locks (a controller just started) it waits for that,
     /// or a workflow that finished meanwhile would keep its lock.
     pub fn forget(self: &Arc<Self>, uid: &str) {
-        if self.store.wait_until_ready().now_or_never().is_none() {
+        if !*self.ready.borrow() {
             let (me, uid) = (self.clone(), uid.to_string());
+            let mut ready = self.ready.subscribe();
             tokio::spawn(async move {
-                if me.store.wait_until_ready().await.is_ok() {
+                if ready.wait_for(|r| *r).await.is_ok() {
                     me.forget(&uid);
                 }
             });
