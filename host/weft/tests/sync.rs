@@ -14,7 +14,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::cluster::Bed;
-use common::runs::{create, intervals, most_at_once, recorded, statuses, wait_all, workflow};
+use common::runs::{
+    create, intervals, most_at_once, recorded, statuses, succeeded, wait_all, workflow,
+};
 use common::{kubectl, weft};
 use kube::Api;
 use line::{Sampler, line_beyond, line_ran, line_up};
@@ -155,12 +157,7 @@ async fn ten_workflows_on_one_mutex_never_overlap_across_three_controller_kills(
     assert_eq!(most_at_once(&runs), 1, "two holders ran at once: {runs:?}");
     assert_eq!(most, 1, "the Lock listed {most} holders");
     // Nobody holds or waits once all are done.
-    let l = locks.get("mutex.db").await.unwrap();
-    assert!(
-        l.spec.holders.is_empty() && l.spec.waiters.is_empty(),
-        "{:?}",
-        l.spec
-    );
+    assert_free(&locks, "mutex.db").await;
     controller.kill();
     bed.stop().await;
 }
@@ -290,14 +287,7 @@ async fn a_semaphore_of_three_runs_twelve_nodes_at_most_three_at_once() {
         assert!(Instant::now() < deadline, "no node seen waiting: {text}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let wf = wait_all(&api, &["sem".to_string()], 120).await.remove(0);
-    let status = wf.status.unwrap();
-    assert_eq!(
-        status.phase,
-        WorkflowPhase::Succeeded,
-        "{:?}",
-        status.message
-    );
+    let status = succeeded(&api, "sem", 120).await;
     assert!(
         status
             .nodes
@@ -318,23 +308,12 @@ async fn deleting_a_holder_hands_its_lock_over_within_a_second() {
     let bed = Bed::start().await;
     let log = bed.path("runs.log");
     let mut controller = bed.controller("sync-2", &[]);
-    let spec = |secs: f64, who: &str| {
-        format!(
-            "  synchronization: {{mutexes: [{{name: one}}]}}\n  nodes:\n    - {{id: a, task: {}}}\n",
-            recorded(who, &log, secs)
-        )
-    };
+    let spec = |secs: f64, who: &str| on_mutex("one", who, &log, secs);
     create(&bed, &workflow("holder", &spec(60.0, "holder"))).await;
     let api: Api<Workflow> = Api::namespaced(bed.client.clone(), &bed.ns);
     let locks: Api<Lock> = Api::namespaced(bed.client.clone(), &bed.ns);
+    until_logged(&log, "start holder").await;
     let deadline = Instant::now() + Duration::from_secs(60);
-    while !std::fs::read_to_string(&log)
-        .unwrap_or_default()
-        .contains("start holder")
-    {
-        assert!(Instant::now() < deadline, "the holder never started");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
     create(&bed, &workflow("next", &spec(0.1, "next"))).await;
     loop {
         let l = locks.get("mutex.one").await.unwrap();
@@ -384,6 +363,49 @@ async fn deleting_a_holder_hands_its_lock_over_within_a_second() {
     assert!(took <= Duration::from_secs(1), "handed over after {took:?}");
     let wf = wait_all(&api, &["next".to_string()], 60).await.remove(0);
     assert_eq!(wf.status.unwrap().phase, WorkflowPhase::Succeeded);
+    controller.kill();
+    bed.stop().await;
+}
+
+/// A holder deleted while no controller runs leaves its entry in the
+/// Lock (nothing saw it go): the next controller's first sweep, once its
+/// caches are listed, releases it, and the waiter starts within seconds
+/// rather than after the sweep's 30 s period.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_deleted_while_no_controller_ran_is_released_at_the_next_start() {
+    let bed = Bed::start().await;
+    let log = bed.path("runs.log");
+    let mut controller = bed.controller("sync-7", &[]);
+    let spec = |secs: f64, who: &str| on_mutex("gone", who, &log, secs);
+    create(&bed, &workflow("holder", &spec(120.0, "holder"))).await;
+    until_logged(&log, "start holder").await;
+    controller.kill();
+    let locks: Api<Lock> = Api::namespaced(bed.client.clone(), &bed.ns);
+    let held = locks.get("mutex.gone").await.unwrap();
+    assert!(
+        held.spec.holders.iter().any(|h| h.workflow == "holder"),
+        "{:?}",
+        held.spec
+    );
+    let args = ["delete", "workflow", "holder", "-n", &bed.ns, "--wait=true"];
+    let out = kubectl(&bed.kubeconfig, &args, None).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    create(&bed, &workflow("next", &spec(0.1, "next"))).await;
+
+    let started = Instant::now();
+    controller = bed.controller("sync-7", &[]);
+    let api: Api<Workflow> = Api::namespaced(bed.client.clone(), &bed.ns);
+    succeeded(&api, "next", 60).await;
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(20),
+        "next waited {took:?} for a holder that was gone"
+    );
+    assert_free(&locks, "mutex.gone").await;
     controller.kill();
     bed.stop().await;
 }
@@ -546,6 +568,24 @@ async fn a_resource_pool_caps_a_task_type_across_workflows_of_a_namespace() {
     assert_eq!(most_at_once(&runs), 2, "{runs:?}");
     controller.kill();
     bed.stop().await;
+}
+
+/// Asserts the Lock `name` has neither holders nor waiters.
+async fn assert_free(locks: &Api<Lock>, name: &str) {
+    let l = locks.get(name).await.unwrap();
+    let spec = &l.spec;
+    assert!(
+        spec.holders.is_empty() && spec.waiters.is_empty(),
+        "{name}: {spec:?}"
+    );
+}
+
+/// A workflow of one recorded task of `secs` holding mutex `lock`.
+fn on_mutex(lock: &str, who: &str, log: &Path, secs: f64) -> String {
+    format!(
+        "  synchronization: {{mutexes: [{{name: {lock}}}]}}\n  nodes:\n    - {{id: a, task: {}}}\n",
+        recorded(who, log, secs)
+    )
 }
 
 /// Waits until `log` records `what`.

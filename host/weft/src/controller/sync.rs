@@ -62,14 +62,22 @@ impl Promoted {
     }
 }
 
-/// Every 30 s, once the Workflow cache is synced (`crate::live`):
-/// entries of Workflows that are gone or finished are released (one
-/// deleted while no controller ran).
+/// How often held and waiting entries are checked against the
+/// Workflow cache.
+const SWEEP_EVERY: Duration = Duration::from_secs(30);
+
+/// Once both the Locks and the Workflow cache (`crate::live`) hold their
+/// first list, and every [`SWEEP_EVERY`] after: entries of Workflows
+/// that are gone or finished are released. The first sweep runs at once
+/// because a Workflow deleted while no controller ran is released only
+/// here, and its waiters should not wait half a minute for it.
 pub(super) async fn sweep(locks: Arc<Locks>, live: Arc<crate::live::LiveWorkflows>) {
-    let mut tick = tokio::time::interval(Duration::from_secs(30));
+    locks.listed().await;
     loop {
-        tick.tick().await;
-        let Some(store) = live.get() else { continue };
+        let Some(store) = live.get() else {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        };
         let alive: HashSet<String> = store
             .state()
             .iter()
@@ -77,6 +85,7 @@ pub(super) async fn sweep(locks: Arc<Locks>, live: Arc<crate::live::LiveWorkflow
             .filter_map(|w| w.uid())
             .collect();
         locks.sweep(&|uid| alive.contains(uid));
+        tokio::time::sleep(SWEEP_EVERY).await;
     }
 }
 

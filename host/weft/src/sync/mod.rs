@@ -427,6 +427,12 @@ impl Locks {
         }
     }
 
+    /// Returns once the watch has listed the Locks.
+    pub async fn listed(&self) {
+        let mut ready = self.ready.subscribe();
+        let _ = ready.wait_for(|r| *r).await;
+    }
+
     /// Releases everything the workflow holds or waits for (it finished
     /// or was deleted). Cheap when it has nothing. Before the watch has
     /// listed the Locks (a controller just started) it waits for that,

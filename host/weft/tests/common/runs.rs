@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use kube::Api;
 use weft::api::Workflow;
+use weft_dag::{WorkflowPhase, WorkflowStatus};
 
 use super::cluster::Bed;
 use super::kubectl;
@@ -97,6 +98,24 @@ pub async fn wait_all(api: &Api<Workflow>, names: &[String], secs: u64) -> Vec<W
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// Waits for Workflow `name` to finish and asserts it succeeded (the
+/// message says why not): its status.
+#[allow(
+    dead_code,
+    reason = "not every test file that shares this module uses it"
+)]
+pub async fn succeeded(api: &Api<Workflow>, name: &str, secs: u64) -> WorkflowStatus {
+    let wf = wait_all(api, &[name.to_string()], secs).await.remove(0);
+    let status = wf.status.unwrap_or_default();
+    assert_eq!(
+        status.phase,
+        WorkflowPhase::Succeeded,
+        "{name}: {:?}",
+        status.message
+    );
+    status
 }
 
 /// Every status the Workflows `names` had, from a watch started before
