@@ -4,6 +4,7 @@
 //! them).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use schemars::JsonSchema;
@@ -12,6 +13,8 @@ use serde_json::{Map, Value};
 
 use crate::spec::template::TemplateRecord;
 use crate::spec::{WorkflowSpec, any_object};
+
+pub mod shared;
 
 /// Where a workflow stands.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
@@ -100,9 +103,14 @@ pub struct WorkflowStatus {
     /// The spec resolved from the template with the launch's values bound:
     /// what the workflow runs to its end, whatever happens to the template
     /// (Argo's `storedWorkflowTemplateSpec`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    // One copy shared by every status holding an equal spec (`shared.rs`).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "shared::deserialize"
+    )]
     #[schemars(schema_with = "any_object_opt")]
-    pub resolved_spec: Option<WorkflowSpec>,
+    pub resolved_spec: Option<Arc<WorkflowSpec>>,
     /// The values the workflow runs with (its inputs' defaults, or what
     /// its launch gave).
     #[serde(default, skip_serializing_if = "Option::is_none")]

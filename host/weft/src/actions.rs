@@ -202,7 +202,7 @@ fn gate_patch(
 ) -> Result<(Value, &'static str, String), ActionError> {
     let status = wf.status.as_ref();
     let spec = status
-        .and_then(|s| s.resolved_spec.as_ref())
+        .and_then(|s| s.resolved_spec.as_deref())
         .unwrap_or(&wf.spec.spec);
     let gate =
         spec.nodes.iter().find(|n| n.id == node).ok_or_else(|| {
@@ -265,7 +265,7 @@ fn retry_patch(
             "workflow {full} is {phase:?}; only a Failed or Aborted workflow can be retried"
         )));
     }
-    let spec = status.resolved_spec.as_ref().unwrap_or(&wf.spec.spec);
+    let spec = status.resolved_spec.as_deref().unwrap_or(&wf.spec.spec);
     if let Some(n) = node
         && !spec.nodes.iter().any(|x| x.id == n)
     {

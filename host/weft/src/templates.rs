@@ -3,6 +3,8 @@
 //! status with the template's version; every later round runs the stored
 //! spec, so a template edited (or deleted) meanwhile changes nothing.
 
+use std::sync::Arc;
+
 use kube::{Api, Client, ResourceExt};
 use weft_dag::{WorkflowSpec, WorkflowStatus, template};
 
@@ -14,21 +16,24 @@ pub async fn runnable(
     client: &Client,
     wf: &Workflow,
     status: &mut WorkflowStatus,
-) -> Result<WorkflowSpec, String> {
+) -> Result<Arc<WorkflowSpec>, String> {
     let own = &wf.spec.spec;
     let ns = wf.namespace().unwrap_or_default();
     let Some(r) = &own.workflow_template_ref else {
         if status.started_at.is_none() {
             check_recursion(client, &ns, None, own).await?;
         }
-        return Ok(own.clone());
+        return Ok(Arc::new(own.clone()));
     };
     let first_round = status.started_at.is_none();
     if let Some(stored) = &status.resolved_spec {
+        if stored.abort == own.abort {
+            return Ok(stored.clone());
+        }
         // The user may still abort it.
-        let mut spec = stored.clone();
+        let mut spec = WorkflowSpec::clone(stored);
         spec.abort = own.abort;
-        return Ok(spec);
+        return Ok(Arc::new(spec));
     }
     if !own.nodes.is_empty() {
         return Err("workflowTemplateRef: set nodes or workflowTemplateRef, not both".into());
@@ -56,6 +61,7 @@ pub async fn runnable(
         resource_version: t.resource_version(),
         generation: t.metadata.generation,
     });
+    let spec = weft_dag::status::shared::share(spec);
     status.resolved_spec = Some(spec.clone());
     Ok(spec)
 }
@@ -64,7 +70,8 @@ pub async fn runnable(
 /// (the webhook, the admin API): resolved as its first round would, with
 /// nothing recorded.
 pub async fn spec_to_run(client: &Client, wf: &Workflow) -> Result<WorkflowSpec, String> {
-    runnable(client, wf, &mut WorkflowStatus::default()).await
+    let spec = runnable(client, wf, &mut WorkflowStatus::default()).await?;
+    Ok(Arc::unwrap_or_clone(spec))
 }
 
 /// `wf` launched from `t`, or every problem with the pair, one per line.

@@ -29,7 +29,7 @@ fn find<'a>(
 ) -> Result<(&'a NodeSpec, Option<&'a weft_dag::NodeStatus>), Status> {
     let status = wf.status.as_ref();
     let spec = status
-        .and_then(|s| s.resolved_spec.as_ref())
+        .and_then(|s| s.resolved_spec.as_deref())
         .unwrap_or(&wf.spec.spec);
     if let Some(n) = spec.nodes.iter().find(|n| n.id == node) {
         return Ok((n, status.and_then(|s| s.nodes.get(node))));

@@ -108,7 +108,7 @@ pub(super) fn node_execution(n: &NodeSpec, s: Option<&weft_dag::NodeStatus>) -> 
 pub fn execution(wf: &Workflow) -> pb::Execution {
     let status = wf.status.as_ref();
     let spec = status
-        .and_then(|s| s.resolved_spec.as_ref())
+        .and_then(|s| s.resolved_spec.as_deref())
         .unwrap_or(&wf.spec.spec);
     let json = |m: Option<&serde_json::Map<String, serde_json::Value>>| {
         m.map(|o| serde_json::Value::Object(o.clone()).to_string())

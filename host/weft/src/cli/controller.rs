@@ -552,7 +552,10 @@ pub fn get(args: GetArgs) -> anyhow::Result<ExitCode> {
         let wf = api.get(&args.name).await?;
         // A template launch has no nodes of its own: it runs the spec
         // resolved when it started, or (before that) the template's.
-        let resolved = wf.status.as_ref().and_then(|s| s.resolved_spec.clone());
+        let resolved = wf
+            .status
+            .as_ref()
+            .and_then(|s| s.resolved_spec.as_deref().cloned());
         let spec = match (resolved, &wf.spec.spec.workflow_template_ref) {
             (Some(spec), _) => spec,
             (None, Some(t)) if !matches!(args.output, GetFormat::Yaml) => {

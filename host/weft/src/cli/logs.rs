@@ -120,7 +120,7 @@ impl Dag {
         // A template launch has no nodes of its own: it runs the spec
         // resolved when it started.
         let spec = status
-            .and_then(|s| s.resolved_spec.as_ref())
+            .and_then(|s| s.resolved_spec.as_deref())
             .unwrap_or(&wf.spec.spec);
         let mut dag = Dag::default();
         for node in &spec.nodes {

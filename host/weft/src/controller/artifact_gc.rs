@@ -176,7 +176,7 @@ fn tasks(n: &weft_dag::NodeSpec) -> impl Iterator<Item = &TaskSpec> {
 
 /// The spec a Workflow runs (its own, or the template's it resolved).
 fn running_spec<'a>(wf: &'a Workflow, status: &'a WorkflowStatus) -> &'a WorkflowSpec {
-    status.resolved_spec.as_ref().unwrap_or(&wf.spec.spec)
+    status.resolved_spec.as_deref().unwrap_or(&wf.spec.spec)
 }
 
 /// The workflow's prefix in the store.

@@ -54,7 +54,7 @@ pub fn retry(
 
 /// The spec a Workflow runs (its own, or the template's it resolved).
 fn running_spec<'a>(wf: &'a Workflow, status: &'a WorkflowStatus) -> &'a WorkflowSpec {
-    status.resolved_spec.as_ref().unwrap_or(&wf.spec.spec)
+    status.resolved_spec.as_deref().unwrap_or(&wf.spec.spec)
 }
 
 /// The children `spec.podGC` says go now: those of nodes done in the

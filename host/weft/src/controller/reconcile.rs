@@ -250,7 +250,7 @@ async fn settle(cur: &Current, ctx: &Context) -> Result<Option<Requeue>, Error> 
 async fn resolve_and_compile(
     cur: &Current,
     ctx: &Context,
-) -> Result<Option<(Arc<Compiled>, WorkflowSpec, WorkflowStatus)>, Error> {
+) -> Result<Option<(Arc<Compiled>, Arc<WorkflowSpec>, WorkflowStatus)>, Error> {
     let mut status = cur.old().clone();
     let resolved = crate::templates::runnable(&ctx.client, &cur.wf, &mut status).await;
     match resolved.and_then(|spec| Ok((ctx.compiled(&cur.wf, &spec)?, spec))) {
@@ -321,7 +321,7 @@ async fn run_round(
     cur: &Current,
     ctx: &Context,
     compiled: Arc<Compiled>,
-    spec: WorkflowSpec,
+    spec: Arc<WorkflowSpec>,
     mut status: WorkflowStatus,
 ) -> Result<Planned, Error> {
     let retried = lifecycle::pending_retry(&cur.wf, &status)
