@@ -8,7 +8,7 @@
 //! the controller's live heap. Shared, the copies are pointers to one.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hasher};
+use std::hash::Hasher;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use serde::{Deserialize, Deserializer};
@@ -43,10 +43,8 @@ impl<H: Hasher> std::io::Write for HashWriter<H> {
 }
 
 fn hash(spec: &WorkflowSpec) -> u64 {
-    // A fixed seed: equal specs must hash equally across calls.
-    let mut w = HashWriter(
-        std::hash::BuildHasherDefault::<std::hash::DefaultHasher>::default().build_hasher(),
-    );
+    // `DefaultHasher::new` has fixed keys: equal specs hash equally.
+    let mut w = HashWriter(std::hash::DefaultHasher::new());
     // Serializing a spec into a hasher cannot fail: no I/O, no maps with
     // non-string keys.
     let _ = serde_json::to_writer(&mut w, spec);
